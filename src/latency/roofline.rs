@@ -1,0 +1,250 @@
+//! Analytical roofline: every kernel of a step costs the larger of its compute
+//! time and its memory time, at the efficiency that kernel class reaches on
+//! real hardware, and never less than a kernel's launch floor. Layers are
+//! identical, so one layer is priced and multiplied. Tensor parallelism splits
+//! heads, MLP columns and experts across GPUs and adds two all-reduces a layer.
+//!
+//! Efficiencies were measured on H100 SXM with vLLM's own kernels (NVIDIA
+//! aiconfigurator's kernel database, `../shared/data/aiconfigurator-vllm-h100-
+//! h200/csv_bf16`); they are applied unchanged to other GPUs.
+
+use super::{LatencyModel, ScheduledChunk};
+use crate::scenario::{Gpu, ModelArch};
+
+/// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
+/// in `h100_sxm_vllm0.24_gemm_bf16.csv`.
+const GEMM_COMPUTE_EFFICIENCY: f64 = 0.81;
+/// Skinny GEMMs (m ≤ 16) that stream ≥ 4096×11008 weights reach a median
+/// 2.85 of 3.35 TB/s in the same table.
+const MEMORY_EFFICIENCY: f64 = 0.85;
+/// FlashAttention-3 prefill (causal, isl ≥ 2048) reaches a median 48 % of the
+/// BF16 peak in `h100_sxm_vllm0.24_context_attention_kvbf16.csv`.
+const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.48;
+/// Decode attention reading ≥ 256 MB of KV reaches a median 81 % of HBM
+/// bandwidth in `h100_sxm_vllm0.24_generation_attention_kvbf16.csv`.
+const DECODE_ATTENTION_EFFICIENCY: f64 = 0.81;
+/// Smallest GEMM (m = 1, n, k ≤ 512): median 2.7 µs in the GEMM table.
+const GEMM_FLOOR_US: f64 = 2.7;
+/// Smallest decode attention (batch 1, ≤ 128 cached tokens): median 11.4 µs.
+const ATTENTION_FLOOR_US: f64 = 11.4;
+/// vLLM custom all-reduce under CUDA graphs, 128 elements, TP2: 4.3 µs
+/// (`h100_sxm_vllm0.24_custom_allreduce.csv`).
+const ALLREDUCE_FLOOR_US: f64 = 4.3;
+/// Same table, 2^29 elements on TP2: 3.22 ms against 2.39 ms at the NVLink
+/// per-direction peak for a ring all-reduce, so 74 %.
+const ALLREDUCE_BANDWIDTH_EFFICIENCY: f64 = 0.74;
+/// Non-GEMM kernels per layer (two RMSNorms, rotary, activation), each at
+/// least the GEMM launch floor and otherwise memory-bound.
+const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
+/// Per-step CPU time outside the GPU (vLLM V1 scheduling, input preparation,
+/// sampling, output processing). Chosen so that Llama-2-7b TP1 on H100 at
+/// 5 req/s (`blis-vllm-h100`, codegen, first stage) gives its measured mean ITL
+/// of 7.8 ms; issue #4 replaces this with a fit over all real runs.
+const STEP_OVERHEAD_US: f64 = 1200.0;
+
+/// The roofline latency model for one deployment.
+#[derive(Debug, Clone)]
+pub struct Roofline {
+    layers: f64,
+    hidden: f64,
+    heads_per_gpu: f64,
+    kv_heads_per_gpu: f64,
+    head_dim: f64,
+    /// Attention projection weights per layer per GPU, elements.
+    attn_weights: f64,
+    /// Dense MLP weights per layer per GPU (0 for MoE models), elements.
+    dense_mlp_weights: f64,
+    moe: Option<MoeShape>,
+    vocab: f64,
+    tp: f64,
+    weight_bytes: f64,
+    act_bytes: f64,
+    gemm_flops: f64,
+    attention_flops: f64,
+    bandwidth: f64,
+    interconnect: f64,
+}
+
+#[derive(Debug, Clone)]
+struct MoeShape {
+    experts: f64,
+    top_k: f64,
+    /// Weights of one expert per GPU (gate, up, down), elements.
+    expert_weights: f64,
+    shared_weights: f64,
+}
+
+impl Roofline {
+    /// Prices steps of `model` on `tp` GPUs of kind `gpu`. `weight_bytes` is
+    /// bytes per weight (1 for FP8), `fp8_compute` says whether GEMMs run on
+    /// FP8 tensor cores.
+    pub fn new(model: &ModelArch, gpu: &Gpu, tp: u64, weight_bytes: u64, fp8_compute: bool) -> Roofline {
+        let tpf = tp as f64;
+        let d = model.hidden_size as f64;
+        let moe = model.moe.as_ref().map(|m| MoeShape {
+            experts: m.num_experts as f64,
+            top_k: m.top_k as f64,
+            expert_weights: 3.0 * d * m.expert_intermediate_size as f64 / tpf,
+            shared_weights: 3.0 * d * m.shared_intermediate_size as f64 / tpf,
+        });
+        Roofline {
+            layers: model.num_layers as f64,
+            hidden: d,
+            heads_per_gpu: model.num_heads as f64 / tpf,
+            kv_heads_per_gpu: model.num_kv_heads.div_ceil(tp) as f64,
+            head_dim: model.head_dim as f64,
+            attn_weights: model.attention_params_per_layer() as f64 / tpf,
+            dense_mlp_weights: if moe.is_some() { 0.0 } else { model.dense_mlp_params() as f64 / tpf },
+            moe,
+            vocab: model.vocab_size as f64,
+            tp: tpf,
+            weight_bytes: weight_bytes as f64,
+            act_bytes: 2.0,
+            gemm_flops: match (fp8_compute, gpu.fp8_flops) {
+                (true, Some(f)) => f,
+                _ => gpu.bf16_flops,
+            },
+            attention_flops: gpu.bf16_flops,
+            bandwidth: gpu.memory_bandwidth,
+            interconnect: gpu.interconnect_bandwidth,
+        }
+    }
+
+    /// A GEMM of `tokens` rows against `weights` elements: roofline in µs.
+    fn gemm_us(&self, tokens: f64, weights: f64, out_cols: f64) -> f64 {
+        if weights == 0.0 {
+            return 0.0;
+        }
+        let flops = 2.0 * tokens * weights;
+        let in_cols = weights / out_cols;
+        let bytes = weights * self.weight_bytes + tokens * (in_cols + out_cols) * self.act_bytes;
+        let compute = flops / (self.gemm_flops * GEMM_COMPUTE_EFFICIENCY);
+        let memory = bytes / (self.bandwidth * MEMORY_EFFICIENCY);
+        (compute.max(memory) * 1e6).max(GEMM_FLOOR_US)
+    }
+
+    fn allreduce_us(&self, tokens: f64) -> f64 {
+        if self.tp <= 1.0 {
+            return 0.0;
+        }
+        let bytes = tokens * self.hidden * self.act_bytes;
+        let wire = 2.0 * (self.tp - 1.0) / self.tp * bytes;
+        ALLREDUCE_FLOOR_US + wire / (self.interconnect * ALLREDUCE_BANDWIDTH_EFFICIENCY) * 1e6
+    }
+}
+
+impl LatencyModel for Roofline {
+    fn step_time_us(&self, batch: &[ScheduledChunk]) -> u64 {
+        if batch.is_empty() {
+            return 1;
+        }
+        let mut tokens = 0.0;
+        let mut sampled = 0.0;
+        // Attention per layer: prefill FLOPs (causal over context + chunk) and
+        // bytes; decode KV bytes.
+        let (mut prefill_flops, mut prefill_kv, mut decode_kv) = (0.0, 0.0, 0.0);
+        let kv_token_bytes = 2.0 * self.kv_heads_per_gpu * self.head_dim * self.act_bytes;
+        for c in batch {
+            let t = f64::from(c.new_tokens);
+            let ctx = f64::from(c.context_tokens);
+            tokens += t;
+            if c.samples {
+                sampled += 1.0;
+            }
+            let kv = (ctx + 2.0 * t) * kv_token_bytes; // read context, write and read new
+            if c.is_decode {
+                decode_kv += kv;
+            } else {
+                prefill_flops += 4.0 * self.heads_per_gpu * self.head_dim * (t * ctx + t * (t + 1.0) / 2.0);
+                prefill_kv += kv;
+            }
+        }
+        let d = self.hidden;
+        let q_out = self.heads_per_gpu * self.head_dim;
+        let kv_out = 2.0 * self.kv_heads_per_gpu * self.head_dim;
+        let o_weights = q_out * d;
+        let mut layer = self.gemm_us(tokens, self.attn_weights - o_weights, q_out + kv_out) + self.gemm_us(tokens, o_weights, d);
+        layer += match &self.moe {
+            None => {
+                let i = self.dense_mlp_weights / (3.0 * d);
+                self.gemm_us(tokens, 2.0 * d * i, 2.0 * i) + self.gemm_us(tokens, d * i, d)
+            }
+            Some(m) => {
+                // Expected distinct experts touched when `tokens` tokens each pick top_k.
+                let touched = m.experts * (1.0 - (1.0 - m.top_k / m.experts).powf(tokens));
+                let weights = touched * m.expert_weights;
+                let flops = 2.0 * tokens * m.top_k * m.expert_weights;
+                let bytes = weights * self.weight_bytes;
+                let experts = (flops / (self.gemm_flops * GEMM_COMPUTE_EFFICIENCY)).max(bytes / (self.bandwidth * MEMORY_EFFICIENCY)) * 1e6;
+                let router = self.gemm_us(tokens, d * m.experts, m.experts);
+                let shared = if m.shared_weights > 0.0 {
+                    self.gemm_us(tokens, m.shared_weights, m.shared_weights / (3.0 * d) * 2.0)
+                } else {
+                    0.0
+                };
+                experts.max(GEMM_FLOOR_US) + router + shared
+            }
+        };
+        if prefill_flops > 0.0 {
+            let compute = prefill_flops / (self.attention_flops * PREFILL_ATTENTION_EFFICIENCY);
+            let memory = prefill_kv / (self.bandwidth * MEMORY_EFFICIENCY);
+            layer += (compute.max(memory) * 1e6).max(ATTENTION_FLOOR_US);
+        }
+        if decode_kv > 0.0 {
+            layer += (decode_kv / (self.bandwidth * DECODE_ATTENTION_EFFICIENCY) * 1e6).max(ATTENTION_FLOOR_US);
+        }
+        let elementwise_bytes = tokens * (6.0 * d) * self.act_bytes;
+        layer += (elementwise_bytes / (self.bandwidth * MEMORY_EFFICIENCY) * 1e6).max(ELEMENTWISE_KERNELS_PER_LAYER * GEMM_FLOOR_US);
+        layer += 2.0 * self.allreduce_us(tokens);
+        let lm_head = if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
+        let total = self.layers * layer + lm_head + STEP_OVERHEAD_US;
+        total.round().max(1.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{catalog, hardware};
+
+    fn model(id: &str) -> ModelArch {
+        let (_, text) = catalog::model_config(id).unwrap();
+        ModelArch::from_config_json(id, text).unwrap()
+    }
+
+    fn decode(n: u32, ctx: u32) -> Vec<ScheduledChunk> {
+        (0..n).map(|_| ScheduledChunk { new_tokens: 1, context_tokens: ctx, is_decode: true, samples: true }).collect()
+    }
+
+    #[test]
+    fn decode_is_memory_bound_and_grows_with_context() {
+        let m = Roofline::new(&model("Llama-2-7b"), &hardware::lookup("H100").unwrap(), 1, 2, false);
+        let short = m.step_time_us(&decode(10, 100));
+        let long = m.step_time_us(&decode(10, 2000));
+        assert!(long > short);
+        // 13.5 GB of weights at 85 % of 3.35 TB/s is 4.7 ms before overheads.
+        assert!((5_500..9_000).contains(&short), "{short}");
+    }
+
+    #[test]
+    fn prefill_is_compute_bound_and_tp_helps() {
+        let chunk = [ScheduledChunk { new_tokens: 2048, context_tokens: 0, is_decode: false, samples: true }];
+        let h100 = hardware::lookup("H100").unwrap();
+        let tp1 = Roofline::new(&model("CodeLlama-34b"), &h100, 1, 2, false).step_time_us(&chunk);
+        let tp2 = Roofline::new(&model("CodeLlama-34b"), &h100, 2, 2, false).step_time_us(&chunk);
+        assert!(tp2 < tp1 * 7 / 10, "{tp1} {tp2}");
+        // 2·34e9·2048 FLOP at 81 % of 989 TFLOPS ≈ 171 ms.
+        assert!((150_000..220_000).contains(&tp1), "{tp1}");
+    }
+
+    #[test]
+    fn fp8_and_moe_are_priced() {
+        let h100 = hardware::lookup("H100").unwrap();
+        let batch = decode(32, 500);
+        let bf16 = Roofline::new(&model("Llama-3.1-70B"), &h100, 4, 2, false).step_time_us(&batch);
+        let fp8 = Roofline::new(&model("Llama-3.1-70B"), &h100, 4, 1, true).step_time_us(&batch);
+        assert!(fp8 < bf16);
+        let moe = Roofline::new(&model("Qwen3-30B-A3B"), &h100, 1, 2, false);
+        assert!(moe.step_time_us(&decode(1, 100)) < moe.step_time_us(&decode(64, 100)));
+    }
+}

@@ -1,0 +1,15 @@
+//! blis-sweep: a discrete-event simulator of vLLM inference serving.
+//!
+//! Data flows one way: [`workload`] reads request DAGs, [`sim`] drives them
+//! through a model of vLLM's V1 scheduler priced by a [`latency`] model for
+//! the deployment a [`scenario`] names, and finished requests leave through a
+//! push-style sink to [`metrics`] and the result writer. The simulation core
+//! does no I/O; [`cli`] owns files, printing and exit codes.
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod cli;
+pub mod latency;
+pub mod metrics;
+pub mod scenario;
+pub mod sim;
+pub mod workload;

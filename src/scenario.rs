@@ -1,0 +1,312 @@
+//! One deployment: model, GPU, tensor parallelism, dtype, vLLM engine
+//! arguments and latency model. [`spec`] mirrors the file; [`load`] and
+//! [`resolve`] turn it into a [`Deployment`] of typed, validated values with
+//! vLLM's defaults filled in, so nothing downstream sees strings.
+
+pub mod catalog;
+pub mod hardware;
+mod kv_capacity;
+pub mod model;
+pub mod spec;
+
+use std::path::Path;
+
+pub use hardware::Gpu;
+pub use model::ModelArch;
+pub use spec::{Dtype, LatencySpec, ScenarioSpec};
+
+use crate::latency::{Linear, Roofline, StepPricer};
+use crate::sim::EngineConfig;
+
+/// A resolved deployment, ready to simulate.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// Display name.
+    pub name: String,
+    /// Model architecture.
+    pub model: ModelArch,
+    /// GPU datasheet.
+    pub gpu: Gpu,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Serving dtype.
+    pub dtype: Dtype,
+    /// Scheduler and KV-cache settings.
+    pub engine: EngineConfig,
+    /// `gpu_memory_utilization` used for the KV capacity.
+    pub gpu_memory_utilization: f64,
+    /// True when `num_gpu_blocks` was computed rather than given.
+    pub kv_capacity_computed: bool,
+    /// The step pricer.
+    pub latency: StepPricer,
+}
+
+/// A scenario that cannot be simulated. Fatal: nothing is run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file (or a `model_config` it names) could not be read.
+    #[error("{file}: {source}")]
+    Io {
+        /// The path.
+        file: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML/JSON for a scenario (unknown key, wrong type…).
+    #[error("{file}:{line}: {message}")]
+    Parse {
+        /// The path.
+        file: String,
+        /// 1-based line (0 if unknown).
+        line: u64,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value is well-formed but unusable (unknown model, TP that does not
+    /// divide the heads, a KV cache that does not fit…).
+    #[error("{file}:{line}: {field}: {reason}")]
+    Invalid {
+        /// The path.
+        file: String,
+        /// 1-based line of the key, where it appears in the file (else 1).
+        line: u64,
+        /// The key, e.g. `engine.max_num_seqs`.
+        field: String,
+        /// Why, and what would work.
+        reason: String,
+    },
+}
+
+/// Reads and resolves a scenario file.
+pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { file: file.clone(), source })?;
+    let spec: ScenarioSpec = serde_saphyr::from_str(&text).map_err(|e| {
+        let line = e.location().map_or(0, |l| l.line());
+        let message = e.without_snippet().to_string();
+        let message = message.lines().next().unwrap_or("").to_owned();
+        ScenarioError::Parse { file: file.clone(), line, message: strip_location(&message) }
+    })?;
+    let stem = path.file_stem().map_or_else(|| "scenario".to_owned(), |s| s.to_string_lossy().into_owned());
+    let base = path.parent().unwrap_or(Path::new("."));
+    resolve(spec, base, &stem).map_err(|(field, reason)| ScenarioError::Invalid {
+        line: line_of(&text, &field),
+        file,
+        field,
+        reason,
+    })
+}
+
+fn strip_location(message: &str) -> String {
+    // The parser appends its own "at line L column C"; the line is reported
+    // in front already.
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// First line on which the last segment of `field` appears as a key.
+fn line_of(text: &str, field: &str) -> u64 {
+    let key = field.rsplit('.').next().unwrap_or(field);
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches(['{', '"', '\'']);
+            l.starts_with(key) && l[key.len()..].trim_start_matches(['"', '\'']).starts_with(':')
+        })
+        .map_or(1, |i| i as u64 + 1)
+}
+
+type Invalid = (String, String);
+
+fn invalid<T>(field: &str, reason: impl Into<String>) -> Result<T, Invalid> {
+    Err((field.to_owned(), reason.into()))
+}
+
+/// Resolves a parsed scenario; `base` is the directory relative paths start
+/// from and `default_name` the name used when the scenario has none.
+pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, Invalid> {
+    let model = match (&spec.model_config, &spec.model) {
+        (Some(path), _) => {
+            let full = base.join(path);
+            let text = std::fs::read_to_string(&full).map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?;
+            let name = spec.model.clone().unwrap_or_else(|| path.clone());
+            ModelArch::from_config_json(&name, &text).map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?
+        }
+        (None, Some(id)) => {
+            let Some((id, text)) = catalog::model_config(id) else {
+                return invalid("model", format!("unknown model `{id}`; the catalog has {} (or give model_config: path/to/config.json)", catalog::model_ids().join(", ")));
+            };
+            ModelArch::from_config_json(id, text).map_err(|e| ("model".to_owned(), e.to_string()))?
+        }
+        (None, None) => return invalid("model", "missing: give `model` (a catalog id) or `model_config` (a config.json path)"),
+    };
+    let Some(gpu) = hardware::lookup(&spec.hardware) else {
+        return invalid("hardware", format!("unknown GPU `{}`; the catalog has {}", spec.hardware, hardware::names().join(", ")));
+    };
+    let tp = spec.tp.unwrap_or(1);
+    if tp == 0 || model.num_heads % tp != 0 {
+        return invalid("tp", format!("{tp} must be positive and divide num_attention_heads = {}", model.num_heads));
+    }
+    let dtype = spec.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
+    let weight_bytes: u64 = if dtype == Dtype::Fp8 { 1 } else { 2 };
+    let kv_dtype_bytes = 2;
+
+    let e = &spec.engine;
+    // vLLM's serving defaults (vllm/engine/arg_utils.py, get_batch_defaults,
+    // OPENAI_API_SERVER): GPUs with ≥ 70 GiB that are not A100 get 8192
+    // batched tokens and 1024 sequences; others 2048 and 256.
+    let big_gpu = gpu.memory_bytes >= 70 << 30 && !gpu.name.starts_with("A100");
+    let max_num_batched_tokens = e.max_num_batched_tokens.unwrap_or(if big_gpu { 8192 } else { 2048 });
+    let max_num_seqs = e.max_num_seqs.unwrap_or(if big_gpu { 1024 } else { 256 });
+    let block_size = e.block_size.unwrap_or(16);
+    let util = e.gpu_memory_utilization.unwrap_or(0.9);
+    if max_num_seqs == 0 {
+        return invalid("engine.max_num_seqs", "must be positive");
+    }
+    if max_num_batched_tokens < max_num_seqs {
+        return invalid("engine.max_num_batched_tokens", format!("{max_num_batched_tokens} is below max_num_seqs = {max_num_seqs}; vLLM requires max_num_batched_tokens >= max_num_seqs"));
+    }
+    if block_size == 0 {
+        return invalid("engine.block_size", "must be positive");
+    }
+    if !(util > 0.0 && util <= 1.0) {
+        return invalid("engine.gpu_memory_utilization", format!("{util} must be in (0, 1]"));
+    }
+    let weights = weight_bytes_per_gpu(&model, tp, weight_bytes);
+    let (num_gpu_blocks, computed) = match e.num_gpu_blocks {
+        Some(0) => return invalid("engine.num_gpu_blocks", "must be positive"),
+        Some(n) => (n, false),
+        None => {
+            let inputs = kv_capacity::CapacityInputs {
+                model: &model,
+                memory_bytes: gpu.memory_bytes,
+                gpu_memory_utilization: util,
+                tp,
+                weight_bytes_per_gpu: weights,
+                activation_bytes: 2,
+                kv_dtype_bytes,
+                block_size: u64::from(block_size),
+                max_num_batched_tokens: u64::from(max_num_batched_tokens),
+                max_num_seqs: u64::from(max_num_seqs),
+            };
+            match kv_capacity::num_gpu_blocks(inputs) {
+                Ok(n) => (n.min(u64::from(u32::MAX)) as u32, true),
+                Err(short) => {
+                    return invalid("tp", format!(
+                        "{} does not fit on {tp}× {}: {:.1} GiB of weights per GPU leave no room for a KV block ({:.2} GiB short); raise tp or gpu_memory_utilization",
+                        model.name, gpu.name, weights / (1u64 << 30) as f64, short / (1u64 << 30) as f64
+                    ));
+                }
+            }
+        }
+    };
+    // vLLM keeps one block aside as the null block.
+    let usable_tokens = u64::from(num_gpu_blocks.saturating_sub(1)) * u64::from(block_size);
+    let max_model_len = match e.max_model_len {
+        Some(0) => return invalid("engine.max_model_len", "must be positive"),
+        Some(n) if u64::from(n) > model.max_model_len => {
+            return invalid("engine.max_model_len", format!("{n} exceeds the model's maximum context {}", model.max_model_len));
+        }
+        Some(n) if computed && u64::from(n) > usable_tokens => {
+            return invalid("engine.max_model_len", format!("{n} tokens do not fit in the KV cache ({usable_tokens} tokens); lower max_model_len or raise gpu_memory_utilization"));
+        }
+        Some(n) => n,
+        // Unset: the model's context, capped at what the KV cache holds (vLLM
+        // would refuse to start; a capacity planner wants the run).
+        None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
+    };
+    let latency = match spec.latency_model.unwrap_or(LatencySpec::Roofline) {
+        LatencySpec::Roofline => StepPricer::Roofline(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8)),
+        LatencySpec::Linear { beta } => StepPricer::Linear(Linear::new(&beta).map_err(|e| ("latency_model.beta".to_owned(), e.to_string()))?),
+        LatencySpec::Unimplemented(kind) => {
+            return invalid("latency_model", format!("`{kind}` is not implemented; available: roofline, linear"));
+        }
+    };
+    Ok(Deployment {
+        name: spec.name.unwrap_or_else(|| default_name.to_owned()),
+        model,
+        gpu,
+        tp,
+        dtype,
+        engine: EngineConfig {
+            max_num_seqs,
+            max_num_batched_tokens,
+            max_model_len,
+            block_size,
+            num_gpu_blocks,
+            enable_prefix_caching: e.enable_prefix_caching.unwrap_or(true),
+            long_prefill_token_threshold: e.long_prefill_token_threshold.unwrap_or(0),
+        },
+        gpu_memory_utilization: util,
+        kv_capacity_computed: computed,
+        latency,
+    })
+}
+
+/// Weight bytes on one GPU. FP8 quantises the linear layers; vLLM keeps the
+/// embedding and LM head in 16 bits.
+fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, weight_bytes: u64) -> f64 {
+    let embed = model.vocab_size * model.hidden_size * if model.tie_word_embeddings { 1 } else { 2 };
+    let rest = model.param_count() - embed;
+    (embed * 2 + rest * weight_bytes) as f64 / tp as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> ScenarioSpec {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn blocks(model: &str, tp: u64) -> u32 {
+        let s = spec(&format!(
+            "model: {model}\nhardware: H100\ntp: {tp}\ndtype: fp16\nengine: {{max_num_seqs: 128, max_num_batched_tokens: 2048}}\n"
+        ));
+        resolve(s, Path::new("."), "t").unwrap().engine.num_gpu_blocks
+    }
+
+    /// vLLM 0.15.1 on H100 at utilisation 0.9 reported these block counts
+    /// (`../shared/data/blis-vllm-h100/experiments.csv`, kv_blocks_total_gpu).
+    #[test]
+    fn kv_capacity_matches_measured_vllm() {
+        let llama = blocks("Llama-2-7b", 1);
+        assert_eq!(llama, 7462);
+        let codellama = f64::from(blocks("CodeLlama-34b", 2));
+        assert!((codellama / 26602.0 - 1.0).abs() < 0.005, "{codellama}");
+    }
+
+    #[test]
+    fn defaults_follow_vllm() {
+        let d = resolve(spec("model: Llama-3.1-8B\nhardware: H100\n"), Path::new("."), "x").unwrap();
+        assert_eq!((d.engine.max_num_seqs, d.engine.max_num_batched_tokens, d.engine.block_size), (1024, 8192, 16));
+        assert!(d.engine.enable_prefix_caching);
+        assert_eq!(d.name, "x");
+        let a100 = resolve(spec("model: Llama-3.1-8B\nhardware: A100-SXM\n"), Path::new("."), "x").unwrap();
+        assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let cases = [
+            ("model: Nope\nhardware: H100\n", "model"),
+            ("model: Llama-2-7b\nhardware: V100\n", "hardware"),
+            ("model: Llama-2-7b\nhardware: H100\ntp: 3\n", "tp"),
+            ("model: Llama-2-70b\nhardware: RTX4090\n", "tp"),
+            ("model: Llama-2-7b\nhardware: H100\nlatency_model: kernels\n", "latency_model"),
+            ("model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n", "engine.max_num_batched_tokens"),
+        ];
+        for (yaml, field) in cases {
+            let e = resolve(spec(yaml), Path::new("."), "x").unwrap_err();
+            assert_eq!(e.0, field, "{yaml}: {}", e.1);
+        }
+    }
+
+    #[test]
+    fn line_of_finds_nested_keys() {
+        let text = "model: a\nengine:\n  max_num_seqs: 4\n";
+        assert_eq!(line_of(text, "engine.max_num_seqs"), 3);
+        assert_eq!(line_of(text, "hardware"), 1);
+    }
+}

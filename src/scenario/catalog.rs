@@ -1,0 +1,55 @@
+//! The embedded model catalog: public HuggingFace `config.json` files compiled
+//! into the binary (no network at run time). `catalog/models/SOURCES.md` says
+//! where each file came from; `scripts/import-model-configs.sh` re-copies the
+//! ones that ship in `../shared`.
+
+/// (catalog id, other names users type, config.json text)
+const MODELS: &[(&str, &[&str], &str)] = &[
+    ("Llama-2-7b", &["meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf", "llama2-7b"], include_str!("catalog/models/Llama-2-7b.json")),
+    ("Llama-2-70b", &["meta-llama/Llama-2-70b-hf", "Llama-2-70b-hf", "llama2-70b"], include_str!("catalog/models/Llama-2-70b.json")),
+    (
+        "CodeLlama-34b",
+        &["codellama/CodeLlama-34b-Instruct-hf", "CodeLlama-34b-Instruct-hf", "codellama-34b-instruct"],
+        include_str!("catalog/models/CodeLlama-34b.json"),
+    ),
+    ("Llama-3.1-8B", &["meta-llama/Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-8B", "Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"], include_str!("catalog/models/Llama-3.1-8B.json")),
+    ("Llama-3.1-70B", &["meta-llama/Llama-3.1-70B", "meta-llama/Meta-Llama-3.1-70B", "Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"], include_str!("catalog/models/Llama-3.1-70B.json")),
+    ("Mixtral-8x7B", &["mistralai/Mixtral-8x7B-v0.1", "Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-Instruct-v0.1"], include_str!("catalog/models/Mixtral-8x7B.json")),
+    ("Qwen2.5-7B", &["Qwen/Qwen2.5-7B"], include_str!("catalog/models/Qwen2.5-7B.json")),
+    ("Qwen3-14B", &["Qwen/Qwen3-14B"], include_str!("catalog/models/Qwen3-14B.json")),
+    ("Qwen3-32B", &["Qwen/Qwen3-32B"], include_str!("catalog/models/Qwen3-32B.json")),
+    (
+        "Qwen3-30B-A3B",
+        &["Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B"],
+        include_str!("catalog/models/Qwen3-30B-A3B.json"),
+    ),
+];
+
+/// The catalog id and `config.json` text of a model, by id or alias
+/// (case-insensitive).
+pub fn model_config(name: &str) -> Option<(&'static str, &'static str)> {
+    MODELS
+        .iter()
+        .find(|(id, aliases, _)| id.eq_ignore_ascii_case(name) || aliases.iter().any(|a| a.eq_ignore_ascii_case(name)))
+        .map(|(id, _, text)| (*id, *text))
+}
+
+/// Catalog ids, for error messages.
+pub fn model_ids() -> Vec<&'static str> {
+    MODELS.iter().map(|(id, _, _)| *id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::ModelArch;
+
+    #[test]
+    fn every_catalog_model_parses() {
+        for id in model_ids() {
+            let (_, text) = model_config(id).unwrap();
+            ModelArch::from_config_json(id, text).unwrap_or_else(|e| panic!("{id}: {e}"));
+        }
+        assert_eq!(model_config("meta-llama/llama-2-7b-hf").unwrap().0, "Llama-2-7b");
+    }
+}

@@ -1,0 +1,158 @@
+//! The embedded GPU catalog: datasheet numbers only (dense tensor-core peaks,
+//! no sparsity), each with the datasheet it came from. Efficiency factors are
+//! not hardware facts and live with the latency model that uses them.
+
+/// One GPU model, as its datasheet describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gpu {
+    /// Catalog name, e.g. `H100`.
+    pub name: &'static str,
+    /// Memory the driver reports, bytes (what vLLM's `gpu_memory_utilization`
+    /// is a fraction of).
+    pub memory_bytes: u64,
+    /// Peak HBM/GDDR bandwidth, bytes/s.
+    pub memory_bandwidth: f64,
+    /// Dense FP16/BF16 tensor-core peak, FLOP/s.
+    pub bf16_flops: f64,
+    /// Dense FP8 tensor-core peak, FLOP/s; `None` where the GPU has no FP8
+    /// tensor cores (vLLM then runs FP8 weights through a weight-only kernel
+    /// at the BF16 rate).
+    pub fp8_flops: Option<f64>,
+    /// GPU-to-GPU bandwidth for tensor-parallel all-reduce, bytes/s per
+    /// direction (NVLink where the GPU has it, else PCIe).
+    pub interconnect_bandwidth: f64,
+}
+
+const GB: f64 = 1e9;
+const TB: f64 = 1e12;
+const TFLOPS: f64 = 1e12;
+const MIB: u64 = 1 << 20;
+
+/// Every GPU in the catalog, with the names users may type for it.
+const CATALOG: &[(&[&str], Gpu)] = &[
+    // NVIDIA H100 SXM5 datasheet (nvidia.com/en-us/data-center/h100): BF16 1,979 and
+    // FP8 3,958 TFLOPS *with sparsity*, so half dense; 3.35 TB/s HBM3; NVLink 900 GB/s
+    // total (450 GB/s per direction). 81,559 MiB is what nvidia-smi reports for the
+    // 80 GB part (also ../shared/data/blis-vllm-h100/h100-sxm-datasheet.json).
+    (
+        &["H100", "H100-SXM", "H100-SXM5", "H100-80G"],
+        Gpu {
+            name: "H100",
+            memory_bytes: 81_559 * MIB,
+            memory_bandwidth: 3.35 * TB,
+            bf16_flops: 989.4 * TFLOPS,
+            fp8_flops: Some(1978.9 * TFLOPS),
+            interconnect_bandwidth: 450.0 * GB,
+        },
+    ),
+    // NVIDIA H200 SXM datasheet (nvidia.com/en-us/data-center/h200): same Hopper compute
+    // as H100 (BF16 989 / FP8 1,979 dense), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s.
+    // 143,771 MiB is the driver-reported size of the 141 GB part.
+    (
+        &["H200", "H200-SXM"],
+        Gpu {
+            name: "H200",
+            memory_bytes: 143_771 * MIB,
+            memory_bandwidth: 4.8 * TB,
+            bf16_flops: 989.4 * TFLOPS,
+            fp8_flops: Some(1978.9 * TFLOPS),
+            interconnect_bandwidth: 450.0 * GB,
+        },
+    ),
+    // NVIDIA A100 80GB SXM datasheet: BF16 312 TFLOPS dense, 2,039 GB/s HBM2e, NVLink
+    // 600 GB/s total (300 per direction); no FP8 tensor cores. 81,920 MiB reported.
+    (
+        &["A100-80G", "A100-SXM", "A100-80GB", "A100"],
+        Gpu {
+            name: "A100-80G",
+            memory_bytes: 81_920 * MIB,
+            memory_bandwidth: 2.039 * TB,
+            bf16_flops: 312.0 * TFLOPS,
+            fp8_flops: None,
+            interconnect_bandwidth: 300.0 * GB,
+        },
+    ),
+    // NVIDIA L40S datasheet: BF16 362.05 / FP8 733 TFLOPS dense (half the sparsity
+    // figures 733 / 1,466), 48 GB GDDR6 at 864 GB/s, no NVLink: PCIe Gen4 x16, 32 GB/s
+    // per direction. 46,068 MiB reported.
+    (
+        &["L40S"],
+        Gpu {
+            name: "L40S",
+            memory_bytes: 46_068 * MIB,
+            memory_bandwidth: 864.0 * GB,
+            bf16_flops: 362.05 * TFLOPS,
+            fp8_flops: Some(733.0 * TFLOPS),
+            interconnect_bandwidth: 32.0 * GB,
+        },
+    ),
+    // NVIDIA HGX B200 datasheet (per GPU): FP16/BF16 2.25 PFLOPS and FP8 4.5 PFLOPS
+    // dense, 180 GB HBM3e at 7.7 TB/s, NVLink 5 1.8 TB/s total (900 GB/s per direction).
+    // 183,359 MiB reported.
+    (
+        &["B200"],
+        Gpu {
+            name: "B200",
+            memory_bytes: 183_359 * MIB,
+            memory_bandwidth: 7.7 * TB,
+            bf16_flops: 2250.0 * TFLOPS,
+            fp8_flops: Some(4500.0 * TFLOPS),
+            interconnect_bandwidth: 900.0 * GB,
+        },
+    ),
+    // NVIDIA Ada Lovelace architecture whitepaper, GeForce RTX 4090: FP16/BF16 tensor
+    // 165.2 TFLOPS and FP8 330.3 TFLOPS dense with FP32 accumulate (what vLLM's kernels
+    // use); 24 GB GDDR6X at 1,008 GB/s; PCIe Gen4 x16, 32 GB/s per direction.
+    // 24,564 MiB reported.
+    (
+        &["RTX4090", "RTX-4090"],
+        Gpu {
+            name: "RTX4090",
+            memory_bytes: 24_564 * MIB,
+            memory_bandwidth: 1008.0 * GB,
+            bf16_flops: 165.2 * TFLOPS,
+            fp8_flops: Some(330.3 * TFLOPS),
+            interconnect_bandwidth: 32.0 * GB,
+        },
+    ),
+    // NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 4 PFLOPS FP4 with
+    // sparsity, so FP8 1,007.6 and BF16 503.8 TFLOPS dense; 96 GB GDDR7 at 1,792 GB/s;
+    // PCIe Gen5 x16, 64 GB/s per direction. 97,887 MiB reported.
+    (
+        &["RTXPRO6000", "RTX-PRO-6000"],
+        Gpu {
+            name: "RTXPRO6000",
+            memory_bytes: 97_887 * MIB,
+            memory_bandwidth: 1792.0 * GB,
+            bf16_flops: 503.8 * TFLOPS,
+            fp8_flops: Some(1007.6 * TFLOPS),
+            interconnect_bandwidth: 64.0 * GB,
+        },
+    ),
+];
+
+/// Looks a GPU up by any of its names, ignoring case.
+pub fn lookup(name: &str) -> Option<Gpu> {
+    CATALOG
+        .iter()
+        .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+        .map(|(_, gpu)| gpu.clone())
+}
+
+/// The canonical names, for error messages and `--help`.
+pub fn names() -> Vec<&'static str> {
+    CATALOG.iter().map(|(_, gpu)| gpu.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve_to_the_same_gpu() {
+        assert_eq!(lookup("h100-sxm"), lookup("H100"));
+        assert_eq!(lookup("A100-SXM").unwrap().name, "A100-80G");
+        assert!(lookup("V100").is_none());
+        assert_eq!(names().len(), 7);
+    }
+}

@@ -1,0 +1,224 @@
+//! Model architecture from a HuggingFace `config.json`: the numbers the KV
+//! cache and the latency models need, and nothing else. The embedded catalog
+//! holds the public `config.json` of each supported model (see
+//! `catalog/models/SOURCES.md`), parsed by the same code as a user's file.
+
+use serde_json::{Map, Value};
+
+/// Mixture-of-experts layer shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moe {
+    /// Routed experts per MoE layer.
+    pub num_experts: u64,
+    /// Experts each token is routed to.
+    pub top_k: u64,
+    /// Intermediate size of one routed expert.
+    pub expert_intermediate_size: u64,
+    /// Intermediate size of the shared expert(s), 0 if none.
+    pub shared_intermediate_size: u64,
+}
+
+/// The architecture numbers of a decoder-only transformer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelArch {
+    /// Display name (catalog id or the config's path).
+    pub name: String,
+    /// `hidden_size`.
+    pub hidden_size: u64,
+    /// `num_hidden_layers`.
+    pub num_layers: u64,
+    /// `num_attention_heads`.
+    pub num_heads: u64,
+    /// `num_key_value_heads` (equal to heads for MHA).
+    pub num_kv_heads: u64,
+    /// `head_dim`, or hidden_size / heads.
+    pub head_dim: u64,
+    /// Dense MLP `intermediate_size` (used by every layer of a dense model).
+    pub intermediate_size: u64,
+    /// `vocab_size`.
+    pub vocab_size: u64,
+    /// Longest context the model supports, after RoPE scaling.
+    pub max_model_len: u64,
+    /// `tie_word_embeddings`: the LM head shares the embedding weights.
+    pub tie_word_embeddings: bool,
+    /// Bytes per weight of the checkpoint's dtype (2 for fp16/bf16).
+    pub checkpoint_bytes: u64,
+    /// MoE shape, for mixture-of-experts models.
+    pub moe: Option<Moe>,
+}
+
+/// A `config.json` the simulator cannot use. Fatal for the scenario.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ModelConfigError {
+    /// The config key at fault.
+    pub field: String,
+    /// Why.
+    pub reason: String,
+}
+
+fn bad(field: &str, reason: impl Into<String>) -> ModelConfigError {
+    ModelConfigError { field: field.to_owned(), reason: reason.into() }
+}
+
+impl ModelArch {
+    /// Parses a HuggingFace `config.json`. Multimodal configs keep the language
+    /// model under `text_config`; its keys override the top level.
+    pub fn from_config_json(name: &str, text: &str) -> Result<ModelArch, ModelConfigError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| bad("json", e.to_string()))?;
+        let Value::Object(mut map) = value else {
+            return Err(bad("json", "the config is not a JSON object"));
+        };
+        if let Some(Value::Object(text_config)) = map.remove("text_config") {
+            map.extend(text_config);
+        }
+        let get = |key: &str| map.get(key).filter(|v| !v.is_null());
+        let uint = |key: &str| -> Result<Option<u64>, ModelConfigError> {
+            match get(key) {
+                None => Ok(None),
+                Some(v) => v.as_u64().map(Some).ok_or_else(|| bad(key, format!("expected a non-negative integer, got {v}"))),
+            }
+        };
+        let required = |key: &str| -> Result<u64, ModelConfigError> {
+            match uint(key)? {
+                Some(0) => Err(bad(key, "must be positive")),
+                Some(v) => Ok(v),
+                None => Err(bad(key, "missing")),
+            }
+        };
+        let hidden_size = required("hidden_size")?;
+        let num_layers = required("num_hidden_layers")?;
+        let num_heads = required("num_attention_heads")?;
+        let num_kv_heads = uint("num_key_value_heads")?.filter(|&v| v > 0).unwrap_or(num_heads);
+        let head_dim = uint("head_dim")?.filter(|&v| v > 0).unwrap_or(hidden_size / num_heads);
+        let vocab_size = required("vocab_size")?;
+        let num_experts = match uint("num_local_experts")?.or(uint("num_experts")?).or(uint("n_routed_experts")?) {
+            Some(n) if n >= 2 => Some(n),
+            _ => None,
+        };
+        let moe = match num_experts {
+            None => None,
+            Some(num_experts) => Some(Moe {
+                num_experts,
+                top_k: required("num_experts_per_tok")?,
+                expert_intermediate_size: match uint("moe_intermediate_size")? {
+                    Some(v) if v > 0 => v,
+                    _ => required("intermediate_size")?,
+                },
+                shared_intermediate_size: uint("shared_expert_intermediate_size")?.unwrap_or(0),
+            }),
+        };
+        let intermediate_size = required("intermediate_size")?;
+        let checkpoint_bytes = match get("torch_dtype").or(get("dtype")).and_then(Value::as_str) {
+            None | Some("float16" | "bfloat16") => 2,
+            Some("float32") => 4,
+            Some(other) => return Err(bad("torch_dtype", format!("unsupported dtype `{other}`"))),
+        };
+        let max_model_len = derived_max_model_len(&map, required("max_position_embeddings")?);
+        Ok(ModelArch {
+            name: name.to_owned(),
+            hidden_size,
+            num_layers,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            intermediate_size,
+            vocab_size,
+            max_model_len,
+            tie_word_embeddings: get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+            checkpoint_bytes,
+            moe,
+        })
+    }
+
+    /// Parameters of one decoder layer's attention projections (Q, K, V, O).
+    pub fn attention_params_per_layer(&self) -> u64 {
+        let q = self.num_heads * self.head_dim;
+        let kv = self.num_kv_heads * self.head_dim;
+        self.hidden_size * (q + 2 * kv) + q * self.hidden_size
+    }
+
+    /// Parameters of one dense gated MLP (gate, up and down projections).
+    pub fn dense_mlp_params(&self) -> u64 {
+        3 * self.hidden_size * self.intermediate_size
+    }
+
+    /// Total parameters, counted from the architecture (embeddings, layers,
+    /// norms and LM head). Llama-2-7b gives 6.74 B, as published.
+    pub fn param_count(&self) -> u64 {
+        let d = self.hidden_size;
+        let embed = self.vocab_size * d;
+        let lm_head = if self.tie_word_embeddings { 0 } else { embed };
+        let mlp = match &self.moe {
+            None => self.dense_mlp_params(),
+            Some(m) => d * m.num_experts + m.num_experts * 3 * d * m.expert_intermediate_size + 3 * d * m.shared_intermediate_size,
+        };
+        let per_layer = self.attention_params_per_layer() + mlp + 2 * d;
+        embed + lm_head + self.num_layers * per_layer + d
+    }
+
+    /// KV-cache bytes one token takes on one GPU under tensor parallelism `tp`
+    /// (K and V, every layer). KV heads are split across GPUs, and replicated
+    /// when there are fewer heads than GPUs, as vLLM does.
+    pub fn kv_bytes_per_token(&self, tp: u64, kv_dtype_bytes: u64) -> u64 {
+        let heads_per_gpu = self.num_kv_heads.div_ceil(tp);
+        2 * self.num_layers * heads_per_gpu * self.head_dim * kv_dtype_bytes
+    }
+}
+
+/// vLLM's derived `max_model_len`: `max_position_embeddings`, scaled by a RoPE
+/// scaling factor except for the types whose `max_position_embeddings` already
+/// is the scaled length (llama3, longrope, su, mrope, default). YaRN scales the
+/// original length.
+fn derived_max_model_len(map: &Map<String, Value>, max_position_embeddings: u64) -> u64 {
+    let Some(Value::Object(rope)) = map.get("rope_scaling") else {
+        return max_position_embeddings;
+    };
+    let kind = rope.get("rope_type").or(rope.get("type")).and_then(Value::as_str).unwrap_or("default");
+    let factor = rope.get("factor").and_then(Value::as_f64).unwrap_or(1.0);
+    if factor <= 1.0 || matches!(kind, "llama3" | "longrope" | "su" | "mrope" | "default") {
+        return max_position_embeddings;
+    }
+    let base = match kind {
+        "yarn" => rope.get("original_max_position_embeddings").and_then(Value::as_u64).unwrap_or(max_position_embeddings),
+        _ => max_position_embeddings,
+    };
+    (base as f64 * factor) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_2_7b_has_its_published_size() {
+        let text = include_str!("catalog/models/Llama-2-7b.json");
+        let arch = ModelArch::from_config_json("Llama-2-7b", text).unwrap();
+        assert_eq!(arch.param_count(), 6_738_415_616);
+        assert_eq!(arch.kv_bytes_per_token(1, 2), 524_288);
+        assert_eq!(arch.max_model_len, 4096);
+    }
+
+    #[test]
+    fn moe_and_head_dim_are_read() {
+        let text = include_str!("catalog/models/Qwen3-30B-A3B.json");
+        let arch = ModelArch::from_config_json("q", text).unwrap();
+        let moe = arch.moe.unwrap();
+        assert_eq!((moe.num_experts, moe.top_k, moe.expert_intermediate_size), (128, 8, 768));
+        assert_eq!(arch.head_dim, 128);
+    }
+
+    #[test]
+    fn missing_fields_are_named() {
+        let e = ModelArch::from_config_json("x", r#"{"hidden_size": 8}"#).unwrap_err();
+        assert_eq!(e.field, "num_hidden_layers");
+    }
+
+    #[test]
+    fn yarn_scales_the_original_length() {
+        let text = r#"{"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":8,
+            "intermediate_size":8,"max_position_embeddings":32768,
+            "rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}"#;
+        assert_eq!(ModelArch::from_config_json("y", text).unwrap().max_model_len, 131072);
+    }
+}

@@ -1,0 +1,116 @@
+//! The scenario file exactly as written (YAML, or JSON, which YAML accepts):
+//! plain serde structs, every key optional where vLLM has a default, unknown
+//! keys rejected with their line. [`super::resolve`] turns this into a typed
+//! [`super::Deployment`].
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+/// One deployment, as the user wrote it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// Display name; defaults to the file stem.
+    pub name: Option<String>,
+    /// Catalog id of the model.
+    pub model: Option<String>,
+    /// Path to a HuggingFace `config.json`, relative to the scenario file.
+    pub model_config: Option<String>,
+    /// Catalog name of the GPU.
+    pub hardware: String,
+    /// Tensor-parallel degree (default 1).
+    pub tp: Option<u64>,
+    /// `fp16`, `bf16` or `fp8` (default: the checkpoint's dtype).
+    pub dtype: Option<Dtype>,
+    /// vLLM engine arguments.
+    #[serde(default)]
+    pub engine: EngineSpec,
+    /// Which latency model prices a step (default `roofline`).
+    pub latency_model: Option<LatencySpec>,
+}
+
+/// Serving dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// IEEE half precision.
+    Fp16,
+    /// bfloat16.
+    Bf16,
+    /// FP8 weights (vLLM `quantization: fp8`); activations and KV stay 16-bit.
+    Fp8,
+}
+
+/// vLLM engine arguments, by their vLLM names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSpec {
+    /// `--max-num-seqs`.
+    pub max_num_seqs: Option<u32>,
+    /// `--max-num-batched-tokens`.
+    pub max_num_batched_tokens: Option<u32>,
+    /// `--max-model-len`.
+    pub max_model_len: Option<u32>,
+    /// `--block-size`.
+    pub block_size: Option<u32>,
+    /// `--gpu-memory-utilization`.
+    pub gpu_memory_utilization: Option<f64>,
+    /// `--num-gpu-blocks-override`.
+    pub num_gpu_blocks: Option<u32>,
+    /// `--enable-prefix-caching` / `--no-enable-prefix-caching`.
+    pub enable_prefix_caching: Option<bool>,
+    /// `--long-prefill-token-threshold`.
+    pub long_prefill_token_threshold: Option<u32>,
+}
+
+/// `latency_model:` either a bare name (`roofline`) or a mapping with `kind:`
+/// and that model's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LatencySpec {
+    /// The analytical roofline model; no parameters.
+    Roofline,
+    /// `step_us = beta[0] + beta[1]·prefill_tokens + beta[2]·decode_tokens
+    /// [+ beta[3]·decode_context_tokens]`, microseconds.
+    Linear {
+        /// Coefficients, µs.
+        beta: Vec<f64>,
+    },
+    /// A model this build knows by name but does not implement.
+    Unimplemented(String),
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum LatencyTable {
+    Roofline {},
+    Linear { beta: Vec<f64> },
+}
+
+impl<'de> Deserialize<'de> for LatencySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SpecVisitor;
+        impl<'de> Visitor<'de> for SpecVisitor {
+            type Value = LatencySpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a latency model name or a mapping with `kind:`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LatencySpec, E> {
+                match v {
+                    "roofline" => Ok(LatencySpec::Roofline),
+                    "linear" => Err(E::custom("`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]}")),
+                    other => Ok(LatencySpec::Unimplemented(other.to_owned())),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LatencySpec, A::Error> {
+                let table = LatencyTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(match table {
+                    LatencyTable::Roofline {} => LatencySpec::Roofline,
+                    LatencyTable::Linear { beta } => LatencySpec::Linear { beta },
+                })
+            }
+        }
+        d.deserialize_any(SpecVisitor)
+    }
+}

@@ -1,0 +1,400 @@
+//! The DAG driver and the simulation loop.
+//!
+//! A root node starts `interval` after its request arrives; any other node
+//! starts `interval` after its last predecessor finishes. A tool call finishes
+//! `duration` after it starts and uses no device. An llm node enters the
+//! engine when it starts and finishes with its last output token. A request
+//! finishes when its last node does, and then leaves through the
+//! [`ResultSink`] with everything measured about it; its state is freed.
+//!
+//! An llm node the engine can never serve fails at its start; the nodes that
+//! depend on it are skipped, and the request is reported as failed.
+//!
+//! Events at the same microsecond are handled in the order they were
+//! scheduled; the engine starts its next step only after all of them, so a
+//! node that starts at the instant a step ends joins the next step.
+
+use super::engine::{Engine, EngineConfig, EngineEvent, EngineStats, Owner};
+use super::queue::EventQueue;
+use crate::latency::LatencyModel;
+use crate::workload::{NodeKind, Request};
+
+/// Why a node did not run to completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeError {
+    /// The engine can never serve this call (too long for `max_model_len` or
+    /// for the KV cache); the message says which.
+    Unservable(String),
+    /// Not run because predecessor `0` failed.
+    Skipped(u32),
+    /// The horizon was reached before the node finished.
+    Unfinished,
+}
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeError::Unservable(why) => f.write_str(why),
+            NodeError::Skipped(p) => write!(f, "not run: predecessor {p} failed"),
+            NodeError::Unfinished => f.write_str("unfinished: the horizon was reached"),
+        }
+    }
+}
+
+/// Everything measured about one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeOutcome {
+    /// When it started (entered the scheduler, for llm nodes), µs.
+    pub start_us: Option<u64>,
+    /// When the engine first admitted it, µs.
+    pub scheduled_us: Option<u64>,
+    /// Emission time of each output token, µs.
+    pub token_times_us: Vec<u64>,
+    /// When it finished, µs.
+    pub finish_us: Option<u64>,
+    /// Why it did not run to completion, if so.
+    pub error: Option<NodeError>,
+    /// Prompt tokens found in the prefix cache at first admission.
+    pub cached_tokens: u32,
+    /// Times the engine preempted it.
+    pub preemptions: u32,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestStatus {
+    /// Every node ran.
+    Completed,
+    /// A node was unservable.
+    Unservable,
+    /// The horizon cut it short.
+    Unfinished,
+}
+
+/// A request leaving the simulation.
+#[derive(Debug)]
+pub struct FinishedRequest {
+    /// Position in the input (0-based), for writing results in input order.
+    pub index: u64,
+    /// The request as read.
+    pub request: Request,
+    /// One outcome per sub-request.
+    pub nodes: Vec<NodeOutcome>,
+    /// Arrival, µs.
+    pub arrival_us: u64,
+    /// When its last node finished, µs (completed requests).
+    pub finish_us: Option<u64>,
+    /// How it ended.
+    pub status: RequestStatus,
+}
+
+/// Where finished requests go: the result writer, the metrics, a test's `Vec`.
+pub trait ResultSink {
+    /// Called once per request, in completion order.
+    fn request_done(&mut self, request: FinishedRequest);
+}
+
+impl ResultSink for Vec<FinishedRequest> {
+    fn request_done(&mut self, request: FinishedRequest) {
+        self.push(request);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    NodeStart { slot: u32, node: u32 },
+    ToolDone { slot: u32, node: u32 },
+    StepEnd,
+}
+
+struct Active {
+    index: u64,
+    request: Request,
+    arrival_us: u64,
+    nodes: Vec<NodeOutcome>,
+    pending_preds: Vec<u32>,
+    ready_us: Vec<u64>,
+    failed_pred: Vec<Option<u32>>,
+    unresolved: usize,
+}
+
+/// One simulated engine serving a stream of request DAGs.
+pub struct Simulation<L> {
+    now: u64,
+    queue: EventQueue<Event>,
+    engine: Engine<L>,
+    active: Vec<Option<Active>>,
+    free_slots: Vec<u32>,
+    in_flight: usize,
+    next_index: u64,
+    stepping: bool,
+    events: Vec<EngineEvent>,
+    check_invariants: bool,
+}
+
+impl<L> std::fmt::Debug for Simulation<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation").field("now", &self.now).field("in_flight", &self.in_flight).finish()
+    }
+}
+
+impl<L: LatencyModel> Simulation<L> {
+    /// An idle engine at time 0.
+    pub fn new(config: EngineConfig, latency: L) -> Self {
+        Simulation {
+            now: 0,
+            queue: EventQueue::new(),
+            engine: Engine::new(config, latency),
+            active: Vec::new(),
+            free_slots: Vec::new(),
+            in_flight: 0,
+            next_index: 0,
+            stepping: false,
+            events: Vec::new(),
+            check_invariants: false,
+        }
+    }
+
+    /// Verifies the KV cache's block accounting after every step and panics
+    /// on a violation. For tests; costs a walk of the free queue per step.
+    pub fn check_invariants(&mut self, on: bool) {
+        self.check_invariants = on;
+    }
+
+    /// Current simulated time, µs: the time of the last event handled.
+    pub fn now_us(&self) -> u64 {
+        self.now
+    }
+
+    /// Requests added and not yet finished.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Engine counters so far.
+    pub fn engine_stats(&self) -> &EngineStats {
+        self.engine.stats()
+    }
+
+    /// (running, waiting) requests in the engine now.
+    pub fn engine_queues(&self) -> (usize, usize) {
+        (self.engine.num_running(), self.engine.num_waiting())
+    }
+
+    /// Adds the next request. Arrivals must not decrease (the reader
+    /// guarantees it); everything that happens before this arrival is
+    /// simulated first.
+    pub fn add_request(&mut self, request: Request, sink: &mut dyn ResultSink) {
+        let arrival_us = request.arrival_us().max(self.now);
+        if arrival_us > 0 {
+            self.run_until(arrival_us - 1, sink);
+        }
+        let n = request.sub_requests.len();
+        let mut pending_preds = vec![0u32; n];
+        for sub in &request.sub_requests {
+            for &j in &sub.next {
+                pending_preds[j as usize] += 1;
+            }
+        }
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.active.push(None);
+                self.active.len() as u32 - 1
+            }
+        };
+        for &root in &request.initial {
+            let at = arrival_us + request.sub_requests[root as usize].interval_us();
+            self.queue.push(at, Event::NodeStart { slot, node: root });
+        }
+        self.active[slot as usize] = Some(Active {
+            index: self.next_index,
+            request,
+            arrival_us,
+            nodes: vec![NodeOutcome::default(); n],
+            pending_preds,
+            ready_us: vec![arrival_us; n],
+            failed_pred: vec![None; n],
+            unresolved: n,
+        });
+        self.next_index += 1;
+        self.in_flight += 1;
+    }
+
+    /// Handles every event up to and including `limit` µs.
+    pub fn run_until(&mut self, limit: u64, sink: &mut dyn ResultSink) {
+        while let Some(t) = self.queue.peek_time() {
+            if t > limit {
+                break;
+            }
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            while self.queue.peek_time() == Some(t) {
+                let (_, event) = self.queue.pop().expect("peeked");
+                self.handle(event, sink);
+            }
+            if !self.stepping && self.engine.has_work() {
+                self.start_step();
+            }
+        }
+    }
+
+    /// Runs to the end (or to `horizon_us`), then reports every request
+    /// still in flight as unfinished.
+    pub fn finish(&mut self, horizon_us: Option<u64>, sink: &mut dyn ResultSink) {
+        self.run_until(horizon_us.unwrap_or(u64::MAX), sink);
+        if let Some(h) = horizon_us
+            && self.in_flight > 0
+        {
+            self.now = self.now.max(h);
+        }
+        for slot in 0..self.active.len() {
+            if let Some(mut a) = self.active[slot].take() {
+                for node in &mut a.nodes {
+                    if node.finish_us.is_none() && node.error.is_none() {
+                        node.error = Some(NodeError::Unfinished);
+                    }
+                }
+                self.in_flight -= 1;
+                sink.request_done(FinishedRequest {
+                    index: a.index,
+                    request: a.request,
+                    nodes: a.nodes,
+                    arrival_us: a.arrival_us,
+                    finish_us: None,
+                    status: RequestStatus::Unfinished,
+                });
+            }
+        }
+    }
+
+    /// Event count left in the queue (for tests).
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn start_step(&mut self) {
+        let mut events = std::mem::take(&mut self.events);
+        let duration = self.engine.start_step(&mut events);
+        for e in events.drain(..) {
+            if let EngineEvent::Scheduled(owner) = e {
+                self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us = Some(self.now);
+            }
+        }
+        self.events = events;
+        if let Some(d) = duration {
+            self.stepping = true;
+            self.queue.push(self.now + d, Event::StepEnd);
+        }
+    }
+
+    fn active_mut(&mut self, slot: u32) -> &mut Active {
+        self.active[slot as usize].as_mut().expect("live request")
+    }
+
+    fn handle(&mut self, event: Event, sink: &mut dyn ResultSink) {
+        match event {
+            Event::NodeStart { slot, node } => self.start_node(slot, node, sink),
+            Event::ToolDone { slot, node } => self.node_done(slot, node, sink),
+            Event::StepEnd => {
+                self.stepping = false;
+                let mut events = std::mem::take(&mut self.events);
+                self.engine.finish_step(&mut events);
+                if self.check_invariants
+                    && let Err(e) = self.engine.check_kv()
+                {
+                    panic!("KV cache invariant broken at {} µs: {e}", self.now);
+                }
+                let now = self.now;
+                for e in events.drain(..) {
+                    match e {
+                        EngineEvent::Token(o) => self.active_mut(o.slot).nodes[o.node as usize].token_times_us.push(now),
+                        EngineEvent::Finished { owner, preemptions, cached_tokens } => {
+                            let node = &mut self.active_mut(owner.slot).nodes[owner.node as usize];
+                            node.preemptions = preemptions;
+                            node.cached_tokens = cached_tokens;
+                            self.node_done(owner.slot, owner.node, sink);
+                        }
+                        EngineEvent::Scheduled(_) => {}
+                    }
+                }
+                self.events = events;
+            }
+        }
+    }
+
+    fn start_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let now = self.now;
+        let a = self.active[slot as usize].as_mut().expect("live request");
+        a.nodes[node as usize].start_us = Some(now);
+        match &a.request.sub_requests[node as usize].kind {
+            NodeKind::ToolCall { duration } => {
+                let end = now + crate::workload::seconds_to_us(*duration);
+                self.queue.push(end, Event::ToolDone { slot, node });
+            }
+            NodeKind::Llm(call) => {
+                if call.tokens_to_emit() == 0 {
+                    // Seeded progress already holds every output token.
+                    self.node_done(slot, node, sink);
+                    return;
+                }
+                a.nodes[node as usize].token_times_us.reserve_exact(call.tokens_to_emit() as usize);
+                if let Err(why) = self.engine.add(Owner { slot, node }, call) {
+                    a.nodes[node as usize].error = Some(NodeError::Unservable(why));
+                    self.node_done(slot, node, sink);
+                }
+            }
+        }
+    }
+
+    /// Marks a node finished (or failed) now and releases its successors.
+    fn node_done(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let now = self.now;
+        let a = self.active[slot as usize].as_mut().expect("live request");
+        let outcome = &mut a.nodes[node as usize];
+        let failed = outcome.error.is_some();
+        if !failed {
+            outcome.finish_us = Some(now);
+        }
+        a.unresolved -= 1;
+        // Resolve successors; skipped nodes cascade through an explicit stack.
+        let mut stack = vec![(node, failed)];
+        while let Some((n, failed)) = stack.pop() {
+            for k in 0..a.request.sub_requests[n as usize].next.len() {
+                let s = a.request.sub_requests[n as usize].next[k] as usize;
+                a.pending_preds[s] -= 1;
+                if failed {
+                    a.failed_pred[s].get_or_insert(n);
+                } else {
+                    a.ready_us[s] = a.ready_us[s].max(now);
+                }
+                if a.pending_preds[s] > 0 {
+                    continue;
+                }
+                if let Some(p) = a.failed_pred[s] {
+                    a.nodes[s].error = Some(NodeError::Skipped(p));
+                    a.unresolved -= 1;
+                    stack.push((s as u32, true));
+                } else {
+                    let at = a.ready_us[s] + a.request.sub_requests[s].interval_us();
+                    self.queue.push(at, Event::NodeStart { slot, node: s as u32 });
+                }
+            }
+        }
+        if a.unresolved == 0 {
+            let a = self.active[slot as usize].take().expect("live request");
+            self.free_slots.push(slot);
+            self.in_flight -= 1;
+            let failed = a.nodes.iter().any(|n| n.error.is_some());
+            let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
+            sink.request_done(FinishedRequest {
+                index: a.index,
+                request: a.request,
+                nodes: a.nodes,
+                arrival_us: a.arrival_us,
+                finish_us: if failed { None } else { finish_us },
+                status: if failed { RequestStatus::Unservable } else { RequestStatus::Completed },
+            });
+        }
+    }
+}

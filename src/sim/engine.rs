@@ -1,0 +1,343 @@
+//! One vLLM V1 engine: the scheduler of `vllm/v1/core/sched/scheduler.py`
+//! over the paged KV cache, priced by a latency model.
+//!
+//! A step, as vLLM schedules it: with a budget of `max_num_batched_tokens`,
+//! every running request in order gets what it still needs to compute (its
+//! next prefill chunk, capped by `long_prefill_token_threshold`, or one decode
+//! token). When its KV blocks cannot be allocated, the most recently admitted
+//! running request is preempted (recompute: blocks freed, back to the front of
+//! the waiting queue, tokens already generated kept) until it fits or it is
+//! the victim itself. Then, unless something was preempted, waiting requests
+//! are admitted first-come first-served while the budget, `max_num_seqs` and
+//! the free blocks allow, each starting after its longest prefix-cache hit.
+//! A request whose computed tokens catch up with its sequence samples one
+//! token at the end of the step.
+
+use std::collections::VecDeque;
+
+use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
+use crate::latency::{LatencyModel, ScheduledChunk};
+use crate::workload::LlmCall;
+
+/// vLLM engine arguments the scheduler and KV cache obey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Most requests running at once.
+    pub max_num_seqs: u32,
+    /// Token budget of one step.
+    pub max_num_batched_tokens: u32,
+    /// Longest sequence (prompt + output) served.
+    pub max_model_len: u32,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// KV blocks on each GPU, including vLLM's one reserved null block.
+    pub num_gpu_blocks: u32,
+    /// Automatic prefix caching.
+    pub enable_prefix_caching: bool,
+    /// Cap on one prefill chunk; 0 = none.
+    pub long_prefill_token_threshold: u32,
+}
+
+/// Counters over the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Steps executed.
+    pub steps: u64,
+    /// Preemptions (a request preempted twice counts twice).
+    pub preemptions: u64,
+    /// Tokens looked up in the prefix cache at admission.
+    pub prefix_queries: u64,
+    /// Of those, tokens found.
+    pub prefix_hits: u64,
+    /// Tokens computed (prefill and decode).
+    pub computed_tokens: u64,
+}
+
+/// Who a request belongs to, in the driver's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) slot: u32,
+    pub(crate) node: u32,
+}
+
+/// What a step did, reported to the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EngineEvent {
+    /// First admission of the request (scheduling delay ends here).
+    Scheduled(Owner),
+    /// The request sampled one output token.
+    Token(Owner),
+    /// The request emitted its last token and left the engine.
+    Finished { owner: Owner, preemptions: u32, cached_tokens: u32 },
+}
+
+struct Seq {
+    owner: Owner,
+    /// Sequence length so far: prompt plus tokens generated.
+    num_tokens: u32,
+    /// Prompt plus every output token.
+    total_len: u32,
+    num_computed: u32,
+    /// `num_tokens` at the last admission: below it the request is prefilling.
+    prefill_end: u32,
+    /// Seeded tokens whose KV is resident at first admission.
+    seeded_kv: u32,
+    hashes: Vec<u64>,
+    blocks: SeqBlocks,
+    preemptions: u32,
+    cached_tokens: u32,
+    admitted: bool,
+}
+
+/// The scheduler, KV cache and latency model of one engine.
+pub(crate) struct Engine<L> {
+    config: EngineConfig,
+    kv: KvCache,
+    latency: L,
+    seqs: Vec<Option<Seq>>,
+    free_slots: Vec<u32>,
+    waiting: VecDeque<u32>,
+    running: Vec<u32>,
+    scheduled: Vec<(u32, u32)>,
+    chunks: Vec<ScheduledChunk>,
+    hits: Vec<u32>,
+    stats: EngineStats,
+}
+
+impl<L: LatencyModel> Engine<L> {
+    pub(crate) fn new(config: EngineConfig, latency: L) -> Self {
+        // vLLM takes one block out of the pool as the null block.
+        let usable = config.num_gpu_blocks.saturating_sub(1);
+        let kv = KvCache::new(usable, config.block_size, config.enable_prefix_caching);
+        Engine {
+            config,
+            kv,
+            latency,
+            seqs: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            scheduled: Vec::new(),
+            chunks: Vec::new(),
+            hits: Vec::new(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+
+    pub(crate) fn has_work(&self) -> bool {
+        !self.running.is_empty() || !self.waiting.is_empty()
+    }
+
+    pub(crate) fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub(crate) fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub(crate) fn check_kv(&self) -> Result<(), String> {
+        self.kv.check()
+    }
+
+    /// Queues an llm call, or says why it can never be served.
+    pub(crate) fn add(&mut self, owner: Owner, call: &LlmCall) -> Result<(), String> {
+        let total_len = call.input_tokens + call.output_tokens;
+        if total_len > self.config.max_model_len {
+            return Err(format!(
+                "unservable: input_tokens + output_tokens = {total_len} exceeds max_model_len = {}",
+                self.config.max_model_len
+            ));
+        }
+        // The last sampled token is never computed, so the KV cache must hold
+        // total_len − 1 tokens at the end.
+        let blocks_needed = (total_len - 1).div_ceil(self.config.block_size);
+        if blocks_needed > self.kv.num_blocks() {
+            return Err(format!(
+                "unservable: needs {blocks_needed} KV blocks of {} tokens, the cache has {}",
+                self.config.block_size,
+                self.kv.num_blocks()
+            ));
+        }
+        let (known, seeded_kv) = call.seeded.map_or((0, 0), |s| (s.known_tokens, s.kv_tokens));
+        let mut hashes = Vec::new();
+        if self.config.enable_prefix_caching
+            && let Some(input) = &call.input_token_ids
+        {
+            let output = call.output_token_ids.iter().flatten();
+            block_hashes(input.iter().chain(output).copied(), self.config.block_size, &mut hashes);
+        }
+        let num_tokens = known.max(call.input_tokens);
+        let seq = Seq {
+            owner,
+            num_tokens,
+            total_len,
+            num_computed: 0,
+            prefill_end: num_tokens,
+            seeded_kv,
+            hashes,
+            blocks: SeqBlocks::default(),
+            preemptions: 0,
+            cached_tokens: 0,
+            admitted: false,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.seqs[s as usize] = Some(seq);
+                s
+            }
+            None => {
+                self.seqs.push(Some(seq));
+                self.seqs.len() as u32 - 1
+            }
+        };
+        self.waiting.push_back(slot);
+        Ok(())
+    }
+
+    fn seq(&mut self, slot: u32) -> &mut Seq {
+        self.seqs[slot as usize].as_mut().expect("live slot")
+    }
+
+    /// Schedules one step and returns its duration in µs, or `None` when
+    /// there is nothing to run.
+    pub(crate) fn start_step(&mut self, events: &mut Vec<EngineEvent>) -> Option<u64> {
+        self.scheduled.clear();
+        let lpt = self.config.long_prefill_token_threshold;
+        let clamp = |n: u32, budget: u32| {
+            let n = if lpt > 0 { n.min(lpt) } else { n };
+            n.min(budget)
+        };
+        let mut budget = self.config.max_num_batched_tokens;
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let slot = self.running[i];
+            let seq = self.seq(slot);
+            let n = clamp(seq.num_tokens - seq.num_computed, budget);
+            let target = seq.num_computed + n;
+            let mut fits = false;
+            loop {
+                let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+                if self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target) {
+                    fits = true;
+                    break;
+                }
+                let victim = self.running.pop().expect("the request itself is running");
+                self.preempt(victim);
+                preempted = true;
+                if victim == slot {
+                    break;
+                }
+            }
+            if !fits {
+                break;
+            }
+            self.scheduled.push((slot, n));
+            budget -= n;
+            i += 1;
+        }
+        if !preempted {
+            self.admit_waiting(&mut budget, events);
+        }
+        if self.scheduled.is_empty() {
+            return None;
+        }
+        self.chunks.clear();
+        for &(slot, n) in &self.scheduled {
+            let seq = self.seqs[slot as usize].as_ref().expect("live slot");
+            self.chunks.push(ScheduledChunk {
+                new_tokens: n,
+                context_tokens: seq.num_computed,
+                is_decode: seq.num_computed >= seq.prefill_end,
+                samples: seq.num_computed + n == seq.num_tokens,
+            });
+            self.stats.computed_tokens += u64::from(n);
+        }
+        self.stats.steps += 1;
+        Some(self.latency.step_time_us(&self.chunks))
+    }
+
+    fn admit_waiting(&mut self, budget: &mut u32, events: &mut Vec<EngineEvent>) {
+        let lpt = self.config.long_prefill_token_threshold;
+        let block_size = self.kv.block_size();
+        while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
+            let Some(&slot) = self.waiting.front() else { break };
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            self.hits.clear();
+            // At least the last token is always recomputed: its logits are needed.
+            let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
+            self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
+            let hit_tokens = self.hits.len() as u32 * block_size;
+            let seeded = if seq.admitted { 0 } else { seq.seeded_kv };
+            let computed = hit_tokens.max(seeded).min(seq.num_tokens - 1);
+            let mut n = seq.num_tokens - computed;
+            if lpt > 0 {
+                n = n.min(lpt);
+            }
+            n = n.min(*budget);
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n) {
+                break;
+            }
+            self.waiting.pop_front();
+            self.running.push(slot);
+            if self.config.enable_prefix_caching {
+                self.stats.prefix_queries += u64::from(seq.num_tokens);
+                self.stats.prefix_hits += u64::from(hit_tokens);
+            }
+            seq.num_computed = computed;
+            seq.prefill_end = seq.num_tokens;
+            if !seq.admitted {
+                seq.admitted = true;
+                seq.cached_tokens = hit_tokens;
+                events.push(EngineEvent::Scheduled(seq.owner));
+            }
+            self.scheduled.push((slot, n));
+            *budget -= n;
+        }
+    }
+
+    fn preempt(&mut self, slot: u32) {
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        self.kv.free(&mut seq.blocks);
+        seq.num_computed = 0;
+        seq.preemptions += 1;
+        self.stats.preemptions += 1;
+        self.waiting.push_front(slot);
+    }
+
+    /// Applies the scheduled step: computed tokens advance, requests that
+    /// caught up sample a token, finished requests leave and free their blocks.
+    pub(crate) fn finish_step(&mut self, events: &mut Vec<EngineEvent>) {
+        let mut any_finished = false;
+        for k in 0..self.scheduled.len() {
+            let (slot, n) = self.scheduled[k];
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            seq.num_computed += n;
+            if seq.num_computed < seq.num_tokens {
+                continue;
+            }
+            seq.num_tokens += 1;
+            events.push(EngineEvent::Token(seq.owner));
+            if seq.num_tokens == seq.total_len {
+                self.kv.free(&mut seq.blocks);
+                events.push(EngineEvent::Finished {
+                    owner: seq.owner,
+                    preemptions: seq.preemptions,
+                    cached_tokens: seq.cached_tokens,
+                });
+                self.seqs[slot as usize] = None;
+                self.free_slots.push(slot);
+                any_finished = true;
+            }
+        }
+        if any_finished {
+            let seqs = &self.seqs;
+            self.running.retain(|&s| seqs[s as usize].is_some());
+        }
+    }
+}

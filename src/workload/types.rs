@@ -1,0 +1,131 @@
+//! Typed, validated request DAGs. A [`Request`] can only be built by the
+//! reader, which has already checked every rule of the format, so code
+//! downstream never re-checks indices or token counts.
+
+use std::fmt;
+
+/// A request identifier as it appeared in the file: the format allows
+/// integers and strings, and results echo it back unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestId {
+    /// A non-negative integer id, e.g. `17`.
+    Int(u64),
+    /// A string id, e.g. `"request_17"`.
+    Str(String),
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Int(n) => write!(f, "{n}"),
+            RequestId::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Seconds (as written in the files) to integer microseconds, rounded to the
+/// nearest microsecond: the simulator's clock resolution.
+pub fn seconds_to_us(seconds: f64) -> u64 {
+    (seconds * 1e6).round() as u64
+}
+
+/// One request: a DAG of sub-requests that arrives at `arrival_time`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Unique id, echoed in results.
+    pub request_id: RequestId,
+    /// Arrival time in seconds from the start of the run, as written.
+    pub arrival_time: f64,
+    /// Root sub-request indices, ascending.
+    pub initial: Vec<u32>,
+    /// The nodes of the DAG (never empty).
+    pub sub_requests: Vec<SubRequest>,
+}
+
+impl Request {
+    /// Arrival time in integer microseconds.
+    pub fn arrival_us(&self) -> u64 {
+        seconds_to_us(self.arrival_time)
+    }
+}
+
+/// One node of a request DAG.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubRequest {
+    /// Successor indices.
+    pub next: Vec<u32>,
+    /// Delay before the node starts, seconds, as written (default 0).
+    pub interval: f64,
+    /// What the node does.
+    pub kind: NodeKind,
+    /// Present only when read from a result file.
+    pub result: Option<NodeResult>,
+}
+
+impl SubRequest {
+    /// The node's interval in integer microseconds.
+    pub fn interval_us(&self) -> u64 {
+        seconds_to_us(self.interval)
+    }
+}
+
+/// The two kinds of node the format knows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    /// A call to the served model.
+    Llm(LlmCall),
+    /// A tool call: wall-clock time only, no device.
+    ToolCall {
+        /// Seconds, as written (default 0).
+        duration: f64,
+    },
+}
+
+/// An llm sub-request: self-contained prompt and output lengths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCall {
+    /// Full prompt length of this step.
+    pub input_tokens: u32,
+    /// Tokens to generate (≥ 1).
+    pub output_tokens: u32,
+    /// Prompt token ids (length `input_tokens`), for prefix caching.
+    pub input_token_ids: Option<Vec<u32>>,
+    /// Output token ids (length `output_tokens`).
+    pub output_token_ids: Option<Vec<u32>>,
+    /// Seeded progress, when the workload starts this step part-way.
+    pub seeded: Option<SeededProgress>,
+    /// Provenance only; never affects simulation.
+    pub model: Option<String>,
+}
+
+impl LlmCall {
+    /// Output tokens the engine still has to emit: those not already known
+    /// through seeded progress.
+    pub fn tokens_to_emit(&self) -> u32 {
+        let total = self.input_tokens + self.output_tokens;
+        let known = self.seeded.map_or(0, |s| s.known_tokens);
+        total - known.max(self.input_tokens)
+    }
+}
+
+/// Seeded progress: the first `known_tokens` of the step's sequence (prompt,
+/// then output) already exist, and the first `kv_tokens` of those already have
+/// KV resident. Invariant (checked by the reader):
+/// `kv_tokens ≤ known_tokens ≤ input_tokens + output_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeededProgress {
+    /// Tokens of the sequence that already exist.
+    pub known_tokens: u32,
+    /// Tokens whose KV is already resident.
+    pub kv_tokens: u32,
+}
+
+/// What a result file adds to a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeResult {
+    /// Seconds: entry 0 from entering the scheduler to the first token, then
+    /// inter-token gaps. Empty for tool calls.
+    pub token_latency: Vec<f64>,
+    /// Why the node did not (fully) run, if it did not.
+    pub error: Option<String>,
+}

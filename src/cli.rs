@@ -1,1 +1,54 @@
-//! CLI.
+//! The command line: parsing (clap) and one file per subcommand. This is the
+//! only place that touches files, stdout/stderr, wall clocks and exit codes;
+//! errors are `anyhow` here and typed everywhere else.
+//!
+//! Exit status: 0 success; 2 bad input or any other error (the message is one
+//! line, naming the file, line and field where there is one). A closed stdout
+//! (e.g. `| head`) is not an error.
+
+mod atomic;
+mod results;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Simulates vLLM inference serving: request DAGs in, per-token latencies
+/// and metrics out.
+#[derive(Debug, Parser)]
+#[command(name = "blis-sweep", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Simulate one deployment serving a workload; write result JSONL and metrics.
+    Run(run::RunArgs),
+    /// Reconstruct absolute token times from a result JSONL, as CSV.
+    Results(results::ResultsArgs),
+}
+
+/// Parses the arguments, runs the command and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Results(args) => results::run(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("blis-sweep: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}

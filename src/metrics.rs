@@ -1,1 +1,206 @@
-//! Run metrics.
+//! Run metrics, accumulated from finished requests as they stream past, in
+//! memory that does not grow with the number of requests: latencies go into
+//! log-linear [`histogram`]s, everything else into counters.
+//!
+//! Definitions (all over completed requests):
+//! - TTFT, per llm node: first token − the node entering the scheduler.
+//! - ITL, per token gap: each inter-token latency of every llm node
+//!   (token-weighted, as BLIS and vLLM's benchmark report it).
+//! - TPOT, per llm node with ≥ 2 tokens: (last token − first token) / (n − 1).
+//! - E2E, per request: its last node's finish − its arrival.
+//! - Scheduling delay, per llm node: first admission − entering the scheduler.
+
+pub mod histogram;
+
+use serde::Serialize;
+
+use crate::sim::{EngineStats, FinishedRequest, RequestStatus};
+use crate::workload::NodeKind;
+use histogram::Histogram;
+
+/// Accumulates metrics over a run.
+#[derive(Debug, Default)]
+pub struct MetricsCollector {
+    ttft: Histogram,
+    itl: Histogram,
+    tpot: Histogram,
+    e2e: Histogram,
+    scheduling_delay: Histogram,
+    injected: u64,
+    completed: u64,
+    unservable_requests: u64,
+    unservable_nodes: u64,
+    unfinished: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl MetricsCollector {
+    /// Takes one finished request into account.
+    pub fn observe(&mut self, r: &FinishedRequest) {
+        self.injected += 1;
+        match r.status {
+            RequestStatus::Completed => self.completed += 1,
+            RequestStatus::Unservable => self.unservable_requests += 1,
+            RequestStatus::Unfinished => self.unfinished += 1,
+        }
+        let completed = r.status == RequestStatus::Completed;
+        for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
+            let NodeKind::Llm(call) = &sub.kind else { continue };
+            if matches!(node.error, Some(crate::sim::NodeError::Unservable(_))) {
+                self.unservable_nodes += 1;
+            }
+            self.output_tokens += node.token_times_us.len() as u64;
+            if node.start_us.is_some() && node.error.is_none() {
+                self.input_tokens += u64::from(call.input_tokens);
+            }
+            if !completed {
+                continue;
+            }
+            let Some(start) = node.start_us else { continue };
+            if let Some(s) = node.scheduled_us {
+                self.scheduling_delay.record(s - start);
+            }
+            let times = &node.token_times_us;
+            if let (Some(&first), Some(&last)) = (times.first(), times.last()) {
+                self.ttft.record(first - start);
+                for w in times.windows(2) {
+                    self.itl.record(w[1] - w[0]);
+                }
+                if times.len() >= 2 {
+                    self.tpot.record((last - first) / (times.len() as u64 - 1));
+                }
+            }
+        }
+        if let Some(finish) = r.finish_us {
+            self.e2e.record(finish - r.arrival_us);
+        }
+    }
+
+    /// The metrics of the run, given the engine's counters and the simulated
+    /// time of the last event.
+    pub fn finish(&self, stats: &EngineStats, sim_end_us: u64) -> Metrics {
+        let duration_s = sim_end_us as f64 / 1e6;
+        let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
+        let ms = |h: &Histogram, p: f64| h.percentile(p) / 1e3;
+        Metrics {
+            injected_requests: self.injected,
+            completed_requests: self.completed,
+            dropped_unservable: self.unservable_requests,
+            unservable_llm_calls: self.unservable_nodes,
+            still_unfinished: self.unfinished,
+            total_input_tokens: self.input_tokens,
+            total_output_tokens: self.output_tokens,
+            sim_duration_s: duration_s,
+            responses_per_sec: per_s(self.completed),
+            tokens_per_sec: per_s(self.output_tokens),
+            ttft_mean_ms: self.ttft.mean() / 1e3,
+            ttft_p50_ms: ms(&self.ttft, 50.0),
+            ttft_p90_ms: ms(&self.ttft, 90.0),
+            ttft_p95_ms: ms(&self.ttft, 95.0),
+            ttft_p99_ms: ms(&self.ttft, 99.0),
+            itl_mean_ms: self.itl.mean() / 1e3,
+            itl_p50_ms: ms(&self.itl, 50.0),
+            itl_p90_ms: ms(&self.itl, 90.0),
+            itl_p95_ms: ms(&self.itl, 95.0),
+            itl_p99_ms: ms(&self.itl, 99.0),
+            tpot_mean_ms: self.tpot.mean() / 1e3,
+            tpot_p50_ms: ms(&self.tpot, 50.0),
+            tpot_p90_ms: ms(&self.tpot, 90.0),
+            tpot_p95_ms: ms(&self.tpot, 95.0),
+            tpot_p99_ms: ms(&self.tpot, 99.0),
+            e2e_mean_ms: self.e2e.mean() / 1e3,
+            e2e_p50_ms: ms(&self.e2e, 50.0),
+            e2e_p90_ms: ms(&self.e2e, 90.0),
+            e2e_p95_ms: ms(&self.e2e, 95.0),
+            e2e_p99_ms: ms(&self.e2e, 99.0),
+            scheduling_delay_mean_ms: self.scheduling_delay.mean() / 1e3,
+            scheduling_delay_p99_ms: ms(&self.scheduling_delay, 99.0),
+            preemption_count: stats.preemptions,
+            kv_cache_hit_rate: if stats.prefix_queries > 0 {
+                stats.prefix_hits as f64 / stats.prefix_queries as f64
+            } else {
+                0.0
+            },
+            engine_steps: stats.steps,
+        }
+    }
+}
+
+/// The metrics JSON, with BLIS's names where BLIS has the metric. Latencies
+/// in milliseconds; percentiles interpolate linearly between ranks (numpy's
+/// default), over values kept at 1 µs resolution below 4.096 ms and 0.025 %
+/// relative resolution above.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Requests read and simulated.
+    pub injected_requests: u64,
+    /// Requests whose every node ran.
+    pub completed_requests: u64,
+    /// Requests with an llm call that could never be served.
+    pub dropped_unservable: u64,
+    /// Unservable llm calls.
+    pub unservable_llm_calls: u64,
+    /// Requests cut short by `--horizon`.
+    pub still_unfinished: u64,
+    /// Prompt tokens of the llm calls that ran.
+    pub total_input_tokens: u64,
+    /// Output tokens emitted.
+    pub total_output_tokens: u64,
+    /// Simulated time of the last event, s.
+    pub sim_duration_s: f64,
+    /// Completed requests per simulated second.
+    pub responses_per_sec: f64,
+    /// Output tokens per simulated second.
+    pub tokens_per_sec: f64,
+    #[allow(missing_docs)]
+    pub ttft_mean_ms: f64,
+    #[allow(missing_docs)]
+    pub ttft_p50_ms: f64,
+    #[allow(missing_docs)]
+    pub ttft_p90_ms: f64,
+    #[allow(missing_docs)]
+    pub ttft_p95_ms: f64,
+    #[allow(missing_docs)]
+    pub ttft_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub itl_mean_ms: f64,
+    #[allow(missing_docs)]
+    pub itl_p50_ms: f64,
+    #[allow(missing_docs)]
+    pub itl_p90_ms: f64,
+    #[allow(missing_docs)]
+    pub itl_p95_ms: f64,
+    #[allow(missing_docs)]
+    pub itl_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub tpot_mean_ms: f64,
+    #[allow(missing_docs)]
+    pub tpot_p50_ms: f64,
+    #[allow(missing_docs)]
+    pub tpot_p90_ms: f64,
+    #[allow(missing_docs)]
+    pub tpot_p95_ms: f64,
+    #[allow(missing_docs)]
+    pub tpot_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_mean_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_p50_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_p90_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_p95_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub scheduling_delay_mean_ms: f64,
+    #[allow(missing_docs)]
+    pub scheduling_delay_p99_ms: f64,
+    /// Preemptions over the run.
+    pub preemption_count: u64,
+    /// Prefix-cache hit rate in tokens (hits / tokens looked up at admission).
+    pub kv_cache_hit_rate: f64,
+    /// Engine steps executed.
+    pub engine_steps: u64,
+}

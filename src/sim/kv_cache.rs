@@ -86,6 +86,7 @@ impl KvCache {
         self.ref_count.len() as u32
     }
 
+    #[cfg(test)]
     pub(crate) fn num_free(&self) -> u32 {
         self.num_free
     }

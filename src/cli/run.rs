@@ -1,0 +1,197 @@
+//! `blis-sweep run`: one deployment, one workload.
+//!
+//! The workload is read twice, streaming both times: a first pass validates
+//! every row, so a bad file is rejected before any output exists (results may
+//! go to stdout, which cannot be taken back); the second pass feeds the
+//! simulation. Results are written in input order as requests finish, through
+//! a reorder buffer that holds only requests finished ahead of an earlier one.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use super::atomic::{AtomicFile, write_file};
+use crate::metrics::{Metrics, MetricsCollector};
+use crate::scenario::{self, Deployment};
+use crate::sim::{FinishedRequest, ResultSink, Simulation};
+use crate::workload::reader::{Format, Reader};
+use crate::workload::writer::{NodeTokens, write_result_row};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Scenario file (YAML or JSON): model, hardware, tp, dtype, engine, latency_model.
+    #[arg(long, short = 's', value_name = "S.yaml")]
+    scenario: PathBuf,
+    /// Workload JSONL: one request DAG per line, sorted by arrival_time.
+    #[arg(value_name = "WORKLOAD.jsonl")]
+    workload: PathBuf,
+    /// Result JSONL (written atomically). Without it, results go to stdout.
+    #[arg(short = 'o', long, value_name = "RESULTS.jsonl")]
+    output: Option<PathBuf>,
+    /// Metrics JSON (written atomically). Without it, and with -o, metrics go to stdout.
+    #[arg(long, value_name = "METRICS.json")]
+    metrics: Option<PathBuf>,
+    /// Stop at this simulated time (seconds): later arrivals are not read,
+    /// requests still running are reported unfinished.
+    #[arg(long, value_name = "SECONDS")]
+    horizon: Option<f64>,
+    /// No summary on stderr.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+    let deployment = scenario::load(&args.scenario)?;
+    let horizon_us = match args.horizon {
+        None => None,
+        Some(h) if h.is_finite() && h >= 0.0 => Some(crate::workload::seconds_to_us(h)),
+        Some(h) => bail!("--horizon: {h} is not a finite, non-negative number of seconds"),
+    };
+    let file = args.workload.display().to_string();
+    let rows = open(&args.workload)?.count_valid(&file)?;
+    let wall = Instant::now();
+    let outcome = match &args.output {
+        Some(path) => {
+            let mut out = AtomicFile::create(path)?;
+            let outcome = simulate(&deployment, &args.workload, horizon_us, &mut out)?;
+            out.commit()?;
+            outcome
+        }
+        None => {
+            let stdout = io::stdout();
+            let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+            let outcome = simulate(&deployment, &args.workload, horizon_us, &mut out)?;
+            out.flush().context("stdout")?;
+            outcome
+        }
+    };
+    let wall_s = wall.elapsed().as_secs_f64();
+    let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
+    json.push('\n');
+    match (&args.metrics, &args.output) {
+        (Some(path), _) => write_file(path, json.as_bytes())?,
+        (None, Some(_)) => io::stdout().write_all(json.as_bytes()).context("stdout")?,
+        (None, None) => {}
+    }
+    if !args.quiet {
+        eprintln!("{}", summary(&deployment, &outcome, rows, wall_s));
+    }
+    Ok(())
+}
+
+struct Workload(BufReader<File>);
+
+fn open(path: &Path) -> anyhow::Result<Workload> {
+    let f = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    Ok(Workload(BufReader::with_capacity(1 << 20, f)))
+}
+
+impl Workload {
+    /// First pass: every row valid, or the first error.
+    fn count_valid(self, file: &str) -> anyhow::Result<u64> {
+        let mut n = 0;
+        for row in Reader::new(self.0, file, Format::Workload) {
+            row?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+fn simulate(d: &Deployment, workload: &Path, horizon_us: Option<u64>, out: &mut dyn Write) -> anyhow::Result<Metrics> {
+    let file = workload.display().to_string();
+    let mut sink = OrderedWriter { out, pending: BTreeMap::new(), next: 0, metrics: MetricsCollector::default(), error: None };
+    let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
+    for row in Reader::new(open(workload)?.0, file, Format::Workload) {
+        let request = row?;
+        if horizon_us.is_some_and(|h| request.arrival_us() > h) {
+            break;
+        }
+        sim.add_request(request, &mut sink);
+        if let Some(e) = sink.error.take() {
+            return Err(e).context("writing results");
+        }
+    }
+    sim.finish(horizon_us, &mut sink);
+    if let Some(e) = sink.error.take() {
+        return Err(e).context("writing results");
+    }
+    debug_assert!(sink.pending.is_empty());
+    Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
+}
+
+/// Writes finished requests in input order and feeds the metrics in the same
+/// order (so float sums do not depend on completion order).
+struct OrderedWriter<'a> {
+    out: &'a mut dyn Write,
+    pending: BTreeMap<u64, FinishedRequest>,
+    next: u64,
+    metrics: MetricsCollector,
+    error: Option<io::Error>,
+}
+
+impl OrderedWriter<'_> {
+    fn write(&mut self, r: &FinishedRequest) -> io::Result<()> {
+        let errors: Vec<Option<String>> = r.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
+        write_result_row(&mut self.out, &r.request, &mut |i| {
+            let node = &r.nodes[i];
+            Some(NodeTokens {
+                start_us: node.start_us.unwrap_or(0),
+                token_times_us: &node.token_times_us,
+                error: errors[i].as_deref(),
+            })
+        })
+    }
+}
+
+impl ResultSink for OrderedWriter<'_> {
+    fn request_done(&mut self, r: FinishedRequest) {
+        self.pending.insert(r.index, r);
+        while let Some(r) = self.pending.remove(&self.next) {
+            self.next += 1;
+            self.metrics.observe(&r);
+            if self.error.is_none()
+                && let Err(e) = self.write(&r)
+            {
+                self.error = Some(e);
+            }
+        }
+    }
+}
+
+fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
+    let rate = if wall_s > 0.0 { m.injected_requests as f64 / wall_s } else { 0.0 };
+    format!(
+        "{name}: {model} on {tp}x {gpu} ({dtype:?}), {blocks} KV blocks of {bs}\n\
+         {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished; \
+         simulated {sim:.1} s in {wall_s:.2} s wall ({rate:.0} requests/s)\n\
+         TTFT mean {ttft:.1} ms, p99 {ttft99:.1} ms | ITL mean {itl:.2} ms, p99 {itl99:.2} ms | \
+         E2E mean {e2e:.0} ms, p99 {e2e99:.0} ms\n\
+         {rps:.2} req/s, {tps:.0} tok/s, {pre} preemptions, prefix-cache hit rate {hit:.1} %",
+        name = d.name,
+        model = d.model.name,
+        tp = d.tp,
+        gpu = d.gpu.name,
+        dtype = d.dtype,
+        blocks = d.engine.num_gpu_blocks,
+        bs = d.engine.block_size,
+        done = m.completed_requests,
+        bad = m.dropped_unservable,
+        unfinished = m.still_unfinished,
+        sim = m.sim_duration_s,
+        ttft = m.ttft_mean_ms,
+        ttft99 = m.ttft_p99_ms,
+        itl = m.itl_mean_ms,
+        itl99 = m.itl_p99_ms,
+        e2e = m.e2e_mean_ms,
+        e2e99 = m.e2e_p99_ms,
+        rps = m.responses_per_sec,
+        tps = m.tokens_per_sec,
+        pre = m.preemption_count,
+        hit = m.kv_cache_hit_rate * 100.0,
+    )
+}

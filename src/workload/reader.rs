@@ -233,6 +233,11 @@ fn parse_raw(line: &str) -> Result<RawRequest, FieldError> {
         let mut path = e.path().to_string();
         let inner = e.into_inner();
         let message = strip_position(&inner.to_string());
+        // serde_json files an overflowing number (1e999) under syntax errors,
+        // but the row is valid JSON and the field is known: name it.
+        if message.starts_with("number out of range") && path != "." {
+            return (path, "is not a finite number".to_owned());
+        }
         if inner.is_syntax() || inner.is_eof() {
             let column = inner.column();
             return ("json".to_owned(), format!("{message} (column {column})"));

@@ -1,0 +1,9 @@
+//! One integration-test binary (one link on a 2-core machine), one module
+//! per area. `util` runs the real binary on files in a temporary directory.
+
+mod util;
+
+mod dag;
+mod engine;
+mod properties;
+mod reject;

@@ -1,1 +1,159 @@
-fn main(){}
+//! Simulation speed and memory: N chat requests (Llama-3.1-8B, H100, TP1,
+//! roofline, vLLM serving defaults) arriving open-loop (Poisson) near the
+//! deployment's capacity, streamed from a generator into the simulation and
+//! out through the result writer. Prints simulated requests per wall-second
+//! and peak RSS for several N, each in its own process so the peaks are
+//! comparable.
+//!
+//!     cargo bench --bench sim                 # 10k, 100k and 300k requests
+//!     cargo bench --bench sim -- one 100000   # one size, in this process
+//!
+//! Not a test: nothing is asserted; the figures go in the README.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use blis_sweep::metrics::MetricsCollector;
+use blis_sweep::sim::{FinishedRequest, ResultSink, Simulation};
+use blis_sweep::workload::writer::{NodeTokens, write_result_row};
+use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Arrival rate, requests/s: 95 % of where this deployment saturates. Swept
+/// with `-- one 50000 RATE`: TTFT p99 is 40–46 ms up to 54 req/s and grows
+/// without bound from about 57 req/s.
+const RATE: f64 = 55.0;
+
+/// BLIS's `chatbot` preset lengths (`../shared/reference/blis-spec.md` §9.8):
+/// prompt and output gaussian, mean 256, std 100, clamped to [2, 800] and
+/// [1, 1024]. Poisson arrivals at `rate`.
+fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(42);
+    let mut t = 0.0f64;
+    (0..n).map(move |i| {
+        t += -(1.0 - rng.random::<f64>()).ln() / rate;
+        let gaussian = |rng: &mut Xoshiro256PlusPlus, min: f64, max: f64| {
+            let u1: f64 = rng.random::<f64>().max(1e-12);
+            let u2: f64 = rng.random();
+            let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+            (256.0 + 100.0 * z).round().clamp(min, max) as u32
+        };
+        let input_tokens = gaussian(&mut rng, 2.0, 800.0);
+        let output_tokens = gaussian(&mut rng, 1.0, 1024.0);
+        Request {
+            request_id: RequestId::Int(i),
+            arrival_time: (t * 1e6).round() / 1e6,
+            initial: vec![0],
+            sub_requests: vec![SubRequest {
+                next: vec![],
+                interval: 0.0,
+                kind: NodeKind::Llm(LlmCall {
+                    input_tokens,
+                    output_tokens,
+                    input_token_ids: None,
+                    output_token_ids: None,
+                    seeded: None,
+                    model: None,
+                }),
+                result: None,
+            }],
+        }
+    })
+}
+
+struct Sink<W> {
+    out: W,
+    buf: Vec<u8>,
+    metrics: MetricsCollector,
+}
+
+impl<W: Write> ResultSink for Sink<W> {
+    fn request_done(&mut self, r: FinishedRequest) {
+        self.metrics.observe(&r);
+        if std::env::var_os("BENCH_NO_WRITE").is_some() {
+            return;
+        }
+        write_result_row(&mut self.buf, &r.request, &mut |i| {
+            Some(NodeTokens {
+                start_us: r.nodes[i].start_us.unwrap_or(0),
+                token_times_us: &r.nodes[i].token_times_us,
+                error: None,
+            })
+        });
+        if self.buf.len() >= 1 << 20 {
+            self.out.write_all(&self.buf).unwrap();
+            self.buf.clear();
+        }
+    }
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn one(n: u64, rate: f64) {
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
+    let d = blis_sweep::scenario::load(&scenario).unwrap();
+    let mut bytes = 0u64;
+    let counting = CountingSink(&mut bytes);
+    let mut sink = Sink { out: counting, buf: Vec::with_capacity(1 << 21), metrics: MetricsCollector::default() };
+    let wall = Instant::now();
+    let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
+    for r in chat(n, rate) {
+        sim.add_request(r, &mut sink);
+    }
+    sim.finish(None, &mut sink);
+    sink.out.write_all(&sink.buf).unwrap();
+    let wall_s = wall.elapsed().as_secs_f64();
+    let m = sink.metrics.finish(sim.engine_stats(), sim.now_us());
+    drop(sink);
+    println!(
+        "{n:>8} requests  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
+         | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL",
+        n as f64 / wall_s,
+        peak_rss_mib(),
+        m.sim_duration_s,
+        m.engine_steps,
+        m.responses_per_sec,
+        m.ttft_p99_ms,
+        m.itl_mean_ms,
+        bytes as f64 / 1e6,
+    );
+}
+
+/// Counts the bytes written and discards them.
+struct CountingSink<'a>(&'a mut u64);
+
+impl Write for CountingSink<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        *self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "one") {
+        let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
+        one(args[i + 1].parse().expect("a request count"), rate);
+        return;
+    }
+    println!("Llama-3.1-8B, H100, TP1, roofline; Poisson {RATE} req/s; results written as JSONL to a counting sink");
+    for n in [10_000u64, 100_000, 300_000] {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["one", &n.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}

@@ -129,20 +129,33 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     let model = match (&spec.model_config, &spec.model) {
         (Some(path), _) => {
             let full = base.join(path);
-            let text = std::fs::read_to_string(&full).map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?;
+            let text = std::fs::read_to_string(&full)
+                .map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?;
             let name = spec.model.clone().unwrap_or_else(|| path.clone());
-            ModelArch::from_config_json(&name, &text).map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?
+            ModelArch::from_config_json(&name, &text)
+                .map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?
         }
         (None, Some(id)) => {
             let Some((id, text)) = catalog::model_config(id) else {
-                return invalid("model", format!("unknown model `{id}`; the catalog has {} (or give model_config: path/to/config.json)", catalog::model_ids().join(", ")));
+                return invalid(
+                    "model",
+                    format!(
+                        "unknown model `{id}`; the catalog has {} (or give model_config: path/to/config.json)",
+                        catalog::model_ids().join(", ")
+                    ),
+                );
             };
             ModelArch::from_config_json(id, text).map_err(|e| ("model".to_owned(), e.to_string()))?
         }
-        (None, None) => return invalid("model", "missing: give `model` (a catalog id) or `model_config` (a config.json path)"),
+        (None, None) => {
+            return invalid("model", "missing: give `model` (a catalog id) or `model_config` (a config.json path)");
+        }
     };
     let Some(gpu) = hardware::lookup(&spec.hardware) else {
-        return invalid("hardware", format!("unknown GPU `{}`; the catalog has {}", spec.hardware, hardware::names().join(", ")));
+        return invalid(
+            "hardware",
+            format!("unknown GPU `{}`; the catalog has {}", spec.hardware, hardware::names().join(", ")),
+        );
     };
     let tp = spec.tp.unwrap_or(1);
     if tp == 0 || model.num_heads % tp != 0 {
@@ -165,7 +178,12 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         return invalid("engine.max_num_seqs", "must be positive");
     }
     if max_num_batched_tokens < max_num_seqs {
-        return invalid("engine.max_num_batched_tokens", format!("{max_num_batched_tokens} is below max_num_seqs = {max_num_seqs}; vLLM requires max_num_batched_tokens >= max_num_seqs"));
+        return invalid(
+            "engine.max_num_batched_tokens",
+            format!(
+                "{max_num_batched_tokens} is below max_num_seqs = {max_num_seqs}; vLLM requires max_num_batched_tokens >= max_num_seqs"
+            ),
+        );
     }
     if block_size == 0 {
         return invalid("engine.block_size", "must be positive");
@@ -193,10 +211,16 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             match kv_capacity::num_gpu_blocks(inputs) {
                 Ok(n) => (n.min(u64::from(u32::MAX)) as u32, true),
                 Err(short) => {
-                    return invalid("tp", format!(
-                        "{} does not fit on {tp}× {}: {:.1} GiB of weights per GPU leave no room for a KV block ({:.2} GiB short); raise tp or gpu_memory_utilization",
-                        model.name, gpu.name, weights / (1u64 << 30) as f64, short / (1u64 << 30) as f64
-                    ));
+                    return invalid(
+                        "tp",
+                        format!(
+                            "{} does not fit on {tp}× {}: {:.1} GiB of weights per GPU leave no room for a KV block ({:.2} GiB short); raise tp or gpu_memory_utilization",
+                            model.name,
+                            gpu.name,
+                            weights / (1u64 << 30) as f64,
+                            short / (1u64 << 30) as f64
+                        ),
+                    );
                 }
             }
         }
@@ -206,10 +230,18 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     let max_model_len = match e.max_model_len {
         Some(0) => return invalid("engine.max_model_len", "must be positive"),
         Some(n) if u64::from(n) > model.max_model_len => {
-            return invalid("engine.max_model_len", format!("{n} exceeds the model's maximum context {}", model.max_model_len));
+            return invalid(
+                "engine.max_model_len",
+                format!("{n} exceeds the model's maximum context {}", model.max_model_len),
+            );
         }
         Some(n) if computed && u64::from(n) > usable_tokens => {
-            return invalid("engine.max_model_len", format!("{n} tokens do not fit in the KV cache ({usable_tokens} tokens); lower max_model_len or raise gpu_memory_utilization"));
+            return invalid(
+                "engine.max_model_len",
+                format!(
+                    "{n} tokens do not fit in the KV cache ({usable_tokens} tokens); lower max_model_len or raise gpu_memory_utilization"
+                ),
+            );
         }
         Some(n) => n,
         // Unset: the model's context, capped at what the KV cache holds (vLLM
@@ -217,8 +249,12 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
     };
     let latency = match spec.latency_model.unwrap_or(LatencySpec::Roofline) {
-        LatencySpec::Roofline => StepPricer::Roofline(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8)),
-        LatencySpec::Linear { beta } => StepPricer::Linear(Linear::new(&beta).map_err(|e| ("latency_model.beta".to_owned(), e.to_string()))?),
+        LatencySpec::Roofline => {
+            StepPricer::Roofline(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8))
+        }
+        LatencySpec::Linear { beta } => {
+            StepPricer::Linear(Linear::new(&beta).map_err(|e| ("latency_model.beta".to_owned(), e.to_string()))?)
+        }
         LatencySpec::Unimplemented(kind) => {
             return invalid("latency_model", format!("`{kind}` is not implemented; available: roofline, linear"));
         }
@@ -295,7 +331,10 @@ mod tests {
             ("model: Llama-2-7b\nhardware: H100\ntp: 3\n", "tp"),
             ("model: Llama-2-70b\nhardware: RTX4090\n", "tp"),
             ("model: Llama-2-7b\nhardware: H100\nlatency_model: kernels\n", "latency_model"),
-            ("model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n", "engine.max_num_batched_tokens"),
+            (
+                "model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n",
+                "engine.max_num_batched_tokens",
+            ),
         ];
         for (yaml, field) in cases {
             let e = resolve(spec(yaml), Path::new("."), "x").unwrap_err();

@@ -11,6 +11,4 @@ pub mod reader;
 mod types;
 pub mod writer;
 
-pub use types::{
-    LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest, seconds_to_us,
-};
+pub use types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest, seconds_to_us};

@@ -26,9 +26,13 @@ impl AtomicFile {
 
     pub(crate) fn commit(mut self) -> anyhow::Result<()> {
         let out = self.out.take().expect("not committed yet");
-        let file = out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("{}: write failed", self.tmp.display()))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("{}: write failed", self.tmp.display()))?;
         file.sync_all().ok();
-        std::fs::rename(&self.tmp, &self.path).with_context(|| format!("{}: cannot rename into place", self.path.display()))
+        std::fs::rename(&self.tmp, &self.path)
+            .with_context(|| format!("{}: cannot rename into place", self.path.display()))
     }
 }
 

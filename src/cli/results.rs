@@ -72,7 +72,13 @@ pub(crate) fn run(args: ResultsArgs) -> anyhow::Result<()> {
         }
         order.sort_unstable();
         for (node, k, t) in order {
-            writeln!(out, "{},{node},{k},{}.{:06}", csv_field(&request.request_id.to_string()), t / 1_000_000, t % 1_000_000)?;
+            writeln!(
+                out,
+                "{},{node},{k},{}.{:06}",
+                csv_field(&request.request_id.to_string()),
+                t / 1_000_000,
+                t % 1_000_000
+            )?;
         }
     }
     out.flush()?;
@@ -81,9 +87,5 @@ pub(crate) fn run(args: ResultsArgs) -> anyhow::Result<()> {
 
 /// Quotes a CSV field when it needs it (RFC 4180).
 fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\"")).into()
-    } else {
-        s.into()
-    }
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")).into() } else { s.into() }
 }

@@ -104,7 +104,14 @@ impl Workload {
 
 fn simulate(d: &Deployment, workload: &Path, horizon_us: Option<u64>, out: &mut dyn Write) -> anyhow::Result<Metrics> {
     let file = workload.display().to_string();
-    let mut sink = OrderedWriter { out, pending: BTreeMap::new(), next: 0, metrics: MetricsCollector::default(), error: None };
+    let mut sink = OrderedWriter {
+        out,
+        buf: Vec::with_capacity(1 << 21),
+        pending: BTreeMap::new(),
+        next: 0,
+        metrics: MetricsCollector::default(),
+        error: None,
+    };
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     for row in Reader::new(open(workload)?.0, file, Format::Workload) {
         let request = row?;
@@ -117,6 +124,11 @@ fn simulate(d: &Deployment, workload: &Path, horizon_us: Option<u64>, out: &mut 
         }
     }
     sim.finish(horizon_us, &mut sink);
+    if sink.error.is_none()
+        && let Err(e) = sink.flush()
+    {
+        sink.error = Some(e);
+    }
     if let Some(e) = sink.error.take() {
         return Err(e).context("writing results");
     }
@@ -128,6 +140,7 @@ fn simulate(d: &Deployment, workload: &Path, horizon_us: Option<u64>, out: &mut 
 /// order (so float sums do not depend on completion order).
 struct OrderedWriter<'a> {
     out: &'a mut dyn Write,
+    buf: Vec<u8>,
     pending: BTreeMap<u64, FinishedRequest>,
     next: u64,
     metrics: MetricsCollector,
@@ -137,14 +150,24 @@ struct OrderedWriter<'a> {
 impl OrderedWriter<'_> {
     fn write(&mut self, r: &FinishedRequest) -> io::Result<()> {
         let errors: Vec<Option<String>> = r.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
-        write_result_row(&mut self.out, &r.request, &mut |i| {
+        write_result_row(&mut self.buf, &r.request, &mut |i| {
             let node = &r.nodes[i];
             Some(NodeTokens {
                 start_us: node.start_us.unwrap_or(0),
                 token_times_us: &node.token_times_us,
                 error: errors[i].as_deref(),
             })
-        })
+        });
+        if self.buf.len() >= 1 << 20 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
     }
 }
 

@@ -163,7 +163,8 @@ impl LatencyModel for Roofline {
         let q_out = self.heads_per_gpu * self.head_dim;
         let kv_out = 2.0 * self.kv_heads_per_gpu * self.head_dim;
         let o_weights = q_out * d;
-        let mut layer = self.gemm_us(tokens, self.attn_weights - o_weights, q_out + kv_out) + self.gemm_us(tokens, o_weights, d);
+        let mut layer =
+            self.gemm_us(tokens, self.attn_weights - o_weights, q_out + kv_out) + self.gemm_us(tokens, o_weights, d);
         layer += match &self.moe {
             None => {
                 let i = self.dense_mlp_weights / (3.0 * d);
@@ -175,7 +176,9 @@ impl LatencyModel for Roofline {
                 let weights = touched * m.expert_weights;
                 let flops = 2.0 * tokens * m.top_k * m.expert_weights;
                 let bytes = weights * self.weight_bytes;
-                let experts = (flops / (self.gemm_flops * GEMM_COMPUTE_EFFICIENCY)).max(bytes / (self.bandwidth * MEMORY_EFFICIENCY)) * 1e6;
+                let experts = (flops / (self.gemm_flops * GEMM_COMPUTE_EFFICIENCY))
+                    .max(bytes / (self.bandwidth * MEMORY_EFFICIENCY))
+                    * 1e6;
                 let router = self.gemm_us(tokens, d * m.experts, m.experts);
                 let shared = if m.shared_weights > 0.0 {
                     self.gemm_us(tokens, m.shared_weights, m.shared_weights / (3.0 * d) * 2.0)
@@ -194,9 +197,11 @@ impl LatencyModel for Roofline {
             layer += (decode_kv / (self.bandwidth * DECODE_ATTENTION_EFFICIENCY) * 1e6).max(ATTENTION_FLOOR_US);
         }
         let elementwise_bytes = tokens * (6.0 * d) * self.act_bytes;
-        layer += (elementwise_bytes / (self.bandwidth * MEMORY_EFFICIENCY) * 1e6).max(ELEMENTWISE_KERNELS_PER_LAYER * GEMM_FLOOR_US);
+        layer += (elementwise_bytes / (self.bandwidth * MEMORY_EFFICIENCY) * 1e6)
+            .max(ELEMENTWISE_KERNELS_PER_LAYER * GEMM_FLOOR_US);
         layer += 2.0 * self.allreduce_us(tokens);
-        let lm_head = if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
+        let lm_head =
+            if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
         let total = self.layers * layer + lm_head + STEP_OVERHEAD_US;
         total.round().max(1.0) as u64
     }

@@ -38,12 +38,17 @@ fn value(i: usize) -> f64 {
 
 impl Histogram {
     /// Adds one value.
+    #[inline]
     pub fn record(&mut self, v: u64) {
         let i = index(v);
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+        match self.counts.get_mut(i) {
+            Some(c) => *c += 1,
+            None => {
+                // Grow in whole powers of two so this branch stays rare.
+                self.counts.resize((i + 1).next_power_of_two(), 0);
+                self.counts[i] += 1;
+            }
         }
-        self.counts[i] += 1;
         self.total += 1;
         self.sum += u128::from(v);
     }

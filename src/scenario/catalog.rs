@@ -5,16 +5,46 @@
 
 /// (catalog id, other names users type, config.json text)
 const MODELS: &[(&str, &[&str], &str)] = &[
-    ("Llama-2-7b", &["meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf", "llama2-7b"], include_str!("catalog/models/Llama-2-7b.json")),
-    ("Llama-2-70b", &["meta-llama/Llama-2-70b-hf", "Llama-2-70b-hf", "llama2-70b"], include_str!("catalog/models/Llama-2-70b.json")),
+    (
+        "Llama-2-7b",
+        &["meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf", "llama2-7b"],
+        include_str!("catalog/models/Llama-2-7b.json"),
+    ),
+    (
+        "Llama-2-70b",
+        &["meta-llama/Llama-2-70b-hf", "Llama-2-70b-hf", "llama2-70b"],
+        include_str!("catalog/models/Llama-2-70b.json"),
+    ),
     (
         "CodeLlama-34b",
         &["codellama/CodeLlama-34b-Instruct-hf", "CodeLlama-34b-Instruct-hf", "codellama-34b-instruct"],
         include_str!("catalog/models/CodeLlama-34b.json"),
     ),
-    ("Llama-3.1-8B", &["meta-llama/Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-8B", "Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"], include_str!("catalog/models/Llama-3.1-8B.json")),
-    ("Llama-3.1-70B", &["meta-llama/Llama-3.1-70B", "meta-llama/Meta-Llama-3.1-70B", "Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"], include_str!("catalog/models/Llama-3.1-70B.json")),
-    ("Mixtral-8x7B", &["mistralai/Mixtral-8x7B-v0.1", "Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-Instruct-v0.1"], include_str!("catalog/models/Mixtral-8x7B.json")),
+    (
+        "Llama-3.1-8B",
+        &[
+            "meta-llama/Llama-3.1-8B",
+            "meta-llama/Meta-Llama-3.1-8B",
+            "Llama-3.1-8B-Instruct",
+            "meta-llama/Llama-3.1-8B-Instruct",
+        ],
+        include_str!("catalog/models/Llama-3.1-8B.json"),
+    ),
+    (
+        "Llama-3.1-70B",
+        &[
+            "meta-llama/Llama-3.1-70B",
+            "meta-llama/Meta-Llama-3.1-70B",
+            "Llama-3.1-70B-Instruct",
+            "meta-llama/Llama-3.1-70B-Instruct",
+        ],
+        include_str!("catalog/models/Llama-3.1-70B.json"),
+    ),
+    (
+        "Mixtral-8x7B",
+        &["mistralai/Mixtral-8x7B-v0.1", "Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-Instruct-v0.1"],
+        include_str!("catalog/models/Mixtral-8x7B.json"),
+    ),
     ("Qwen2.5-7B", &["Qwen/Qwen2.5-7B"], include_str!("catalog/models/Qwen2.5-7B.json")),
     ("Qwen3-14B", &["Qwen/Qwen3-14B"], include_str!("catalog/models/Qwen3-14B.json")),
     ("Qwen3-32B", &["Qwen/Qwen3-32B"], include_str!("catalog/models/Qwen3-32B.json")),

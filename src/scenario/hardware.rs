@@ -133,10 +133,7 @@ const CATALOG: &[(&[&str], Gpu)] = &[
 
 /// Looks a GPU up by any of its names, ignoring case.
 pub fn lookup(name: &str) -> Option<Gpu> {
-    CATALOG
-        .iter()
-        .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
-        .map(|(_, gpu)| gpu.clone())
+    CATALOG.iter().find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name))).map(|(_, gpu)| gpu.clone())
 }
 
 /// The canonical names, for error messages and `--help`.

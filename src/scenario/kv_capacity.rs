@@ -53,7 +53,9 @@ pub(crate) fn num_gpu_blocks(x: CapacityInputs<'_>) -> Result<u64, f64> {
     // the residual stream, QKV and attention output (4·hidden) and the MLP's
     // gate/up outputs (2·intermediate per GPU), plus the sampler's fp32 logits
     // for max_num_seqs sequences.
-    let act = x.max_num_batched_tokens as f64 * (4 * m.hidden_size + 2 * per_gpu_intermediate) as f64 * x.activation_bytes as f64
+    let act = x.max_num_batched_tokens as f64
+        * (4 * m.hidden_size + 2 * per_gpu_intermediate) as f64
+        * x.activation_bytes as f64
         + (x.max_num_seqs * m.vocab_size * 4) as f64;
     let usable = x.memory_bytes as f64 * x.gpu_memory_utilization;
     let available = usable - x.weight_bytes_per_gpu - act - BASE_NON_TORCH_BYTES - nccl_bytes(x.tp);

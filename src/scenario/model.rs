@@ -76,7 +76,9 @@ impl ModelArch {
         let uint = |key: &str| -> Result<Option<u64>, ModelConfigError> {
             match get(key) {
                 None => Ok(None),
-                Some(v) => v.as_u64().map(Some).ok_or_else(|| bad(key, format!("expected a non-negative integer, got {v}"))),
+                Some(v) => {
+                    v.as_u64().map(Some).ok_or_else(|| bad(key, format!("expected a non-negative integer, got {v}")))
+                }
             }
         };
         let required = |key: &str| -> Result<u64, ModelConfigError> {
@@ -151,7 +153,11 @@ impl ModelArch {
         let lm_head = if self.tie_word_embeddings { 0 } else { embed };
         let mlp = match &self.moe {
             None => self.dense_mlp_params(),
-            Some(m) => d * m.num_experts + m.num_experts * 3 * d * m.expert_intermediate_size + 3 * d * m.shared_intermediate_size,
+            Some(m) => {
+                d * m.num_experts
+                    + m.num_experts * 3 * d * m.expert_intermediate_size
+                    + 3 * d * m.shared_intermediate_size
+            }
         };
         let per_layer = self.attention_params_per_layer() + mlp + 2 * d;
         embed + lm_head + self.num_layers * per_layer + d
@@ -180,7 +186,9 @@ fn derived_max_model_len(map: &Map<String, Value>, max_position_embeddings: u64)
         return max_position_embeddings;
     }
     let base = match kind {
-        "yarn" => rope.get("original_max_position_embeddings").and_then(Value::as_u64).unwrap_or(max_position_embeddings),
+        "yarn" => {
+            rope.get("original_max_position_embeddings").and_then(Value::as_u64).unwrap_or(max_position_embeddings)
+        }
         _ => max_position_embeddings,
     };
     (base as f64 * factor) as u64

@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 /// One deployment, as the user wrote it.
 #[derive(Debug, Clone, Deserialize)]

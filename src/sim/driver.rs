@@ -14,7 +14,7 @@
 //! scheduled; the engine starts its next step only after all of them, so a
 //! node that starts at the instant a step ends joins the next step.
 
-use super::engine::{Engine, EngineConfig, EngineEvent, EngineStats, Owner};
+use super::engine::{Departure, Engine, EngineConfig, EngineEvent, EngineStats, Owner};
 use super::queue::EventQueue;
 use crate::latency::LatencyModel;
 use crate::workload::{NodeKind, Request};
@@ -248,6 +248,9 @@ impl<L: LatencyModel> Simulation<L> {
         {
             self.now = self.now.max(h);
         }
+        for d in self.engine.drain() {
+            self.record_departure(d);
+        }
         for slot in 0..self.active.len() {
             if let Some(mut a) = self.active[slot].take() {
                 for node in &mut a.nodes {
@@ -288,6 +291,13 @@ impl<L: LatencyModel> Simulation<L> {
         }
     }
 
+    fn record_departure(&mut self, d: Departure) {
+        let node = &mut self.active_mut(d.owner.slot).nodes[d.owner.node as usize];
+        node.token_times_us = d.token_times_us;
+        node.preemptions = d.preemptions;
+        node.cached_tokens = d.cached_tokens;
+    }
+
     fn active_mut(&mut self, slot: u32) -> &mut Active {
         self.active[slot as usize].as_mut().expect("live request")
     }
@@ -299,23 +309,17 @@ impl<L: LatencyModel> Simulation<L> {
             Event::StepEnd => {
                 self.stepping = false;
                 let mut events = std::mem::take(&mut self.events);
-                self.engine.finish_step(&mut events);
+                self.engine.finish_step(self.now, &mut events);
                 if self.check_invariants
                     && let Err(e) = self.engine.check_kv()
                 {
                     panic!("KV cache invariant broken at {} µs: {e}", self.now);
                 }
-                let now = self.now;
                 for e in events.drain(..) {
-                    match e {
-                        EngineEvent::Token(o) => self.active_mut(o.slot).nodes[o.node as usize].token_times_us.push(now),
-                        EngineEvent::Finished { owner, preemptions, cached_tokens } => {
-                            let node = &mut self.active_mut(owner.slot).nodes[owner.node as usize];
-                            node.preemptions = preemptions;
-                            node.cached_tokens = cached_tokens;
-                            self.node_done(owner.slot, owner.node, sink);
-                        }
-                        EngineEvent::Scheduled(_) => {}
+                    if let EngineEvent::Finished(d) = e {
+                        let owner = d.owner;
+                        self.record_departure(d);
+                        self.node_done(owner.slot, owner.node, sink);
                     }
                 }
                 self.events = events;
@@ -338,7 +342,6 @@ impl<L: LatencyModel> Simulation<L> {
                     self.node_done(slot, node, sink);
                     return;
                 }
-                a.nodes[node as usize].token_times_us.reserve_exact(call.tokens_to_emit() as usize);
                 if let Err(why) = self.engine.add(Owner { slot, node }, call) {
                     a.nodes[node as usize].error = Some(NodeError::Unservable(why));
                     self.node_done(slot, node, sink);

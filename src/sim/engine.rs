@@ -61,14 +61,33 @@ pub(crate) struct Owner {
 }
 
 /// What a step did, reported to the driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EngineEvent {
     /// First admission of the request (scheduling delay ends here).
     Scheduled(Owner),
-    /// The request sampled one output token.
-    Token(Owner),
     /// The request emitted its last token and left the engine.
-    Finished { owner: Owner, preemptions: u32, cached_tokens: u32 },
+    Finished(Departure),
+}
+
+/// A request leaving the engine (finished, or cut off by the horizon), with
+/// the emission time of every token it produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Departure {
+    pub(crate) owner: Owner,
+    pub(crate) token_times_us: Vec<u64>,
+    pub(crate) preemptions: u32,
+    pub(crate) cached_tokens: u32,
+}
+
+impl Seq {
+    fn departure(self) -> Departure {
+        Departure {
+            owner: self.owner,
+            token_times_us: self.token_times_us,
+            preemptions: self.preemptions,
+            cached_tokens: self.cached_tokens,
+        }
+    }
 }
 
 struct Seq {
@@ -87,6 +106,8 @@ struct Seq {
     preemptions: u32,
     cached_tokens: u32,
     admitted: bool,
+    /// Emission time of each token so far; sized for all of them up front.
+    token_times_us: Vec<u64>,
 }
 
 /// The scheduler, KV cache and latency model of one engine.
@@ -184,6 +205,7 @@ impl<L: LatencyModel> Engine<L> {
             preemptions: 0,
             cached_tokens: 0,
             admitted: false,
+            token_times_us: Vec::with_capacity(call.tokens_to_emit() as usize),
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -207,6 +229,7 @@ impl<L: LatencyModel> Engine<L> {
     /// there is nothing to run.
     pub(crate) fn start_step(&mut self, events: &mut Vec<EngineEvent>) -> Option<u64> {
         self.scheduled.clear();
+        self.chunks.clear();
         let lpt = self.config.long_prefill_token_threshold;
         let clamp = |n: u32, budget: u32| {
             let n = if lpt > 0 { n.min(lpt) } else { n };
@@ -237,7 +260,7 @@ impl<L: LatencyModel> Engine<L> {
             if !fits {
                 break;
             }
-            self.scheduled.push((slot, n));
+            self.schedule(slot, n);
             budget -= n;
             i += 1;
         }
@@ -247,19 +270,22 @@ impl<L: LatencyModel> Engine<L> {
         if self.scheduled.is_empty() {
             return None;
         }
-        self.chunks.clear();
-        for &(slot, n) in &self.scheduled {
-            let seq = self.seqs[slot as usize].as_ref().expect("live slot");
-            self.chunks.push(ScheduledChunk {
-                new_tokens: n,
-                context_tokens: seq.num_computed,
-                is_decode: seq.num_computed >= seq.prefill_end,
-                samples: seq.num_computed + n == seq.num_tokens,
-            });
-            self.stats.computed_tokens += u64::from(n);
-        }
         self.stats.steps += 1;
         Some(self.latency.step_time_us(&self.chunks))
+    }
+
+    /// Adds `n` tokens of `slot` to this step, and its chunk to the batch the
+    /// latency model prices.
+    fn schedule(&mut self, slot: u32, n: u32) {
+        let seq = self.seqs[slot as usize].as_ref().expect("live slot");
+        self.chunks.push(ScheduledChunk {
+            new_tokens: n,
+            context_tokens: seq.num_computed,
+            is_decode: seq.num_computed >= seq.prefill_end,
+            samples: seq.num_computed + n == seq.num_tokens,
+        });
+        self.scheduled.push((slot, n));
+        self.stats.computed_tokens += u64::from(n);
     }
 
     fn admit_waiting(&mut self, budget: &mut u32, events: &mut Vec<EngineEvent>) {
@@ -296,9 +322,18 @@ impl<L: LatencyModel> Engine<L> {
                 seq.cached_tokens = hit_tokens;
                 events.push(EngineEvent::Scheduled(seq.owner));
             }
-            self.scheduled.push((slot, n));
+            self.schedule(slot, n);
             *budget -= n;
         }
+    }
+
+    /// Every request still in the engine, with the tokens it has emitted, in
+    /// slot order; the engine is left empty. For runs cut off by a horizon.
+    pub(crate) fn drain(&mut self) -> Vec<Departure> {
+        self.waiting.clear();
+        self.running.clear();
+        self.free_slots.clear();
+        self.seqs.drain(..).flatten().map(Seq::departure).collect()
     }
 
     fn preempt(&mut self, slot: u32) {
@@ -312,7 +347,7 @@ impl<L: LatencyModel> Engine<L> {
 
     /// Applies the scheduled step: computed tokens advance, requests that
     /// caught up sample a token, finished requests leave and free their blocks.
-    pub(crate) fn finish_step(&mut self, events: &mut Vec<EngineEvent>) {
+    pub(crate) fn finish_step(&mut self, now_us: u64, events: &mut Vec<EngineEvent>) {
         let mut any_finished = false;
         for k in 0..self.scheduled.len() {
             let (slot, n) = self.scheduled[k];
@@ -322,15 +357,11 @@ impl<L: LatencyModel> Engine<L> {
                 continue;
             }
             seq.num_tokens += 1;
-            events.push(EngineEvent::Token(seq.owner));
+            seq.token_times_us.push(now_us);
             if seq.num_tokens == seq.total_len {
                 self.kv.free(&mut seq.blocks);
-                events.push(EngineEvent::Finished {
-                    owner: seq.owner,
-                    preemptions: seq.preemptions,
-                    cached_tokens: seq.cached_tokens,
-                });
-                self.seqs[slot as usize] = None;
+                let seq = self.seqs[slot as usize].take().expect("live slot");
+                events.push(EngineEvent::Finished(seq.departure()));
                 self.free_slots.push(slot);
                 any_finished = true;
             }

@@ -15,6 +15,20 @@
 use std::collections::HashMap;
 
 const NONE: u32 = u32::MAX;
+/// `Block::hash` of a block that is not in the prefix cache. A real hash that
+/// happens to be 0 is stored as 1 (see [`block_hashes`]).
+const NO_HASH: u64 = 0;
+
+/// One block's metadata, kept together so touching a block costs one cache
+/// line: the free queue, reference counts and hashes are all walked at
+/// random block indices.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    hash: u64,
+    ref_count: u32,
+    prev: u32,
+    next: u32,
+}
 
 /// The blocks one request holds, in sequence order.
 #[derive(Debug, Default)]
@@ -33,7 +47,7 @@ pub(crate) fn block_hashes(tokens: impl Iterator<Item = u32>, block_size: u32, o
         hash = mix(hash ^ u64::from(token));
         in_block += 1;
         if in_block == block_size {
-            out.push(hash);
+            out.push(if hash == NO_HASH { 1 } else { hash });
             in_block = 0;
         }
     }
@@ -50,10 +64,7 @@ fn mix(mut z: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) struct KvCache {
     block_size: u32,
-    ref_count: Vec<u32>,
-    hash: Vec<Option<u64>>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    blocks: Vec<Block>,
     head: u32,
     tail: u32,
     num_free: u32,
@@ -63,13 +74,9 @@ pub(crate) struct KvCache {
 
 impl KvCache {
     pub(crate) fn new(num_blocks: u32, block_size: u32, prefix_caching: bool) -> KvCache {
-        let n = num_blocks as usize;
         let mut cache = KvCache {
             block_size,
-            ref_count: vec![0; n],
-            hash: vec![None; n],
-            prev: vec![NONE; n],
-            next: vec![NONE; n],
+            blocks: vec![Block { hash: NO_HASH, ref_count: 0, prev: NONE, next: NONE }; num_blocks as usize],
             head: NONE,
             tail: NONE,
             num_free: 0,
@@ -83,7 +90,7 @@ impl KvCache {
     }
 
     pub(crate) fn num_blocks(&self) -> u32 {
-        self.ref_count.len() as u32
+        self.blocks.len() as u32
     }
 
     #[cfg(test)]
@@ -113,38 +120,51 @@ impl KvCache {
     /// prefix-cache `hits` (only when `seq` holds nothing yet). All or
     /// nothing: false, with nothing changed, when the free queue is too short.
     /// Full blocks covered by `hashes` are then registered for reuse.
+    #[inline]
     pub(crate) fn allocate(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32) -> bool {
+        // Fast path, taken by most decode steps: the last block has room and
+        // there is nothing new to register.
+        if hits.is_empty()
+            && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
+            && (!self.prefix_caching || seq.num_hashed >= hashes.len())
+        {
+            return true;
+        }
+        self.allocate_blocks(seq, hashes, hits, num_tokens)
+    }
+
+    fn allocate_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32) -> bool {
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(seq.blocks.len() + hits.len());
-        let hits_in_free_queue = hits.iter().filter(|&&b| self.ref_count[b as usize] == 0).count();
+        let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();
         if new + hits_in_free_queue > self.num_free as usize {
             return false;
         }
         for &b in hits {
-            if self.ref_count[b as usize] == 0 {
+            if self.blocks[b as usize].ref_count == 0 {
                 self.unlink(b);
             }
-            self.ref_count[b as usize] += 1;
+            self.blocks[b as usize].ref_count += 1;
             seq.blocks.push(b);
         }
         seq.num_hashed = seq.num_hashed.max(seq.blocks.len());
         for _ in 0..new {
             let b = self.head;
             self.unlink(b);
-            if let Some(h) = self.hash[b as usize].take()
-                && self.cached.get(&h) == Some(&b)
-            {
+            let block = &mut self.blocks[b as usize];
+            let h = std::mem::replace(&mut block.hash, NO_HASH);
+            block.ref_count = 1;
+            if h != NO_HASH && self.cached.get(&h) == Some(&b) {
                 self.cached.remove(&h);
             }
-            self.ref_count[b as usize] = 1;
             seq.blocks.push(b);
         }
         if self.prefix_caching {
             let full = ((num_tokens / self.block_size) as usize).min(hashes.len());
-            for i in seq.num_hashed..full {
-                let b = seq.blocks[i];
-                self.hash[b as usize] = Some(hashes[i]);
-                self.cached.entry(hashes[i]).or_insert(b);
+            let start = seq.num_hashed.min(full);
+            for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {
+                self.blocks[b as usize].hash = h;
+                self.cached.entry(h).or_insert(b);
             }
             seq.num_hashed = seq.num_hashed.max(full);
         }
@@ -154,7 +174,7 @@ impl KvCache {
     /// Releases every block of `seq`, last block first.
     pub(crate) fn free(&mut self, seq: &mut SeqBlocks) {
         for &b in seq.blocks.iter().rev() {
-            let rc = &mut self.ref_count[b as usize];
+            let rc = &mut self.blocks[b as usize].ref_count;
             *rc -= 1;
             if *rc == 0 {
                 self.push_back(b);
@@ -167,17 +187,17 @@ impl KvCache {
     /// Checks that referenced + free = total and that the free queue holds
     /// exactly the unreferenced blocks. For tests.
     pub(crate) fn check(&self) -> Result<(), String> {
-        let referenced = self.ref_count.iter().filter(|&&r| r > 0).count() as u32;
+        let referenced = self.blocks.iter().filter(|b| b.ref_count > 0).count() as u32;
         if referenced + self.num_free != self.num_blocks() {
             return Err(format!("{referenced} referenced + {} free != {} blocks", self.num_free, self.num_blocks()));
         }
         let (mut walked, mut b) = (0, self.head);
         while b != NONE {
-            if self.ref_count[b as usize] != 0 {
+            if self.blocks[b as usize].ref_count != 0 {
                 return Err(format!("block {b} is referenced but in the free queue"));
             }
             walked += 1;
-            b = self.next[b as usize];
+            b = self.blocks[b as usize].next;
         }
         if walked != self.num_free {
             return Err(format!("free queue holds {walked} blocks, counter says {}", self.num_free));
@@ -186,31 +206,31 @@ impl KvCache {
     }
 
     fn push_back(&mut self, b: u32) {
-        self.prev[b as usize] = self.tail;
-        self.next[b as usize] = NONE;
+        self.blocks[b as usize].prev = self.tail;
+        self.blocks[b as usize].next = NONE;
         if self.tail == NONE {
             self.head = b;
         } else {
-            self.next[self.tail as usize] = b;
+            self.blocks[self.tail as usize].next = b;
         }
         self.tail = b;
         self.num_free += 1;
     }
 
     fn unlink(&mut self, b: u32) {
-        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        let (p, n) = (self.blocks[b as usize].prev, self.blocks[b as usize].next);
         if p == NONE {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.blocks[p as usize].next = n;
         }
         if n == NONE {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.blocks[n as usize].prev = p;
         }
-        self.prev[b as usize] = NONE;
-        self.next[b as usize] = NONE;
+        self.blocks[b as usize].prev = NONE;
+        self.blocks[b as usize].next = NONE;
         self.num_free -= 1;
     }
 }

@@ -10,12 +10,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::io::BufRead;
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 
-use super::types::{
-    LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest,
-};
+use super::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest};
 
 /// Which of the two row formats a file must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,12 +69,7 @@ impl<R: BufRead> Reader<R> {
     }
 
     fn error(&self, field: impl Into<String>, reason: impl Into<String>) -> ReadError {
-        ReadError {
-            file: self.file.clone(),
-            line: self.line,
-            field: field.into(),
-            reason: reason.into(),
-        }
+        ReadError { file: self.file.clone(), line: self.line, field: field.into(), reason: reason.into() }
     }
 
     fn next_row(&mut self) -> Option<Result<Request, ReadError>> {
@@ -113,10 +106,7 @@ impl<R: BufRead> Reader<R> {
             )));
         }
         if !self.seen.insert(&request.request_id) {
-            return Some(Err(self.error(
-                "request_id",
-                format!("duplicate request_id {}", request.request_id),
-            )));
+            return Some(Err(self.error("request_id", format!("duplicate request_id {}", request.request_id))));
         }
         self.previous_arrival = Some((request.arrival_time, self.line));
         Some(Ok(request))
@@ -253,8 +243,7 @@ fn parse_raw(line: &str) -> Result<RawRequest, FieldError> {
         }
         (path, message)
     })?;
-    de.end()
-        .map_err(|e| ("json".to_owned(), strip_position(&e.to_string())))?;
+    de.end().map_err(|e| ("json".to_owned(), strip_position(&e.to_string())))?;
     Ok(raw)
 }
 
@@ -310,19 +299,10 @@ fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
             format!("is {:?}, but the roots (indices no `next` points to) are {roots:?}", raw.initial),
         );
     }
-    Ok(Request {
-        request_id: raw.request_id,
-        arrival_time: raw.arrival_time,
-        initial: raw.initial,
-        sub_requests,
-    })
+    Ok(Request { request_id: raw.request_id, arrival_time: raw.arrival_time, initial: raw.initial, sub_requests })
 }
 
-fn validate_node(
-    sub: RawSubRequest,
-    format: Format,
-    at: &dyn Fn(&str) -> String,
-) -> Result<SubRequest, FieldError> {
+fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String) -> Result<SubRequest, FieldError> {
     let interval = sub.interval.unwrap_or(0.0);
     check_time(at("interval"), interval)?;
     if format == Format::Workload {
@@ -378,13 +358,18 @@ fn validate_node(
             let seeded = match (sub.known_tokens, sub.kv_tokens) {
                 (None, None) => None,
                 (Some(_), None) => return err(at("kv_tokens"), "missing: known_tokens and kv_tokens are set together"),
-                (None, Some(_)) => return err(at("known_tokens"), "missing: known_tokens and kv_tokens are set together"),
+                (None, Some(_)) => {
+                    return err(at("known_tokens"), "missing: known_tokens and kv_tokens are set together");
+                }
                 (Some(known), Some(kv)) => {
                     if kv > known {
                         return err(at("kv_tokens"), format!("{kv} exceeds known_tokens {known}"));
                     }
                     if u64::from(known) > total {
-                        return err(at("known_tokens"), format!("{known} exceeds input_tokens + output_tokens = {total}"));
+                        return err(
+                            at("known_tokens"),
+                            format!("{known} exceeds input_tokens + output_tokens = {total}"),
+                        );
                     }
                     Some(SeededProgress { known_tokens: known, kv_tokens: kv })
                 }

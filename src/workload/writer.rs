@@ -2,13 +2,13 @@
 //! repeats the request's DAG field by field and adds `token_latency` (seconds)
 //! to every llm node, plus `error` where a node could not (fully) run.
 //!
-//! Token latencies are derived from absolute token times in integer
-//! microseconds, so every value written is an exact multiple of 1 µs.
+//! Rows are written by hand rather than through serde: result files are the
+//! simulator's bulk output, and formatting token latencies from integer
+//! microseconds as fixed-point decimals is several times faster than general
+//! float formatting. Every latency is an exact multiple of 1 µs and reads back
+//! as the same `f64` a float formatter would have produced.
 
-use std::io::{self, Write};
-
-use serde::ser::{SerializeSeq, Serializer};
-use serde::Serialize;
+use std::io::Write;
 
 use super::types::{NodeKind, Request, RequestId};
 
@@ -23,122 +23,135 @@ pub struct NodeTokens<'a> {
     pub error: Option<&'a str>,
 }
 
-/// Writes `request` as a workload row (no results), newline-terminated.
-pub fn write_workload_row(out: &mut impl Write, request: &Request) -> io::Result<()> {
-    write_row(out, request, &mut |_| None)
+/// Appends `request` as a workload row (no results), newline-terminated.
+pub fn write_workload_row(out: &mut Vec<u8>, request: &Request) {
+    write_row(out, request, &mut |_| None);
 }
 
-/// Writes `request` as a result row. `tokens(i)` gives node `i`'s outcome;
-/// it is asked for llm nodes only.
+/// Appends `request` as a result row. `tokens(i)` gives node `i`'s outcome;
+/// it is asked for llm nodes only. Rows go to a `Vec` (the caller flushes it
+/// to its file in large writes): appending small pieces to memory is much
+/// cheaper than pushing each through `io::Write`.
 pub fn write_result_row<'a>(
-    out: &mut impl Write,
+    out: &mut Vec<u8>,
     request: &Request,
     tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
-) -> io::Result<()> {
-    write_row(out, request, tokens)
+) {
+    write_row(out, request, tokens);
 }
 
-fn write_row<'a>(
-    out: &mut impl Write,
-    request: &Request,
-    tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
-) -> io::Result<()> {
-    let sub_requests: Vec<SubOut<'_>> = request
-        .sub_requests
-        .iter()
-        .enumerate()
-        .map(|(i, sub)| {
-            let (llm, duration) = match &sub.kind {
-                NodeKind::Llm(call) => (Some(call), None),
-                NodeKind::ToolCall { duration } => (None, Some(*duration)),
-            };
-            let result = llm.and_then(|_| tokens(i));
-            SubOut {
-                kind: if llm.is_some() { "llm" } else { "tool_call" },
-                input_tokens: llm.map_or(0, |c| c.input_tokens),
-                output_tokens: llm.map_or(0, |c| c.output_tokens),
-                next: &sub.next,
-                interval: sub.interval,
-                duration,
-                input_token_ids: llm.and_then(|c| c.input_token_ids.as_deref()),
-                output_token_ids: llm.and_then(|c| c.output_token_ids.as_deref()),
-                known_tokens: llm.and_then(|c| c.seeded.map(|s| s.known_tokens)),
-                kv_tokens: llm.and_then(|c| c.seeded.map(|s| s.kv_tokens)),
-                model: llm.and_then(|c| c.model.as_deref()),
-                token_latency: result.map(|r| Latencies { start_us: r.start_us, times: r.token_times_us }),
-                error: result.and_then(|r| r.error),
+fn write_row<'a>(out: &mut Vec<u8>, request: &Request, tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>) {
+    out.extend_from_slice(b"{\"request_id\":");
+    match &request.request_id {
+        RequestId::Int(n) => write!(out, "{n}").expect("writing to a Vec cannot fail"),
+        RequestId::Str(s) => json_string(out, s),
+    }
+    out.extend_from_slice(b",\"arrival_time\":");
+    json_f64(out, request.arrival_time);
+    out.extend_from_slice(b",\"initial\":");
+    json_u32s(out, &request.initial);
+    out.extend_from_slice(b",\"sub_requests\":[");
+    for (i, sub) in request.sub_requests.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",");
+        }
+        let call = match &sub.kind {
+            NodeKind::Llm(call) => Some(call),
+            NodeKind::ToolCall { .. } => None,
+        };
+        let (input, output) = call.map_or((0, 0), |c| (c.input_tokens, c.output_tokens));
+        let kind = if call.is_some() { "llm" } else { "tool_call" };
+        write!(out, "{{\"kind\":\"{kind}\",\"input_tokens\":{input},\"output_tokens\":{output},\"next\":")
+            .expect("writing to a Vec cannot fail");
+        json_u32s(out, &sub.next);
+        out.extend_from_slice(b",\"interval\":");
+        json_f64(out, sub.interval);
+        match &sub.kind {
+            NodeKind::ToolCall { duration } => {
+                out.extend_from_slice(b",\"duration\":");
+                json_f64(out, *duration);
             }
-        })
-        .collect();
-    let row = RowOut {
-        request_id: &request.request_id,
-        arrival_time: request.arrival_time,
-        initial: &request.initial,
-        sub_requests,
-    };
-    serde_json::to_writer(&mut *out, &row).map_err(io::Error::other)?;
-    out.write_all(b"\n")
-}
-
-#[derive(Serialize)]
-struct RowOut<'a> {
-    request_id: &'a RequestId,
-    arrival_time: f64,
-    initial: &'a [u32],
-    sub_requests: Vec<SubOut<'a>>,
-}
-
-#[derive(Serialize)]
-struct SubOut<'a> {
-    kind: &'static str,
-    input_tokens: u32,
-    output_tokens: u32,
-    next: &'a [u32],
-    interval: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duration: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input_token_ids: Option<&'a [u32]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output_token_ids: Option<&'a [u32]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    known_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kv_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    model: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    token_latency: Option<Latencies<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-}
-
-impl Serialize for RequestId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            RequestId::Int(n) => s.serialize_u64(*n),
-            RequestId::Str(v) => s.serialize_str(v),
+            NodeKind::Llm(call) => {
+                if let Some(ids) = &call.input_token_ids {
+                    out.extend_from_slice(b",\"input_token_ids\":");
+                    json_u32s(out, ids);
+                }
+                if let Some(ids) = &call.output_token_ids {
+                    out.extend_from_slice(b",\"output_token_ids\":");
+                    json_u32s(out, ids);
+                }
+                if let Some(s) = call.seeded {
+                    write!(out, ",\"known_tokens\":{},\"kv_tokens\":{}", s.known_tokens, s.kv_tokens)
+                        .expect("writing to a Vec cannot fail");
+                }
+                if let Some(model) = &call.model {
+                    out.extend_from_slice(b",\"model\":");
+                    json_string(out, model);
+                }
+                if let Some(result) = tokens(i) {
+                    out.extend_from_slice(b",\"token_latency\":[");
+                    let mut previous = result.start_us;
+                    for (k, &t) in result.token_times_us.iter().enumerate() {
+                        if k > 0 {
+                            out.extend_from_slice(b",");
+                        }
+                        seconds_from_us(out, t - previous);
+                        previous = t;
+                    }
+                    out.extend_from_slice(b"]");
+                    if let Some(error) = result.error {
+                        out.extend_from_slice(b",\"error\":");
+                        json_string(out, error);
+                    }
+                }
+            }
         }
+        out.extend_from_slice(b"}");
     }
+    out.extend_from_slice(b"]}\n");
 }
 
-/// Absolute token times rendered as latencies: first from the node's start,
-/// then gaps.
-struct Latencies<'a> {
-    start_us: u64,
-    times: &'a [u64],
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
 }
 
-impl Serialize for Latencies<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.times.len()))?;
-        let mut previous = self.start_us;
-        for &t in self.times {
-            seq.serialize_element(&((t - previous) as f64 / 1e6))?;
-            previous = t;
+fn json_f64(out: &mut Vec<u8>, x: f64) {
+    serde_json::to_writer(out, &x).expect("writing to a Vec cannot fail");
+}
+
+fn json_u32s(out: &mut Vec<u8>, values: &[u32]) {
+    out.extend_from_slice(b"[");
+    for (k, v) in values.iter().enumerate() {
+        if k > 0 {
+            out.extend_from_slice(b",");
         }
-        seq.end()
+        write!(out, "{v}").expect("writing to a Vec cannot fail");
     }
+    out.extend_from_slice(b"]");
+}
+
+/// Microseconds as a decimal number of seconds, shortest exact form
+/// (`1200` → `0.0012`, `2000000` → `2.0`).
+fn seconds_from_us(out: &mut Vec<u8>, us: u64) {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                                2021222324252627282930313233343536373839\
+                                4041424344454647484950515253545556575859\
+                                6061626364656667686970717273747576777879\
+                                8081828384858687888990919293949596979899";
+    let (whole, frac) = (us / 1_000_000, (us % 1_000_000) as usize);
+    if whole < 10 {
+        out.push(b'0' + whole as u8);
+    } else {
+        write!(out, "{whole}").expect("writing to a Vec cannot fail");
+    }
+    out.push(b'.');
+    let mut digits = [0u8; 6];
+    for (k, pair) in [frac / 10_000, frac / 100 % 100, frac % 100].into_iter().enumerate() {
+        digits[2 * k..2 * k + 2].copy_from_slice(&PAIRS[2 * pair..2 * pair + 2]);
+    }
+    // Keep at least one digit ("2.0"), drop the other trailing zeros.
+    let len = digits.iter().rposition(|&d| d != b'0').map_or(1, |i| i + 1);
+    out.extend_from_slice(&digits[..len]);
 }
 
 #[cfg(test)]
@@ -146,13 +159,13 @@ mod tests {
     use super::*;
     use crate::workload::reader::{Format, Reader};
 
-    const LINE: &str = r#"{"request_id":"a","arrival_time":1.5,"initial":[0],"sub_requests":[{"kind":"llm","input_tokens":4,"output_tokens":2,"next":[1],"interval":0.0},{"kind":"tool_call","input_tokens":0,"output_tokens":0,"next":[],"interval":0.25,"duration":0.5}]}"#;
+    const LINE: &str = r#"{"request_id":"a","arrival_time":1.5,"initial":[0],"sub_requests":[{"kind":"llm","input_tokens":4,"output_tokens":2,"next":[1],"interval":0.0,"input_token_ids":[1,2,3,4],"known_tokens":3,"kv_tokens":1,"model":"m\"x"},{"kind":"tool_call","input_tokens":0,"output_tokens":0,"next":[],"interval":0.25,"duration":0.5}]}"#;
 
     #[test]
     fn workload_rows_round_trip() {
         let request = Reader::new(LINE.as_bytes(), "t", Format::Workload).next().unwrap().unwrap();
         let mut out = Vec::new();
-        write_workload_row(&mut out, &request).unwrap();
+        write_workload_row(&mut out, &request);
         assert_eq!(String::from_utf8(out).unwrap().trim_end(), LINE);
     }
 
@@ -162,12 +175,24 @@ mod tests {
         let times = [1_512_000, 1_520_500];
         let mut out = Vec::new();
         write_result_row(&mut out, &request, &mut |_| {
-            Some(NodeTokens { start_us: 1_500_000, token_times_us: &times, error: None })
-        })
-        .unwrap();
+            Some(NodeTokens { start_us: 1_500_000, token_times_us: &times, error: Some("e") })
+        });
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains(r#""token_latency":[0.012,0.0085]"#), "{text}");
+        assert!(text.contains(r#""token_latency":[0.012,0.0085],"error":"e""#), "{text}");
         let back = Reader::new(text.as_bytes(), "t", Format::Results).next().unwrap().unwrap();
         assert_eq!(back.sub_requests[0].result.as_ref().unwrap().token_latency, vec![0.012, 0.0085]);
+    }
+
+    #[test]
+    fn microseconds_format_as_the_same_f64() {
+        for us in [0u64, 1, 10, 1200, 999_999, 1_000_000, 2_000_000, 12_345_678, 86_400_000_001] {
+            let mut out = Vec::new();
+            seconds_from_us(&mut out, us);
+            let text = String::from_utf8(out).unwrap();
+            assert_eq!(text.parse::<f64>().unwrap(), us as f64 / 1e6, "{us} -> {text}");
+        }
+        let mut out = Vec::new();
+        seconds_from_us(&mut out, 1200);
+        assert_eq!(out, b"0.0012");
     }
 }

@@ -18,7 +18,8 @@ fn results_reconstructs_hand_computed_token_times() {
     let dir = Dir::new("dag");
     dir.create("s.yaml", LINEAR_SCENARIO);
     dir.create("w.jsonl", &(DAG.replace('\n', "") + "\n"));
-    TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "-q"]).stdout();
+    TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "-q"])
+        .stdout();
     let csv = TestCommand::new(&dir.path, &["results", "r.jsonl"]).stdout();
     // Node 0 starts at 1.5 s: prefill 1000 + 2·10 = 1020 µs, decode 1010 µs.
     // It ends at 1.502030; node 1 runs 1.602030–1.852030, node 2

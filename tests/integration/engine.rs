@@ -17,7 +17,8 @@ fn llm_row(id: u64, arrival: f64, input: u32, output: u32, extra: &str) -> Strin
 fn run(dir: &Dir, scenario: &str, workload: &str) -> (Vec<serde_json::Value>, serde_json::Value) {
     dir.create("s.yaml", scenario);
     dir.create("w.jsonl", workload);
-    TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "-q"]).stdout();
+    TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "-q"])
+        .stdout();
     (rows(&dir.read("r.jsonl")), serde_json::from_str(&dir.read("m.json")).unwrap())
 }
 
@@ -104,7 +105,13 @@ fn over_long_request_is_reported_unservable() {
     assert_eq!(m["completed_requests"], 2);
     assert_eq!(m["dropped_unservable"], 1);
     let node = &rows[1]["sub_requests"][0];
-    assert!(node["error"].as_str().unwrap().starts_with("unservable: input_tokens + output_tokens = 260 exceeds max_model_len = 256"), "{node}");
+    assert!(
+        node["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unservable: input_tokens + output_tokens = 260 exceeds max_model_len = 256"),
+        "{node}"
+    );
     assert_eq!(node["token_latency"].as_array().unwrap().len(), 0);
     assert!(rows[1]["sub_requests"][1]["error"].as_str().unwrap().contains("predecessor 0"));
     // A prompt larger than the whole KV cache is unservable too.
@@ -163,7 +170,11 @@ fn horizon_reports_unfinished_requests() {
     let workload: String = (0..4).map(|i| llm_row(i, i as f64 * 0.01, 100, 100, "") + "\n").collect();
     dir.create("s.yaml", LINEAR_SCENARIO);
     dir.create("w.jsonl", &workload);
-    TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--horizon", "0.015", "-q"]).stdout();
+    TestCommand::new(
+        &dir.path,
+        &["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--horizon", "0.015", "-q"],
+    )
+    .stdout();
     let rows = rows(&dir.read("r.jsonl"));
     let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
     assert_eq!(rows.len(), 2, "arrivals after the horizon are not read");

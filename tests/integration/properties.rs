@@ -3,7 +3,7 @@
 //! seed makes any failure reproducible; the case number is in the message.
 
 use blis_sweep::latency::{Linear, Roofline, StepPricer};
-use blis_sweep::scenario::{catalog, hardware, ModelArch};
+use blis_sweep::scenario::{ModelArch, catalog, hardware};
 use blis_sweep::sim::{EngineConfig, FinishedRequest, NodeError, RequestStatus, Simulation};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -43,10 +43,10 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
     let mut has_pred = vec![false; n];
     for i in 0..n {
         let mut next = Vec::new();
-        for j in i + 1..n {
+        for (j, pred) in has_pred.iter_mut().enumerate().skip(i + 1) {
             if rng.random_bool(0.35) {
                 next.push(j as u32);
-                has_pred[j] = true;
+                *pred = true;
             }
         }
         let interval = if rng.random_bool(0.5) { 0.0 } else { rng.random_range(0.0..0.05) };
@@ -66,7 +66,14 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
                 let known = rng.random_range(0..=input_tokens + output_tokens);
                 SeededProgress { known_tokens: known, kv_tokens: rng.random_range(0..=known) }
             });
-            NodeKind::Llm(LlmCall { input_tokens, output_tokens, input_token_ids, output_token_ids, seeded, model: None })
+            NodeKind::Llm(LlmCall {
+                input_tokens,
+                output_tokens,
+                input_token_ids,
+                output_token_ids,
+                seeded,
+                model: None,
+            })
         };
         subs.push(SubRequest { next, interval, kind, result: None });
     }
@@ -77,7 +84,8 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
 /// Whether the engine can ever serve `call` (mirrors the documented rule).
 fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     let total = call.input_tokens + call.output_tokens;
-    total <= e.max_model_len && (total - 1).div_ceil(e.block_size) <= e.num_gpu_blocks - 1
+    // One block is vLLM's null block.
+    total <= e.max_model_len && (total - 1).div_ceil(e.block_size) < e.num_gpu_blocks
 }
 
 fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {

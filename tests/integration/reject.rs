@@ -25,10 +25,7 @@ fn tool(next: &str, extra: &str) -> String {
 /// A row with id 2 at 3 s (sorts after GOOD0 and GOOD1), given its `initial`
 /// and its sub-request objects.
 fn row(initial: &str, subs: &[String]) -> String {
-    format!(
-        r#"{{"request_id":2,"arrival_time":3.0,"initial":{initial},"sub_requests":[{}]}}"#,
-        subs.join(",")
-    )
+    format!(r#"{{"request_id":2,"arrival_time":3.0,"initial":{initial},"sub_requests":[{}]}}"#, subs.join(","))
 }
 
 /// The bad row on line 2, after GOOD0.
@@ -73,10 +70,7 @@ fn rejects(workload: &str, line: u64, field: &str, words: &[&str]) {
 
 fn check_message(stderr: &str, line: u64, field: &str, words: &[&str], workload: &str) {
     let context = format!("--- workload ---\n{workload}--- stderr ---\n{stderr}");
-    assert!(
-        stderr.ends_with('\n') && stderr.lines().count() == 1,
-        "expected exactly one line on stderr\n{context}"
-    );
+    assert!(stderr.ends_with('\n') && stderr.lines().count() == 1, "expected exactly one line on stderr\n{context}");
     let prefix = format!("blis-sweep: w.jsonl:{line}: {field}: ");
     assert!(stderr.starts_with(&prefix), "expected prefix `{prefix}`\n{context}");
     let reason = &stderr[prefix.len()..];

@@ -7,6 +7,7 @@
 //!
 //!     cargo bench --bench sim                 # 10k, 100k and 300k requests
 //!     cargo bench --bench sim -- one 100000   # one size, in this process
+//!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
 
@@ -16,7 +17,7 @@ use std::time::Instant;
 
 use blis_sweep::metrics::MetricsCollector;
 use blis_sweep::sim::{FinishedRequest, ResultSink, Simulation};
-use blis_sweep::workload::writer::{NodeTokens, write_result_row};
+use blis_sweep::workload::writer::{NodeTokens, write_result_row, write_workload_row};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -142,7 +143,20 @@ impl Write for CountingSink<'_> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    // cargo appends `--bench`; only positional arguments are ours.
+    let args: Vec<String> = std::env::args().filter(|a| !a.starts_with("--")).collect();
+    if let Some(i) = args.iter().position(|a| a == "write") {
+        // Writes the workload itself, to time the whole CLI on it.
+        let n: u64 = args[i + 1].parse().expect("a request count");
+        let mut out = io::BufWriter::new(std::fs::File::create(&args[i + 2]).expect("an output path"));
+        let mut buf = Vec::new();
+        for r in chat(n, RATE) {
+            buf.clear();
+            write_workload_row(&mut buf, &r);
+            out.write_all(&buf).unwrap();
+        }
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "one") {
         let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
         one(args[i + 1].parse().expect("a request count"), rate);

@@ -43,6 +43,16 @@ pub enum Dtype {
     Fp8,
 }
 
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dtype::Fp16 => "fp16",
+            Dtype::Bf16 => "bf16",
+            Dtype::Fp8 => "fp8",
+        })
+    }
+}
+
 /// vLLM engine arguments, by their vLLM names.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

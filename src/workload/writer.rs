@@ -149,9 +149,12 @@ fn seconds_from_us(out: &mut Vec<u8>, us: u64) {
     for (k, pair) in [frac / 10_000, frac / 100 % 100, frac % 100].into_iter().enumerate() {
         digits[2 * k..2 * k + 2].copy_from_slice(&PAIRS[2 * pair..2 * pair + 2]);
     }
-    // Keep at least one digit ("2.0"), drop the other trailing zeros.
+    // Keep at least one digit ("2.0"), drop the other trailing zeros. (A
+    // fixed-size copy then a truncate compiles to plain moves, where a
+    // variable-length copy calls memcpy.)
     let len = digits.iter().rposition(|&d| d != b'0').map_or(1, |i| i + 1);
-    out.extend_from_slice(&digits[..len]);
+    out.extend_from_slice(&digits);
+    out.truncate(out.len() - (6 - len));
 }
 
 #[cfg(test)]

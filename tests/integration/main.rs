@@ -7,3 +7,4 @@ mod dag;
 mod engine;
 mod properties;
 mod reject;
+mod scenario;

@@ -1,0 +1,78 @@
+//! Scenario files: YAML and JSON, `model_config` paths relative to the file,
+//! the embedded catalogs, and refusals that name the file, line and key.
+
+use crate::util::{Dir, TestCommand};
+
+const ONE: &str = r#"{"request_id": 0, "arrival_time": 0.0, "initial": [0], "sub_requests": [{"kind": "llm", "input_tokens": 100, "output_tokens": 4, "next": []}]}"#;
+
+fn summary(dir: &Dir, scenario: &str) -> String {
+    dir.create("w.jsonl", &format!("{ONE}\n"));
+    let out = TestCommand::new(&dir.path, &["run", "-s", scenario, "w.jsonl"]).output();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn json_scenarios_and_relative_model_configs_work() {
+    let dir = Dir::new("scenario-json");
+    std::fs::create_dir_all(dir.join("scenarios")).unwrap();
+    std::fs::create_dir_all(dir.join("configs")).unwrap();
+    let config = include_str!("../../src/scenario/catalog/models/Qwen3-14B.json");
+    dir.create("configs/my-model.json", config);
+    dir.create(
+        "scenarios/s.json",
+        r#"{"name": "mine", "model_config": "../configs/my-model.json", "hardware": "A100-SXM", "tp": 2, "dtype": "bf16"}"#,
+    );
+    let s = summary(&dir, "scenarios/s.json");
+    assert!(s.starts_with("mine: ../configs/my-model.json on 2x A100-80G (bf16)"), "{s}");
+}
+
+#[test]
+fn every_catalog_gpu_and_model_resolves() {
+    let dir = Dir::new("scenario-catalog");
+    for gpu in ["H100", "H100-SXM", "H200", "A100-80G", "A100-SXM", "L40S", "B200", "RTX4090", "RTXPRO6000"] {
+        dir.create("s.yaml", &format!("model: Qwen2.5-7B\nhardware: {gpu}\n"));
+        assert!(summary(&dir, "s.yaml").contains("Qwen2.5-7B on 1x"), "{gpu}");
+    }
+    for (model, tp) in [
+        ("Llama-2-7b", 1),
+        ("Llama-2-70b", 4),
+        ("CodeLlama-34b", 2),
+        ("Llama-3.1-8B", 1),
+        ("Llama-3.1-70B", 4),
+        ("Mixtral-8x7B", 2),
+        ("Qwen2.5-7B", 1),
+        ("Qwen3-14B", 1),
+        ("Qwen3-32B", 2),
+        ("Qwen3-30B-A3B", 1),
+    ] {
+        dir.create("s.yaml", &format!("model: {model}\nhardware: H100\ntp: {tp}\n"));
+        assert!(summary(&dir, "s.yaml").contains(&format!("{model} on {tp}x H100")), "{model}");
+    }
+}
+
+#[test]
+fn refusals_name_the_file_line_and_key() {
+    let dir = Dir::new("scenario-bad");
+    dir.create("w.jsonl", &format!("{ONE}\n"));
+    for (yaml, expected) in [
+        ("model: Llama-2-7b\nhardware: H100\nlatency_model: {kind: kernels}\n", "s.yaml:3"),
+        (
+            "model: Llama-2-7b\nhardware: H100\nlatency_model: trained-physics\n",
+            "s.yaml:3: latency_model: `trained-physics` is not implemented",
+        ),
+        ("model: Llama-2-7b\nhardware: TPU\n", "s.yaml:2: hardware: unknown GPU `TPU`"),
+        ("hardware: H100\ndtype: fp16\n", "s.yaml:1: model: missing"),
+        (
+            "model: Llama-2-7b\nhardware: H100\nengine:\n  gpu_memory_utilization: 1.5\n",
+            "s.yaml:4: engine.gpu_memory_utilization",
+        ),
+        ("model: Llama-2-7b\nhardware: H100\ndtype: int4\n", "s.yaml:3"),
+        ("model: Llama-2-7b\nmodel: Llama-2-70b\nhardware: H100\n", "s.yaml:2"),
+    ] {
+        dir.create("s.yaml", yaml);
+        let err = TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl"]).fails();
+        assert!(err.starts_with(&format!("blis-sweep: {expected}")), "{yaml}\n{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

@@ -122,6 +122,8 @@ pub(crate) struct Engine<L> {
     scheduled: Vec<(u32, u32)>,
     chunks: Vec<ScheduledChunk>,
     hits: Vec<u32>,
+    /// Whether this step preempted anything (then nothing is admitted).
+    preempted_this_step: bool,
     stats: EngineStats,
 }
 
@@ -141,6 +143,7 @@ impl<L: LatencyModel> Engine<L> {
             scheduled: Vec::new(),
             chunks: Vec::new(),
             hits: Vec::new(),
+            preempted_this_step: false,
             stats: EngineStats::default(),
         }
     }
@@ -221,50 +224,32 @@ impl<L: LatencyModel> Engine<L> {
         Ok(())
     }
 
-    fn seq(&mut self, slot: u32) -> &mut Seq {
-        self.seqs[slot as usize].as_mut().expect("live slot")
-    }
-
     /// Schedules one step and returns its duration in µs, or `None` when
     /// there is nothing to run.
     pub(crate) fn start_step(&mut self, events: &mut Vec<EngineEvent>) -> Option<u64> {
         self.scheduled.clear();
         self.chunks.clear();
+        self.preempted_this_step = false;
         let lpt = self.config.long_prefill_token_threshold;
         let clamp = |n: u32, budget: u32| {
             let n = if lpt > 0 { n.min(lpt) } else { n };
             n.min(budget)
         };
         let mut budget = self.config.max_num_batched_tokens;
-        let mut preempted = false;
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
-            let seq = self.seq(slot);
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             let n = clamp(seq.num_tokens - seq.num_computed, budget);
             let target = seq.num_computed + n;
-            let mut fits = false;
-            loop {
-                let seq = self.seqs[slot as usize].as_mut().expect("live slot");
-                if self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target) {
-                    fits = true;
-                    break;
-                }
-                let victim = self.running.pop().expect("the request itself is running");
-                self.preempt(victim);
-                preempted = true;
-                if victim == slot {
-                    break;
-                }
-            }
-            if !fits {
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target) && !self.preempt_for(slot, target) {
                 break;
             }
             self.schedule(slot, n);
             budget -= n;
             i += 1;
         }
-        if !preempted {
+        if !self.preempted_this_step {
             self.admit_waiting(&mut budget, events);
         }
         if self.scheduled.is_empty() {
@@ -334,6 +319,24 @@ impl<L: LatencyModel> Engine<L> {
         self.running.clear();
         self.free_slots.clear();
         self.seqs.drain(..).flatten().map(Seq::departure).collect()
+    }
+
+    /// vLLM's preemption loop: preempts the most recently admitted running
+    /// request until `slot` can hold `target` tokens. False when `slot` itself
+    /// had to go.
+    fn preempt_for(&mut self, slot: u32, target: u32) -> bool {
+        loop {
+            let victim = self.running.pop().expect("the request itself is running");
+            self.preempt(victim);
+            self.preempted_this_step = true;
+            if victim == slot {
+                return false;
+            }
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            if self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target) {
+                return true;
+            }
+        }
     }
 
     fn preempt(&mut self, slot: u32) {

@@ -89,7 +89,7 @@ pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
     })?;
     let stem = path.file_stem().map_or_else(|| "scenario".to_owned(), |s| s.to_string_lossy().into_owned());
     let base = path.parent().unwrap_or(Path::new("."));
-    resolve(spec, base, &stem).map_err(|(field, reason)| ScenarioError::Invalid {
+    resolve(spec, base, &stem).map_err(|InvalidValue { field, reason }| ScenarioError::Invalid {
         line: line_of(&text, &field),
         file,
         field,
@@ -117,23 +117,36 @@ fn line_of(text: &str, field: &str) -> u64 {
         .map_or(1, |i| i as u64 + 1)
 }
 
-type Invalid = (String, String);
+/// A scenario value that is well-formed but unusable, before it is placed
+/// in a file (see [`ScenarioError::Invalid`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidValue {
+    /// The key, e.g. `engine.max_num_seqs`.
+    pub field: String,
+    /// Why, and what would work.
+    pub reason: String,
+}
 
-fn invalid<T>(field: &str, reason: impl Into<String>) -> Result<T, Invalid> {
-    Err((field.to_owned(), reason.into()))
+fn invalid<T>(field: &str, reason: impl Into<String>) -> Result<T, InvalidValue> {
+    Err(InvalidValue { field: field.to_owned(), reason: reason.into() })
 }
 
 /// Resolves a parsed scenario; `base` is the directory relative paths start
 /// from and `default_name` the name used when the scenario has none.
-pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, Invalid> {
+pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, InvalidValue> {
     let model = match (&spec.model_config, &spec.model) {
         (Some(path), _) => {
             let full = base.join(path);
-            let text = std::fs::read_to_string(&full)
-                .map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?;
+            let text = std::fs::read_to_string(&full).map_err(|e| InvalidValue {
+                field: "model_config".to_owned(),
+                reason: format!("{}: {e}", full.display()),
+            })?;
             let name = spec.model.clone().unwrap_or_else(|| path.clone());
-            ModelArch::from_config_json(&name, &text)
-                .map_err(|e| ("model_config".to_owned(), format!("{}: {e}", full.display())))?
+            ModelArch::from_config_json(&name, &text).map_err(|e| InvalidValue {
+                field: "model_config".to_owned(),
+                reason: format!("{}: {e}", full.display()),
+            })?
         }
         (None, Some(id)) => {
             let Some((id, text)) = catalog::model_config(id) else {
@@ -145,7 +158,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                     ),
                 );
             };
-            ModelArch::from_config_json(id, text).map_err(|e| ("model".to_owned(), e.to_string()))?
+            ModelArch::from_config_json(id, text)
+                .map_err(|e| InvalidValue { field: "model".to_owned(), reason: e.to_string() })?
         }
         (None, None) => {
             return invalid("model", "missing: give `model` (a catalog id) or `model_config` (a config.json path)");
@@ -252,9 +266,10 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         LatencySpec::Roofline => {
             StepPricer::Roofline(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8))
         }
-        LatencySpec::Linear { beta } => {
-            StepPricer::Linear(Linear::new(&beta).map_err(|e| ("latency_model.beta".to_owned(), e.to_string()))?)
-        }
+        LatencySpec::Linear { beta } => StepPricer::Linear(
+            Linear::new(&beta)
+                .map_err(|e| InvalidValue { field: "latency_model.beta".to_owned(), reason: e.to_string() })?,
+        ),
         LatencySpec::Unimplemented(kind) => {
             return invalid("latency_model", format!("`{kind}` is not implemented; available: roofline, linear"));
         }
@@ -338,7 +353,7 @@ mod tests {
         ];
         for (yaml, field) in cases {
             let e = resolve(spec(yaml), Path::new("."), "x").unwrap_err();
-            assert_eq!(e.0, field, "{yaml}: {}", e.1);
+            assert_eq!(e.field, field, "{yaml}: {}", e.reason);
         }
     }
 

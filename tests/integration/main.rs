@@ -3,6 +3,7 @@
 
 mod util;
 
+mod cli;
 mod dag;
 mod engine;
 mod properties;

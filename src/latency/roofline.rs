@@ -37,10 +37,11 @@ const ALLREDUCE_BANDWIDTH_EFFICIENCY: f64 = 0.74;
 /// least the GEMM launch floor and otherwise memory-bound.
 const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 /// Per-step CPU time outside the GPU (vLLM V1 scheduling, input preparation,
-/// sampling, output processing). Chosen so that Llama-2-7b TP1 on H100 at
-/// 5 req/s (`blis-vllm-h100`, codegen, first stage) gives its measured mean ITL
-/// of 7.8 ms; issue #4 replaces this with a fit over all real runs.
-const STEP_OVERHEAD_US: f64 = 1200.0;
+/// sampling, output processing). Chosen so that Llama-2-7b TP1 on H100 in the
+/// 5 req/s stage of the real `blis-vllm-h100` codegen run (its first 3,000
+/// requests) gives the measured mean ITL, 7.26 ms ((e2e − ttft) / 246 per
+/// request); issue #4 replaces this with a fit over all real runs.
+const STEP_OVERHEAD_US: f64 = 650.0;
 
 /// The roofline latency model for one deployment.
 #[derive(Debug, Clone)]

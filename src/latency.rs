@@ -9,26 +9,53 @@ mod roofline;
 pub use linear::Linear;
 pub use roofline::Roofline;
 
-/// One request's share of a step: `new_tokens` computed on top of
+/// One prefill chunk of a step: `new_tokens` of a request's prompt (or, after
+/// a preemption, of its prompt and outputs) computed on top of
 /// `context_tokens` already in its KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScheduledChunk {
-    /// Tokens computed this step (1 for a decode).
+pub struct PrefillChunk {
+    /// Tokens computed this step.
     pub new_tokens: u32,
     /// Tokens of this request already computed before this step.
     pub context_tokens: u32,
-    /// A decode step (one generated token), as opposed to a prefill chunk.
-    pub is_decode: bool,
-    /// The step ends with this request sampling a token (decodes, and the
-    /// chunk that completes a prefill), so the LM head runs for it.
+    /// The chunk completes the prefill, so the request samples a token (the
+    /// LM head runs for it).
     pub samples: bool,
+}
+
+/// What one engine step computes. Decodes (one token each, and each samples)
+/// are summarised: every latency model needs only their count and the KV they
+/// read, and summing them as they are scheduled keeps a step free of
+/// per-request allocation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepBatch {
+    /// Prefill chunks, in schedule order.
+    pub prefills: Vec<PrefillChunk>,
+    /// Requests decoding one token.
+    pub decodes: u32,
+    /// Sum over the decoding requests of their tokens already computed (the
+    /// context their attention reads).
+    pub decode_context_tokens: u64,
+}
+
+impl StepBatch {
+    /// Empties the batch, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.prefills.clear();
+        self.decodes = 0;
+        self.decode_context_tokens = 0;
+    }
+
+    /// Whether the step computes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.prefills.is_empty() && self.decodes == 0
+    }
 }
 
 /// Prices an engine step.
 pub trait LatencyModel {
-    /// Duration of a step that computes `batch`, in microseconds (≥ 1 for a
-    /// non-empty batch).
-    fn step_time_us(&self, batch: &[ScheduledChunk]) -> u64;
+    /// Duration of a step that computes `batch`, in microseconds (≥ 1).
+    fn step_time_us(&self, batch: &StepBatch) -> u64;
 }
 
 /// The latency model a scenario chose.
@@ -41,7 +68,7 @@ pub enum StepPricer {
 }
 
 impl LatencyModel for StepPricer {
-    fn step_time_us(&self, batch: &[ScheduledChunk]) -> u64 {
+    fn step_time_us(&self, batch: &StepBatch) -> u64 {
         match self {
             StepPricer::Roofline(m) => m.step_time_us(batch),
             StepPricer::Linear(m) => m.step_time_us(batch),

@@ -1,7 +1,7 @@
 //! BLIS-style linear step model: users with coefficients fitted on their own
 //! measurements price a step as a line in the batch's token counts.
 
-use super::{LatencyModel, ScheduledChunk};
+use super::{LatencyModel, StepBatch};
 
 /// `step_us = β0 + β1·prefill_tokens + β2·decode_tokens + β3·decode_context`,
 /// where `decode_context` is the summed context length of the decodes (the KV
@@ -41,16 +41,9 @@ impl Linear {
 }
 
 impl LatencyModel for Linear {
-    fn step_time_us(&self, batch: &[ScheduledChunk]) -> u64 {
-        let (mut prefill, mut decode, mut context) = (0u64, 0u64, 0u64);
-        for c in batch {
-            if c.is_decode {
-                decode += u64::from(c.new_tokens);
-                context += u64::from(c.context_tokens);
-            } else {
-                prefill += u64::from(c.new_tokens);
-            }
-        }
+    fn step_time_us(&self, batch: &StepBatch) -> u64 {
+        let prefill: u64 = batch.prefills.iter().map(|c| u64::from(c.new_tokens)).sum();
+        let (decode, context) = (u64::from(batch.decodes), batch.decode_context_tokens);
         let [b0, b1, b2, b3] = self.beta;
         let us = b0 + b1 * prefill as f64 + b2 * decode as f64 + b3 * context as f64;
         (us.round() as u64).max(1)
@@ -60,14 +53,16 @@ impl LatencyModel for Linear {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::latency::PrefillChunk;
 
     #[test]
     fn prices_prefill_and_decode_separately() {
         let m = Linear::new(&[1000.0, 2.0, 10.0]).unwrap();
-        let batch = [
-            ScheduledChunk { new_tokens: 100, context_tokens: 0, is_decode: false, samples: true },
-            ScheduledChunk { new_tokens: 1, context_tokens: 50, is_decode: true, samples: true },
-        ];
+        let batch = StepBatch {
+            prefills: vec![PrefillChunk { new_tokens: 100, context_tokens: 0, samples: true }],
+            decodes: 1,
+            decode_context_tokens: 50,
+        };
         assert_eq!(m.step_time_us(&batch), 1210);
         assert!(Linear::new(&[1.0]).is_err());
         assert!(Linear::new(&[1.0, -1.0, 0.0]).is_err());

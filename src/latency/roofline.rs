@@ -8,7 +8,7 @@
 //! aiconfigurator's kernel database, `../shared/data/aiconfigurator-vllm-h100-
 //! h200/csv_bf16`); they are applied unchanged to other GPUs.
 
-use super::{LatencyModel, ScheduledChunk};
+use super::{LatencyModel, StepBatch};
 use crate::scenario::{Gpu, ModelArch};
 
 /// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
@@ -135,31 +135,28 @@ impl Roofline {
 }
 
 impl LatencyModel for Roofline {
-    fn step_time_us(&self, batch: &[ScheduledChunk]) -> u64 {
+    fn step_time_us(&self, batch: &StepBatch) -> u64 {
         if batch.is_empty() {
             return 1;
         }
-        let mut tokens = 0.0;
-        let mut sampled = 0.0;
+        let decodes = f64::from(batch.decodes);
+        let mut tokens = decodes;
+        let mut sampled = decodes;
         // Attention per layer: prefill FLOPs (causal over context + chunk) and
-        // bytes; decode KV bytes.
-        let (mut prefill_flops, mut prefill_kv, mut decode_kv) = (0.0, 0.0, 0.0);
+        // KV bytes (read the context, write and read the new tokens).
+        let (mut prefill_flops, mut prefill_kv) = (0.0, 0.0);
         let kv_token_bytes = 2.0 * self.kv_heads_per_gpu * self.head_dim * self.act_bytes;
-        for c in batch {
+        for c in &batch.prefills {
             let t = f64::from(c.new_tokens);
             let ctx = f64::from(c.context_tokens);
             tokens += t;
             if c.samples {
                 sampled += 1.0;
             }
-            let kv = (ctx + 2.0 * t) * kv_token_bytes; // read context, write and read new
-            if c.is_decode {
-                decode_kv += kv;
-            } else {
-                prefill_flops += 4.0 * self.heads_per_gpu * self.head_dim * (t * ctx + t * (t + 1.0) / 2.0);
-                prefill_kv += kv;
-            }
+            prefill_flops += 4.0 * self.heads_per_gpu * self.head_dim * (t * ctx + t * (t + 1.0) / 2.0);
+            prefill_kv += (ctx + 2.0 * t) * kv_token_bytes;
         }
+        let decode_kv = (batch.decode_context_tokens as f64 + 2.0 * decodes) * kv_token_bytes;
         let d = self.hidden;
         let q_out = self.heads_per_gpu * self.head_dim;
         let kv_out = 2.0 * self.kv_heads_per_gpu * self.head_dim;
@@ -218,8 +215,8 @@ mod tests {
         ModelArch::from_config_json(id, text).unwrap()
     }
 
-    fn decode(n: u32, ctx: u32) -> Vec<ScheduledChunk> {
-        (0..n).map(|_| ScheduledChunk { new_tokens: 1, context_tokens: ctx, is_decode: true, samples: true }).collect()
+    fn decode(n: u32, ctx: u32) -> StepBatch {
+        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx) }
     }
 
     #[test]
@@ -234,7 +231,10 @@ mod tests {
 
     #[test]
     fn prefill_is_compute_bound_and_tp_helps() {
-        let chunk = [ScheduledChunk { new_tokens: 2048, context_tokens: 0, is_decode: false, samples: true }];
+        let chunk = StepBatch {
+            prefills: vec![crate::latency::PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
+            ..StepBatch::default()
+        };
         let h100 = hardware::lookup("H100").unwrap();
         let tp1 = Roofline::new(&model("CodeLlama-34b"), &h100, 1, 2, false).step_time_us(&chunk);
         let tp2 = Roofline::new(&model("CodeLlama-34b"), &h100, 2, 2, false).step_time_us(&chunk);

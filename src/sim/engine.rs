@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
-use crate::latency::{LatencyModel, ScheduledChunk};
+use crate::latency::{LatencyModel, PrefillChunk, StepBatch};
 use crate::workload::LlmCall;
 
 /// vLLM engine arguments the scheduler and KV cache obey.
@@ -120,7 +120,7 @@ pub(crate) struct Engine<L> {
     waiting: VecDeque<u32>,
     running: Vec<u32>,
     scheduled: Vec<(u32, u32)>,
-    chunks: Vec<ScheduledChunk>,
+    batch: StepBatch,
     hits: Vec<u32>,
     /// Whether this step preempted anything (then nothing is admitted).
     preempted_this_step: bool,
@@ -141,7 +141,7 @@ impl<L: LatencyModel> Engine<L> {
             waiting: VecDeque::new(),
             running: Vec::new(),
             scheduled: Vec::new(),
-            chunks: Vec::new(),
+            batch: StepBatch::default(),
             hits: Vec::new(),
             preempted_this_step: false,
             stats: EngineStats::default(),
@@ -228,7 +228,7 @@ impl<L: LatencyModel> Engine<L> {
     /// there is nothing to run.
     pub(crate) fn start_step(&mut self, events: &mut Vec<EngineEvent>) -> Option<u64> {
         self.scheduled.clear();
-        self.chunks.clear();
+        self.batch.clear();
         self.preempted_this_step = false;
         let lpt = self.config.long_prefill_token_threshold;
         let clamp = |n: u32, budget: u32| {
@@ -256,19 +256,23 @@ impl<L: LatencyModel> Engine<L> {
             return None;
         }
         self.stats.steps += 1;
-        Some(self.latency.step_time_us(&self.chunks))
+        Some(self.latency.step_time_us(&self.batch))
     }
 
     /// Adds `n` tokens of `slot` to this step, and its chunk to the batch the
     /// latency model prices.
     fn schedule(&mut self, slot: u32, n: u32) {
         let seq = self.seqs[slot as usize].as_ref().expect("live slot");
-        self.chunks.push(ScheduledChunk {
-            new_tokens: n,
-            context_tokens: seq.num_computed,
-            is_decode: seq.num_computed >= seq.prefill_end,
-            samples: seq.num_computed + n == seq.num_tokens,
-        });
+        if seq.num_computed >= seq.prefill_end {
+            self.batch.decodes += 1;
+            self.batch.decode_context_tokens += u64::from(seq.num_computed);
+        } else {
+            self.batch.prefills.push(PrefillChunk {
+                new_tokens: n,
+                context_tokens: seq.num_computed,
+                samples: seq.num_computed + n == seq.num_tokens,
+            });
+        }
         self.scheduled.push((slot, n));
         self.stats.computed_tokens += u64::from(n);
     }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use blis_sweep::latency::{LatencyModel, ScheduledChunk};
+use blis_sweep::latency::{LatencyModel, PrefillChunk, StepBatch};
 
 use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, latencies_us, rows};
 
@@ -40,11 +40,11 @@ fn lone_request_is_priced_by_the_roofline_model() {
     let scenario = "model: Llama-3.1-8B\nhardware: H100\n";
     let (rows, _) = run(&dir, scenario, &(llm_row(0, 0.5, 1000, 4, "") + "\n"));
     let d = blis_sweep::scenario::load(&dir.join("s.yaml")).unwrap();
-    let prefill = ScheduledChunk { new_tokens: 1000, context_tokens: 0, is_decode: false, samples: true };
-    let mut expected = vec![d.latency.step_time_us(&[prefill])];
+    let prefill = PrefillChunk { new_tokens: 1000, context_tokens: 0, samples: true };
+    let mut expected = vec![d.latency.step_time_us(&StepBatch { prefills: vec![prefill], ..StepBatch::default() })];
     for k in 0..3 {
-        let decode = ScheduledChunk { new_tokens: 1, context_tokens: 1000 + k, is_decode: true, samples: true };
-        expected.push(d.latency.step_time_us(&[decode]));
+        let decode = StepBatch { prefills: vec![], decodes: 1, decode_context_tokens: 1000 + k };
+        expected.push(d.latency.step_time_us(&decode));
     }
     assert_eq!(latencies_us(&rows[0], 0), expected);
     assert!(expected[0] > expected[1], "prefill of 1000 tokens costs more than a decode");

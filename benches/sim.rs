@@ -69,12 +69,14 @@ struct Sink<W> {
     out: W,
     buf: Vec<u8>,
     metrics: MetricsCollector,
+    /// False with `BENCH_NO_WRITE=1`: simulation and metrics only.
+    write: bool,
 }
 
 impl<W: Write> ResultSink for Sink<W> {
     fn request_done(&mut self, r: FinishedRequest) {
         self.metrics.observe(&r);
-        if std::env::var_os("BENCH_NO_WRITE").is_some() {
+        if !self.write {
             return;
         }
         write_result_row(&mut self.buf, &r.request, &mut |i| {
@@ -105,7 +107,9 @@ fn one(n: u64, rate: f64) {
     let d = blis_sweep::scenario::load(&scenario).unwrap();
     let mut bytes = 0u64;
     let counting = CountingSink(&mut bytes);
-    let mut sink = Sink { out: counting, buf: Vec::with_capacity(1 << 21), metrics: MetricsCollector::default() };
+    let write = std::env::var_os("BENCH_NO_WRITE").is_none();
+    let mut sink =
+        Sink { out: counting, buf: Vec::with_capacity(1 << 21), metrics: MetricsCollector::default(), write };
     let wall = Instant::now();
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     for r in chat(n, rate) {

@@ -115,7 +115,7 @@ fn one(n: u64, rate: f64) {
     for r in chat(n, rate) {
         sim.add_request(r, &mut sink);
     }
-    sim.finish(None, &mut sink);
+    sim.finish(&mut sink);
     sink.out.write_all(&sink.buf).unwrap();
     let wall_s = wall.elapsed().as_secs_f64();
     let m = sink.metrics.finish(sim.engine_stats(), sim.now_us());

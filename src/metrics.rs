@@ -7,7 +7,9 @@
 //! - ITL, per token gap: each inter-token latency of every llm node
 //!   (token-weighted, as BLIS and vLLM's benchmark report it).
 //! - TPOT, per llm node with ≥ 2 tokens: (last token − first token) / (n − 1).
-//! - E2E, per request: its last node's finish − its arrival.
+//! - E2E, per request: its last node's finish − when the client sent it (its
+//!   arrival, unless a concurrency cap or a closed loop held it back).
+//! - Send wait, per request: sent − arrived (0 for an open-loop client).
 //! - Scheduling delay, per llm node: first admission − entering the scheduler.
 
 pub mod histogram;
@@ -26,6 +28,7 @@ pub struct MetricsCollector {
     tpot: Histogram,
     e2e: Histogram,
     scheduling_delay: Histogram,
+    send_wait: Histogram,
     injected: u64,
     completed: u64,
     unservable_requests: u64,
@@ -73,7 +76,8 @@ impl MetricsCollector {
             }
         }
         if let Some(finish) = r.finish_us {
-            self.e2e.record(finish - r.arrival_us);
+            self.e2e.record(finish - r.send_us);
+            self.send_wait.record(r.send_us - r.arrival_us);
         }
     }
 
@@ -116,6 +120,8 @@ impl MetricsCollector {
             e2e_p99_ms: ms(&self.e2e, 99.0),
             scheduling_delay_mean_ms: self.scheduling_delay.mean() / 1e3,
             scheduling_delay_p99_ms: ms(&self.scheduling_delay, 99.0),
+            send_wait_mean_ms: self.send_wait.mean() / 1e3,
+            send_wait_p99_ms: ms(&self.send_wait, 99.0),
             preemption_count: stats.preemptions,
             kv_cache_hit_rate: if stats.prefix_queries > 0 {
                 stats.prefix_hits as f64 / stats.prefix_queries as f64
@@ -197,6 +203,10 @@ pub struct Metrics {
     pub scheduling_delay_mean_ms: f64,
     #[allow(missing_docs)]
     pub scheduling_delay_p99_ms: f64,
+    /// Mean time requests waited in the client before being sent.
+    pub send_wait_mean_ms: f64,
+    #[allow(missing_docs)]
+    pub send_wait_p99_ms: f64,
     /// Preemptions over the run.
     pub preemption_count: u64,
     /// Prefix-cache hit rate in tokens (hits / tokens looked up at admission).

@@ -9,5 +9,5 @@ mod engine;
 mod kv_cache;
 mod queue;
 
-pub use driver::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, Simulation};
+pub use driver::{Client, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, Simulation};
 pub use engine::{EngineConfig, EngineStats};

@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use super::atomic::{AtomicFile, write_file};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
-use crate::sim::{FinishedRequest, ResultSink, Simulation};
+use crate::sim::{Client, FinishedRequest, ResultSink, Simulation};
 use crate::workload::reader::{Format, Reader};
 use crate::workload::writer::{NodeTokens, write_result_row};
 
@@ -39,32 +39,75 @@ pub(crate) struct RunArgs {
     /// requests still running are reported unfinished.
     #[arg(long, value_name = "SECONDS")]
     horizon: Option<f64>,
+    /// At most N requests (whole DAGs) in flight: later arrivals wait in the
+    /// client, first come first sent. E2E counts from the send.
+    #[arg(long, value_name = "N")]
+    concurrency: Option<u32>,
+    /// Ignore arrival times: --concurrency N virtual users each send their
+    /// next request when their previous one finishes (plus --think-time).
+    #[arg(long, requires = "concurrency")]
+    closed_loop: bool,
+    /// Closed loop: pause between a user's response and its next request.
+    #[arg(long, value_name = "SECONDS", requires = "closed_loop")]
+    think_time: Option<f64>,
+    /// Divide every arrival time by this (2 = twice the request rate).
+    #[arg(long, value_name = "X")]
+    rate_scale: Option<f64>,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
 }
 
+/// The knobs that shape the traffic, shared with sweeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Traffic {
+    pub(crate) client: Client,
+    pub(crate) rate_scale: f64,
+    pub(crate) horizon_us: Option<u64>,
+}
+
+impl RunArgs {
+    fn traffic(&self) -> anyhow::Result<Traffic> {
+        let seconds = |flag: &str, v: f64| -> anyhow::Result<u64> {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("--{flag}: {v} is not a finite, non-negative number of seconds");
+            }
+            Ok(crate::workload::seconds_to_us(v))
+        };
+        let client = match (self.concurrency, self.closed_loop) {
+            (Some(0), _) => bail!("--concurrency: must be at least 1"),
+            (None, _) => Client::OpenLoop,
+            (Some(limit), false) => Client::Capped { limit },
+            (Some(users), true) => {
+                Client::ClosedLoop { users, think_time_us: seconds("think-time", self.think_time.unwrap_or(0.0))? }
+            }
+        };
+        let rate_scale = self.rate_scale.unwrap_or(1.0);
+        if !(rate_scale.is_finite() && rate_scale > 0.0) {
+            bail!("--rate-scale: {rate_scale} must be a positive number");
+        }
+        let horizon_us = self.horizon.map(|h| seconds("horizon", h)).transpose()?;
+        Ok(Traffic { client, rate_scale, horizon_us })
+    }
+}
+
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let deployment = scenario::load(&args.scenario)?;
-    let horizon_us = match args.horizon {
-        None => None,
-        Some(h) if h.is_finite() && h >= 0.0 => Some(crate::workload::seconds_to_us(h)),
-        Some(h) => bail!("--horizon: {h} is not a finite, non-negative number of seconds"),
-    };
+    let traffic = args.traffic()?;
     let file = args.workload.display().to_string();
     let rows = open(&args.workload)?.count_valid(&file)?;
     let wall = Instant::now();
     let outcome = match &args.output {
         Some(path) => {
             let mut out = AtomicFile::create(path)?;
-            let outcome = simulate(&deployment, &args.workload, horizon_us, &mut out)?;
+            let outcome = simulate(&deployment, &args.workload, traffic, &mut out)?;
             out.commit()?;
             outcome
         }
         None => {
             let stdout = io::stdout();
             let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-            let outcome = simulate(&deployment, &args.workload, horizon_us, &mut out)?;
+            let outcome = simulate(&deployment, &args.workload, traffic, &mut out)?;
             out.flush().context("stdout")?;
             outcome
         }
@@ -102,7 +145,8 @@ impl Workload {
     }
 }
 
-fn simulate(d: &Deployment, workload: &Path, horizon_us: Option<u64>, out: &mut dyn Write) -> anyhow::Result<Metrics> {
+fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Write) -> anyhow::Result<Metrics> {
+    let horizon_us = traffic.horizon_us;
     let file = workload.display().to_string();
     let mut sink = OrderedWriter {
         out,
@@ -113,17 +157,19 @@ fn simulate(d: &Deployment, workload: &Path, horizon_us: Option<u64>, out: &mut 
         error: None,
     };
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
+    sim.set_client(traffic.client);
+    sim.set_horizon(horizon_us);
     for row in Reader::new(open(workload)?.0, file, Format::Workload) {
-        let request = row?;
-        if horizon_us.is_some_and(|h| request.arrival_us() > h) {
+        let mut request = row?;
+        request.arrival_time /= traffic.rate_scale;
+        if !sim.add_request(request, &mut sink) {
             break;
         }
-        sim.add_request(request, &mut sink);
         if let Some(e) = sink.error.take() {
             return Err(e).context("writing results");
         }
     }
-    sim.finish(horizon_us, &mut sink);
+    sim.finish(&mut sink);
     if sink.error.is_none()
         && let Err(e) = sink.flush()
     {
@@ -172,7 +218,12 @@ impl OrderedWriter<'_> {
 }
 
 impl ResultSink for OrderedWriter<'_> {
-    fn request_done(&mut self, r: FinishedRequest) {
+    fn request_done(&mut self, mut r: FinishedRequest) {
+        // A result row's arrival_time is when the request reached the server,
+        // as a real client's baseline records it.
+        if r.send_us != r.request.arrival_us() {
+            r.request.arrival_time = r.send_us as f64 / 1e6;
+        }
         self.pending.insert(r.index, r);
         while let Some(r) = self.pending.remove(&self.next) {
             self.next += 1;

@@ -14,6 +14,8 @@
 //! scheduled; the engine starts its next step only after all of them, so a
 //! node that starts at the instant a step ends joins the next step.
 
+use std::collections::VecDeque;
+
 use super::engine::{Departure, Engine, EngineConfig, EngineEvent, EngineStats, Owner};
 use super::queue::EventQueue;
 use crate::latency::LatencyModel;
@@ -80,8 +82,11 @@ pub struct FinishedRequest {
     pub request: Request,
     /// One outcome per sub-request.
     pub nodes: Vec<NodeOutcome>,
-    /// Arrival, µs.
+    /// Arrival, µs (as read; 0 for every request of a closed loop).
     pub arrival_us: u64,
+    /// When the client sent it, µs: its arrival, or later when a concurrency
+    /// cap or a closed loop made it wait. E2E counts from here.
+    pub send_us: u64,
     /// When its last node finished, µs (completed requests).
     pub finish_us: Option<u64>,
     /// How it ended.
@@ -100,6 +105,30 @@ impl ResultSink for Vec<FinishedRequest> {
     }
 }
 
+/// How requests reach the engine: the behaviour of the benchmark client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Client {
+    /// Every request is sent at its arrival time.
+    #[default]
+    OpenLoop,
+    /// At most `limit` requests (whole DAGs) in flight: a request is sent at
+    /// its arrival time or, if `limit` are in flight, when one finishes
+    /// (first come, first sent), like a benchmark client with a concurrency cap.
+    Capped {
+        /// Requests in flight at most (≥ 1).
+        limit: u32,
+    },
+    /// `users` virtual users, each sending its next request `think_time_us`
+    /// after its previous one finished; arrival times are ignored and every
+    /// user starts at time 0.
+    ClosedLoop {
+        /// Virtual users (≥ 1).
+        users: u32,
+        /// Pause between a user's response and its next request, µs.
+        think_time_us: u64,
+    },
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Event {
     NodeStart { slot: u32, node: u32 },
@@ -111,6 +140,7 @@ struct Active {
     index: u64,
     request: Request,
     arrival_us: u64,
+    send_us: u64,
     nodes: Vec<NodeOutcome>,
     pending_preds: Vec<u32>,
     ready_us: Vec<u64>,
@@ -130,6 +160,13 @@ pub struct Simulation<L> {
     stepping: bool,
     events: Vec<EngineEvent>,
     check_invariants: bool,
+    client: Client,
+    /// Nothing happens after this time, µs (`u64::MAX`: no horizon).
+    horizon_us: u64,
+    /// Capped client: arrived requests waiting for a free slot, with their arrival.
+    unsent: VecDeque<(Request, u64)>,
+    /// Closed loop: when each idle user sends next, ascending.
+    users_free_at: VecDeque<u64>,
 }
 
 impl<L> std::fmt::Debug for Simulation<L> {
@@ -152,6 +189,25 @@ impl<L: LatencyModel> Simulation<L> {
             stepping: false,
             events: Vec::new(),
             check_invariants: false,
+            client: Client::OpenLoop,
+            horizon_us: u64::MAX,
+            unsent: VecDeque::new(),
+            users_free_at: VecDeque::new(),
+        }
+    }
+
+    /// Stops the simulation at `horizon_us`: later events never happen, and
+    /// requests not finished by then are reported unfinished.
+    pub fn set_horizon(&mut self, horizon_us: Option<u64>) {
+        self.horizon_us = horizon_us.unwrap_or(u64::MAX);
+    }
+
+    /// Sets how requests are sent (before the first request is added).
+    pub fn set_client(&mut self, client: Client) {
+        self.client = client;
+        self.users_free_at.clear();
+        if let Client::ClosedLoop { users, .. } = client {
+            self.users_free_at.extend(std::iter::repeat_n(0, users.max(1) as usize));
         }
     }
 
@@ -183,12 +239,52 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// Adds the next request. Arrivals must not decrease (the reader
     /// guarantees it); everything that happens before this arrival is
-    /// simulated first.
-    pub fn add_request(&mut self, request: Request, sink: &mut dyn ResultSink) {
-        let arrival_us = request.arrival_us().max(self.now);
-        if arrival_us > 0 {
-            self.run_until(arrival_us - 1, sink);
+    /// simulated first. In a closed loop, this simulates until a user is free
+    /// and sends the request then. False, with the request dropped, when it
+    /// would be sent after the horizon: the caller can stop reading.
+    pub fn add_request(&mut self, request: Request, sink: &mut dyn ResultSink) -> bool {
+        match self.client {
+            Client::OpenLoop | Client::Capped { .. } => {
+                if request.arrival_us() > self.horizon_us {
+                    return false;
+                }
+                let arrival_us = self.advance_to(request.arrival_us(), sink);
+                let limit = match self.client {
+                    Client::Capped { limit } => limit.max(1) as usize,
+                    _ => usize::MAX,
+                };
+                if self.in_flight < limit {
+                    self.send(request, arrival_us, arrival_us);
+                } else {
+                    self.unsent.push_back((request, arrival_us));
+                }
+            }
+            Client::ClosedLoop { .. } => {
+                while self.users_free_at.is_empty() && self.step_events(u64::MAX, sink) {}
+                match self.users_free_at.front() {
+                    Some(&free_at) if free_at <= self.horizon_us => {
+                        self.users_free_at.pop_front();
+                        let send_us = self.advance_to(free_at, sink);
+                        self.send(request, 0, send_us);
+                    }
+                    _ => return false,
+                }
+            }
         }
+        true
+    }
+
+    /// Simulates everything before `t`; returns `t`, or now if that is later.
+    fn advance_to(&mut self, t: u64, sink: &mut dyn ResultSink) -> u64 {
+        let t = t.max(self.now);
+        if t > 0 {
+            self.run_until(t - 1, sink);
+        }
+        t
+    }
+
+    /// The client sends `request` at `send_us`: its roots are scheduled.
+    fn send(&mut self, request: Request, arrival_us: u64, send_us: u64) {
         let n = request.sub_requests.len();
         let mut pending_preds = vec![0u32; n];
         for sub in &request.sub_requests {
@@ -204,16 +300,17 @@ impl<L: LatencyModel> Simulation<L> {
             }
         };
         for &root in &request.initial {
-            let at = arrival_us + request.sub_requests[root as usize].interval_us();
+            let at = send_us + request.sub_requests[root as usize].interval_us();
             self.queue.push(at, Event::NodeStart { slot, node: root });
         }
         self.active[slot as usize] = Some(Active {
             index: self.next_index,
             request,
             arrival_us,
+            send_us,
             nodes: vec![NodeOutcome::default(); n],
             pending_preds,
-            ready_us: vec![arrival_us; n],
+            ready_us: vec![send_us; n],
             failed_pred: vec![None; n],
             unresolved: n,
         });
@@ -221,35 +318,58 @@ impl<L: LatencyModel> Simulation<L> {
         self.in_flight += 1;
     }
 
-    /// Handles every event up to and including `limit` µs.
-    pub fn run_until(&mut self, limit: u64, sink: &mut dyn ResultSink) {
-        while let Some(t) = self.queue.peek_time() {
-            if t > limit {
-                break;
+    /// A request left: the client may send another.
+    fn slot_freed(&mut self) {
+        match self.client {
+            Client::OpenLoop => {}
+            Client::Capped { .. } => {
+                if let Some((request, arrival_us)) = self.unsent.pop_front() {
+                    self.send(request, arrival_us, self.now);
+                }
             }
-            debug_assert!(t >= self.now, "time went backwards");
-            self.now = t;
-            while self.queue.peek_time() == Some(t) {
-                let (_, event) = self.queue.pop().expect("peeked");
-                self.handle(event, sink);
-            }
-            if !self.stepping && self.engine.has_work() {
-                self.start_step();
-            }
+            Client::ClosedLoop { think_time_us, .. } => self.users_free_at.push_back(self.now + think_time_us),
         }
     }
 
-    /// Runs to the end (or to `horizon_us`), then reports every request
-    /// still in flight as unfinished.
-    pub fn finish(&mut self, horizon_us: Option<u64>, sink: &mut dyn ResultSink) {
-        self.run_until(horizon_us.unwrap_or(u64::MAX), sink);
-        if let Some(h) = horizon_us
-            && self.in_flight > 0
-        {
-            self.now = self.now.max(h);
+    /// Handles every event up to and including `limit` µs.
+    pub fn run_until(&mut self, limit: u64, sink: &mut dyn ResultSink) {
+        while self.step_events(limit, sink) {}
+    }
+
+    /// Handles every event of the earliest pending time, if that is at most
+    /// `limit`, then lets the engine start a step. False when there was none.
+    fn step_events(&mut self, limit: u64, sink: &mut dyn ResultSink) -> bool {
+        let limit = limit.min(self.horizon_us);
+        let Some(t) = self.queue.peek_time().filter(|&t| t <= limit) else {
+            return false;
+        };
+        debug_assert!(t >= self.now, "time went backwards");
+        self.now = t;
+        while self.queue.peek_time() == Some(t) {
+            let (_, event) = self.queue.pop().expect("peeked");
+            self.handle(event, sink);
         }
+        if !self.stepping && self.engine.has_work() {
+            self.start_step();
+        }
+        true
+    }
+
+    /// Runs to the end (or to the horizon), then reports every request still
+    /// in flight as unfinished.
+    pub fn finish(&mut self, sink: &mut dyn ResultSink) {
+        self.run_until(u64::MAX, sink);
         for d in self.engine.drain() {
             self.record_departure(d);
+        }
+        if (self.in_flight > 0 || !self.unsent.is_empty()) && self.horizon_us != u64::MAX {
+            // Only a horizon leaves requests behind; the run lasted until it.
+            self.now = self.now.max(self.horizon_us);
+        }
+        // A capped client's queue empties as requests finish; with a horizon,
+        // what is left was never sent (and is reported with its arrival).
+        while let Some((request, arrival_us)) = self.unsent.pop_front() {
+            self.send(request, arrival_us, arrival_us);
         }
         for slot in 0..self.active.len() {
             if let Some(mut a) = self.active[slot].take() {
@@ -264,6 +384,7 @@ impl<L: LatencyModel> Simulation<L> {
                     request: a.request,
                     nodes: a.nodes,
                     arrival_us: a.arrival_us,
+                    send_us: a.send_us,
                     finish_us: None,
                     status: RequestStatus::Unfinished,
                 });
@@ -395,9 +516,11 @@ impl<L: LatencyModel> Simulation<L> {
                 request: a.request,
                 nodes: a.nodes,
                 arrival_us: a.arrival_us,
+                send_us: a.send_us,
                 finish_us: if failed { None } else { finish_us },
                 status: if failed { RequestStatus::Unservable } else { RequestStatus::Completed },
             });
+            self.slot_freed();
         }
     }
 }

@@ -4,6 +4,7 @@
 mod util;
 
 mod cli;
+mod client;
 mod dag;
 mod engine;
 mod properties;

@@ -4,7 +4,7 @@
 
 use blis_sweep::latency::{Linear, Roofline, StepPricer};
 use blis_sweep::scenario::{ModelArch, catalog, hardware};
-use blis_sweep::sim::{EngineConfig, FinishedRequest, NodeError, RequestStatus, Simulation};
+use blis_sweep::sim::{Client, EngineConfig, FinishedRequest, NodeError, RequestStatus, Simulation};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -99,7 +99,7 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
             continue;
         }
         let start = node.start_us.unwrap_or_else(|| panic!("{ctx}: never started"));
-        assert!(r.arrival_us <= start, "{ctx}: started before arrival");
+        assert!(r.arrival_us <= r.send_us && r.send_us <= start, "{ctx}: arrival ≤ send ≤ start broken");
         match &sub.kind {
             NodeKind::ToolCall { .. } => assert!(node.finish_us.unwrap() >= start, "{ctx}"),
             NodeKind::Llm(call) => {
@@ -135,6 +135,12 @@ fn random_workloads_finish_with_consistent_timelines() {
         let engine = random_engine(&mut rng);
         let mut sim = Simulation::new(engine.clone(), random_latency(&mut rng));
         sim.check_invariants(true);
+        let client = match rng.random_range(0..5) {
+            0 => Client::Capped { limit: rng.random_range(1..=4) },
+            1 => Client::ClosedLoop { users: rng.random_range(1..=4), think_time_us: rng.random_range(0..100_000) },
+            _ => Client::OpenLoop,
+        };
+        sim.set_client(client);
         let mut done: Vec<FinishedRequest> = Vec::new();
         let n = rng.random_range(1..=12u64);
         let mut arrival = 0.0;
@@ -143,11 +149,11 @@ fn random_workloads_finish_with_consistent_timelines() {
             if rng.random_bool(0.7) {
                 arrival += rng.random_range(0.0..0.3);
             }
-            sim.add_request(random_request(&mut rng, id, (arrival * 1e6f64).round() / 1e6), &mut done);
+            assert!(sim.add_request(random_request(&mut rng, id, (arrival * 1e6f64).round() / 1e6), &mut done));
             assert!(sim.now_us() >= last_now, "case {case}: clock went back");
             last_now = sim.now_us();
         }
-        sim.finish(None, &mut done);
+        sim.finish(&mut done);
         assert!(sim.now_us() >= last_now);
         assert_eq!(done.len() as u64, n, "case {case}: requests lost");
         assert_eq!(sim.in_flight(), 0);

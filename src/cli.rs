@@ -2,13 +2,15 @@
 //! only place that touches files, stdout/stderr, wall clocks and exit codes;
 //! errors are `anyhow` here and typed everywhere else.
 //!
-//! Exit status: 0 success; 2 bad input or any other error (the message is one
-//! line, naming the file, line and field where there is one). A closed stdout
-//! (e.g. `| head`) is not an error.
+//! Exit status: 0 success; 1 a sweep in which some runs failed (the others
+//! finished); 2 bad input or any other error (the message is one line, naming
+//! the file, line and field where there is one). A closed stdout (e.g.
+//! `| head`) is not an error.
 
 mod atomic;
 mod results;
 mod run;
+mod sweep;
 
 use std::process::ExitCode;
 
@@ -16,11 +18,15 @@ use clap::{Parser, Subcommand};
 
 /// Simulates vLLM inference serving: request DAGs in, per-token latencies
 /// and metrics out.
+///
+/// `blis-sweep PLAN.yaml` runs a sweep; the commands below do the rest.
 #[derive(Debug, Parser)]
-#[command(name = "blis-sweep", version, about, long_about = None)]
+#[command(name = "blis-sweep", version, about, long_about = None, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    sweep: sweep::SweepArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -29,14 +35,22 @@ enum Command {
     Run(run::RunArgs),
     /// Reconstruct absolute token times from a result JSONL, as CSV.
     Results(results::ResultsArgs),
+    /// Print the runs a sweep plan expands to.
+    Plan(sweep::PlanArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Run(args) => run::run(args),
-        Command::Results(args) => results::run(args),
+        Some(Command::Run(args)) => run::run(args),
+        Some(Command::Results(args)) => results::run(args),
+        Some(Command::Plan(args)) => sweep::plan(args),
+        None => match sweep::run(cli.sweep) {
+            Ok(sweep::Outcome::AllOk) => Ok(()),
+            Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,4 +12,5 @@ pub mod latency;
 pub mod metrics;
 pub mod scenario;
 pub mod sim;
+pub mod sweep;
 pub mod workload;

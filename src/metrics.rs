@@ -137,7 +137,7 @@ impl MetricsCollector {
 /// in milliseconds; percentiles interpolate linearly between ranks (numpy's
 /// default), over values kept at 1 µs resolution below 4.096 ms and 0.025 %
 /// relative resolution above.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Metrics {
     /// Requests read and simulated.
     pub injected_requests: u64,

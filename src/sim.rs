@@ -7,7 +7,9 @@
 mod driver;
 mod engine;
 mod kv_cache;
+mod order;
 mod queue;
 
 pub use driver::{Client, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, Simulation};
 pub use engine::{EngineConfig, EngineStats};
+pub use order::InputOrder;

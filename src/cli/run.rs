@@ -6,7 +6,6 @@
 //! simulation. Results are written in input order as requests finish, through
 //! a reorder buffer that holds only requests finished ahead of an earlier one.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -17,7 +16,7 @@ use anyhow::{Context, bail};
 use super::atomic::{AtomicFile, write_file};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
-use crate::sim::{Client, FinishedRequest, ResultSink, Simulation};
+use crate::sim::{Client, FinishedRequest, InputOrder, ResultSink, Simulation};
 use crate::workload::reader::{Format, Reader};
 use crate::workload::writer::{NodeTokens, write_result_row};
 
@@ -148,14 +147,12 @@ impl Workload {
 fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Write) -> anyhow::Result<Metrics> {
     let horizon_us = traffic.horizon_us;
     let file = workload.display().to_string();
-    let mut sink = OrderedWriter {
+    let mut sink = InputOrder::new(ResultWriter {
         out,
         buf: Vec::with_capacity(1 << 21),
-        pending: BTreeMap::new(),
-        next: 0,
         metrics: MetricsCollector::default(),
         error: None,
-    };
+    });
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     sim.set_client(traffic.client);
     sim.set_horizon(horizon_us);
@@ -165,11 +162,13 @@ fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Wri
         if !sim.add_request(request, &mut sink) {
             break;
         }
-        if let Some(e) = sink.error.take() {
+        if let Some(e) = sink.inner.error.take() {
             return Err(e).context("writing results");
         }
     }
     sim.finish(&mut sink);
+    debug_assert_eq!(sink.held(), 0);
+    let mut sink = sink.inner;
     if sink.error.is_none()
         && let Err(e) = sink.flush()
     {
@@ -178,22 +177,19 @@ fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Wri
     if let Some(e) = sink.error.take() {
         return Err(e).context("writing results");
     }
-    debug_assert!(sink.pending.is_empty());
     Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
 }
 
-/// Writes finished requests in input order and feeds the metrics in the same
-/// order (so float sums do not depend on completion order).
-struct OrderedWriter<'a> {
+/// Writes finished requests (in input order, behind [`InputOrder`]) and
+/// feeds the metrics.
+struct ResultWriter<'a> {
     out: &'a mut dyn Write,
     buf: Vec<u8>,
-    pending: BTreeMap<u64, FinishedRequest>,
-    next: u64,
     metrics: MetricsCollector,
     error: Option<io::Error>,
 }
 
-impl OrderedWriter<'_> {
+impl ResultWriter<'_> {
     fn write(&mut self, r: &FinishedRequest) -> io::Result<()> {
         let errors: Vec<Option<String>> = r.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
         write_result_row(&mut self.buf, &r.request, &mut |i| {
@@ -217,22 +213,18 @@ impl OrderedWriter<'_> {
     }
 }
 
-impl ResultSink for OrderedWriter<'_> {
+impl ResultSink for ResultWriter<'_> {
     fn request_done(&mut self, mut r: FinishedRequest) {
         // A result row's arrival_time is when the request reached the server,
         // as a real client's baseline records it.
         if r.send_us != r.request.arrival_us() {
             r.request.arrival_time = r.send_us as f64 / 1e6;
         }
-        self.pending.insert(r.index, r);
-        while let Some(r) = self.pending.remove(&self.next) {
-            self.next += 1;
-            self.metrics.observe(&r);
-            if self.error.is_none()
-                && let Err(e) = self.write(&r)
-            {
-                self.error = Some(e);
-            }
+        self.metrics.observe(&r);
+        if self.error.is_none()
+            && let Err(e) = self.write(&r)
+        {
+            self.error = Some(e);
         }
     }
 }

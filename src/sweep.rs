@@ -1,0 +1,11 @@
+//! The sweep engine: a plan's grid of runs (scenario × concurrency × seed ×
+//! rate scale × overrides), each one single-threaded simulation, run in
+//! parallel on a rayon pool; rows stream to one collector thread that writes
+//! Parquet. [`plan`] mirrors the file, [`grid`] expands it, [`executor`] runs
+//! it, [`tables`] defines the tables.
+
+mod collector;
+pub mod executor;
+pub mod grid;
+pub mod plan;
+mod tables;

@@ -1,0 +1,362 @@
+//! Resolves a [`PlanSpec`] into the runs of the sweep: the Cartesian product
+//! of scenarios × concurrency × seed × rate_scale × override values, each
+//! with a stable `run_id` hashed from everything that shapes its results.
+//!
+//! Plan errors (a missing file, an unknown key, a value of the wrong type,
+//! in the plan, a scenario or an override) are found here, before any run
+//! starts. A value that is well-formed but unusable for one cell (a `tp` that
+//! does not divide that model's heads) is left for the run to report.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::plan::{GridSpec, PlanSpec};
+use crate::scenario::ScenarioSpec;
+use crate::sim::Client;
+
+/// A plan that cannot be run at all. Fatal: no run starts.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A file could not be read.
+    #[error("{file}: {source}")]
+    Io {
+        /// The path.
+        file: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is not valid YAML/JSON for what it should hold.
+    #[error("{file}:{line}: {message}")]
+    Parse {
+        /// The path.
+        file: String,
+        /// 1-based line (0 if unknown).
+        line: u64,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value is wrong for the plan as a whole.
+    #[error("{file}: {field}: {reason}")]
+    Invalid {
+        /// The plan file.
+        file: String,
+        /// The key, e.g. `grid.overrides.tp`.
+        field: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Where every run's requests come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadSource {
+    /// A workload JSONL file (already validated).
+    File(PathBuf),
+}
+
+/// One run of the sweep.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    /// Position in the expanded grid.
+    pub index: usize,
+    /// Stable id: 16 hex digits hashed from the parameters below, the
+    /// scenario's content and the workload.
+    pub run_id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// `None` = open loop.
+    pub concurrency: Option<u32>,
+    /// Seed.
+    pub seed: u64,
+    /// Arrival-time divisor.
+    pub rate_scale: f64,
+    /// Override key → value, in key order.
+    pub overrides: Vec<(String, Value)>,
+    /// The scenario with the overrides applied.
+    pub spec: ScenarioSpec,
+    /// Directory `model_config` paths are relative to.
+    pub base: PathBuf,
+}
+
+impl Cell {
+    /// The client the run uses.
+    pub fn client(&self, plan: &Plan) -> Client {
+        match (self.concurrency, plan.closed_loop) {
+            (None, _) => Client::OpenLoop,
+            (Some(limit), false) => Client::Capped { limit },
+            (Some(users), true) => Client::ClosedLoop { users, think_time_us: plan.think_time_us },
+        }
+    }
+}
+
+/// A resolved plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Sweep name.
+    pub name: String,
+    /// The plan file.
+    pub file: PathBuf,
+    /// Output directory.
+    pub output: PathBuf,
+    /// Where requests come from.
+    pub workload: WorkloadSource,
+    /// Closed-loop client (with `concurrency` users).
+    pub closed_loop: bool,
+    /// Closed loop think time, µs.
+    pub think_time_us: u64,
+    /// Override keys, in order (one column each in the tables).
+    pub override_keys: Vec<String>,
+    /// The runs, in grid order.
+    pub cells: Vec<Cell>,
+    /// Hash of the plan file's bytes and every scenario it names.
+    pub plan_hash: String,
+}
+
+/// FNV-1a, 64 bits: stable across platforms and releases, which is all an id needs.
+pub(crate) fn hash64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {
+    serde_saphyr::from_str(text).map_err(|e| {
+        let line = e.location().map_or(0, |l| l.line());
+        let message = e.without_snippet().to_string();
+        let message = message.lines().next().unwrap_or("").to_owned();
+        let message = match message.find(" at line ") {
+            Some(i) => message[..i].to_owned(),
+            None => message,
+        };
+        PlanError::Parse { file: file.display().to_string(), line, message }
+    })
+}
+
+fn read(path: &Path) -> Result<String, PlanError> {
+    std::fs::read_to_string(path).map_err(|source| PlanError::Io { file: path.display().to_string(), source })
+}
+
+/// Sets `path` (dot-separated keys) in a JSON object, creating maps on the way.
+fn set_path(target: &mut Value, path: &str, value: Value) {
+    let mut node = target;
+    let mut keys = path.split('.').peekable();
+    while let Some(key) = keys.next() {
+        if !node.is_object() {
+            *node = Value::Object(Map::new());
+        }
+        let map = node.as_object_mut().expect("made an object");
+        if keys.peek().is_none() {
+            map.insert(key.to_owned(), value);
+            return;
+        }
+        node = map.entry(key.to_owned()).or_insert_with(|| Value::Object(Map::new()));
+    }
+}
+
+/// Reads and resolves a plan file.
+pub fn load(file: &Path) -> Result<Plan, PlanError> {
+    let text = read(file)?;
+    let spec: PlanSpec = parse_yaml(file, &text)?;
+    resolve(spec, file, &text)
+}
+
+fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
+    let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let invalid = |field: &str, reason: String| PlanError::Invalid {
+        file: file.display().to_string(),
+        field: field.to_owned(),
+        reason,
+    };
+    let workload = match (&spec.workload.path, &spec.workload.generate) {
+        (Some(path), None) => WorkloadSource::File(base.join(path)),
+        (None, Some(_)) => {
+            return Err(invalid(
+                "workload.generate",
+                "generated workloads are not implemented yet; give workload.path".to_owned(),
+            ));
+        }
+        _ => return Err(invalid("workload", "give exactly one of `path` and `generate`".to_owned())),
+    };
+    let think_time = spec.workload.think_time.unwrap_or(0.0);
+    if !(think_time.is_finite() && think_time >= 0.0) {
+        return Err(invalid("workload.think_time", format!("{think_time} is not a non-negative number of seconds")));
+    }
+    if spec.workload.think_time.is_some() && !spec.workload.closed_loop {
+        return Err(invalid("workload.think_time", "only a closed loop has a think time".to_owned()));
+    }
+    check_axes(&spec.grid, spec.workload.closed_loop).map_err(|(f, r)| invalid(f, r))?;
+    if spec.scenarios.is_empty() {
+        return Err(invalid("scenarios", "name at least one scenario".to_owned()));
+    }
+
+    // Each scenario: its JSON form (for overrides and hashing), name and base dir.
+    let mut hash_input = text.to_owned();
+    let mut scenarios = Vec::new();
+    for (i, entry) in spec.scenarios.iter().enumerate() {
+        let (value, name, dir) = match entry {
+            Value::String(rel) => {
+                let path = base.join(rel);
+                let text = read(&path)?;
+                // Strict first, for line numbers; then as a value for overrides.
+                let _: ScenarioSpec = parse_yaml(&path, &text)?;
+                let value: Value = parse_yaml(&path, &text)?;
+                hash_input.push_str(&text);
+                let stem =
+                    path.file_stem().map_or_else(|| format!("scenario-{i}"), |s| s.to_string_lossy().into_owned());
+                (value, stem, path.parent().unwrap_or(Path::new(".")).to_path_buf())
+            }
+            Value::Object(_) => {
+                serde_json::from_value::<ScenarioSpec>(entry.clone())
+                    .map_err(|e| invalid(&format!("scenarios[{i}]"), e.to_string()))?;
+                (entry.clone(), format!("scenario-{i}"), base.clone())
+            }
+            other => {
+                return Err(invalid(
+                    &format!("scenarios[{i}]"),
+                    format!("expected a file path or a mapping, got {other}"),
+                ));
+            }
+        };
+        let name = value.get("name").and_then(Value::as_str).map_or(name, str::to_owned);
+        scenarios.push((value, name, dir));
+    }
+
+    let override_keys: Vec<String> = spec.grid.overrides.keys().cloned().collect();
+    for (key, values) in &spec.grid.overrides {
+        if values.is_empty() {
+            return Err(invalid(&format!("grid.overrides.{key}"), "give at least one value".to_owned()));
+        }
+    }
+    // Every combination of override values, in key order.
+    let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+    for (key, values) in &spec.grid.overrides {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((key.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+
+    let workload_id = match &workload {
+        WorkloadSource::File(path) => Value::String(path.display().to_string()),
+    };
+    let mut cells = Vec::new();
+    for (value, name, dir) in &scenarios {
+        for combo in &combos {
+            let mut scenario = value.clone();
+            for (key, v) in combo {
+                set_path(&mut scenario, key, v.clone());
+            }
+            let spec_value: ScenarioSpec = serde_json::from_value(scenario.clone()).map_err(|e| {
+                let keys: Vec<&str> = combo.iter().map(|(k, _)| k.as_str()).collect();
+                invalid("grid.overrides", format!("scenario `{name}` with {}: {e}", keys.join(", ")))
+            })?;
+            for &concurrency in &spec.grid.concurrency {
+                for &seed in &spec.grid.seed {
+                    for &rate_scale in &spec.grid.rate_scale {
+                        let identity = serde_json::json!({
+                            "scenario": scenario,
+                            "concurrency": concurrency,
+                            "seed": seed,
+                            "rate_scale": rate_scale,
+                            "workload": workload_id,
+                            "closed_loop": spec.workload.closed_loop,
+                            "think_time": think_time,
+                        });
+                        let run_id = format!("{:016x}", hash64(identity.to_string().as_bytes()));
+                        cells.push(Cell {
+                            index: cells.len(),
+                            run_id,
+                            scenario: name.clone(),
+                            concurrency,
+                            seed,
+                            rate_scale,
+                            overrides: combo.clone(),
+                            spec: spec_value.clone(),
+                            base: dir.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let mut ids: Vec<&str> = cells.iter().map(|c| c.run_id.as_str()).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(invalid(
+            "grid",
+            format!("two runs have the same parameters (run_id {}); remove the duplicate value", w[0]),
+        ));
+    }
+    Ok(Plan {
+        name: spec.name,
+        file: file.to_path_buf(),
+        output: base.join(&spec.output),
+        workload,
+        closed_loop: spec.workload.closed_loop,
+        think_time_us: crate::workload::seconds_to_us(think_time),
+        override_keys,
+        cells,
+        plan_hash: format!("{:016x}", hash64(hash_input.as_bytes())),
+    })
+}
+
+fn check_axes(grid: &GridSpec, closed_loop: bool) -> Result<(), (&'static str, String)> {
+    if grid.concurrency.is_empty() || grid.seed.is_empty() || grid.rate_scale.is_empty() {
+        return Err(("grid", "every axis needs at least one value".to_owned()));
+    }
+    if grid.concurrency.contains(&Some(0)) {
+        return Err(("grid.concurrency", "0 is not a concurrency; use null for open loop".to_owned()));
+    }
+    if closed_loop && grid.concurrency.contains(&None) {
+        return Err(("grid.concurrency", "a closed loop needs a number of users, not null".to_owned()));
+    }
+    if let Some(r) = grid.rate_scale.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        return Err(("grid.rate_scale", format!("{r} must be a positive number")));
+    }
+    Ok(())
+}
+
+/// The expanded grid as a table, for `blis-sweep plan`.
+pub fn describe(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}: {} runs -> {}", plan.name, plan.cells.len(), plan.output.display());
+    let _ = write!(out, "run_id            scenario                       concurrency  seed  rate_scale");
+    for key in &plan.override_keys {
+        let _ = write!(out, "  {key}");
+    }
+    out.push('\n');
+    for c in &plan.cells {
+        let conc = c.concurrency.map_or_else(|| "open".to_owned(), |n| n.to_string());
+        let _ = write!(out, "{}  {:<30} {:>11}  {:>4}  {:>10}", c.run_id, c.scenario, conc, c.seed, c.rate_scale);
+        for (_, v) in &c.overrides {
+            let _ = write!(out, "  {v}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_path_creates_nested_maps() {
+        let mut v = serde_json::json!({"model": "x"});
+        set_path(&mut v, "engine.max_num_seqs", Value::from(64));
+        set_path(&mut v, "tp", Value::from(2));
+        assert_eq!(v, serde_json::json!({"model": "x", "tp": 2, "engine": {"max_num_seqs": 64}}));
+    }
+
+    #[test]
+    fn fnv_is_stable() {
+        assert_eq!(hash64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

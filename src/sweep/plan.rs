@@ -1,0 +1,88 @@
+//! The plan file exactly as written: plain serde structs, unknown keys
+//! rejected with their line. [`super::grid`] resolves it into runs.
+//!
+//! ```yaml
+//! name: quickstart
+//! workload:
+//!   path: workloads/chat.jsonl          # or generate: {...}
+//! scenarios: [scenarios/a.yaml, {model: Llama-3.1-8B, hardware: H100}]
+//! grid:
+//!   concurrency: [null, 8, 32]          # null = open loop
+//!   seed: [1, 2]
+//!   rate_scale: [0.5, 1.0]
+//!   overrides: {engine.max_num_seqs: [64, 256]}
+//! output: results/quickstart
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A sweep plan.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSpec {
+    /// Sweep name.
+    pub name: String,
+    /// The traffic every run replays.
+    pub workload: WorkloadSpec,
+    /// Scenario files (relative to the plan) or inline scenario mappings.
+    pub scenarios: Vec<Value>,
+    /// The grid; every axis defaults to a single value.
+    #[serde(default)]
+    pub grid: GridSpec,
+    /// Output directory, relative to the plan.
+    pub output: String,
+}
+
+/// Where requests come from, and how the client sends them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// A workload JSONL file, relative to the plan.
+    pub path: Option<String>,
+    /// A generated workload, regenerated for every seed.
+    pub generate: Option<Value>,
+    /// Ignore arrival times: `concurrency` virtual users.
+    #[serde(default)]
+    pub closed_loop: bool,
+    /// Closed loop: seconds between a user's response and its next request.
+    pub think_time: Option<f64>,
+}
+
+/// The axes of the grid; the runs are their Cartesian product.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridSpec {
+    /// Requests in flight at most; `null` = open loop.
+    #[serde(default = "one_null")]
+    pub concurrency: Vec<Option<u32>>,
+    /// Seeds (they shape generated workloads).
+    #[serde(default = "one_seed")]
+    pub seed: Vec<u64>,
+    /// Arrival times are divided by this.
+    #[serde(default = "one_scale")]
+    pub rate_scale: Vec<f64>,
+    /// Scenario key path (e.g. `engine.max_num_seqs`) → values.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, Vec<Value>>,
+}
+
+impl Default for GridSpec {
+    fn default() -> Self {
+        GridSpec { concurrency: one_null(), seed: one_seed(), rate_scale: one_scale(), overrides: BTreeMap::new() }
+    }
+}
+
+fn one_null() -> Vec<Option<u32>> {
+    vec![None]
+}
+
+fn one_seed() -> Vec<u64> {
+    vec![0]
+}
+
+fn one_scale() -> Vec<f64> {
+    vec![1.0]
+}

@@ -27,9 +27,49 @@ pub(crate) struct SweepArgs {
     /// Redo runs that an earlier invocation already finished.
     #[arg(long)]
     force: bool,
+    /// Run a deterministic share of the grid, for several machines: `I/N`
+    /// (0 ≤ I < N) takes the runs whose index is I modulo N and writes under
+    /// `OUTPUT/shard=I/`; `auto` reads JOB_COMPLETION_INDEX and --shard-count
+    /// (Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT.
+    #[arg(long, value_name = "I/N|auto")]
+    shard: Option<String>,
+    /// With `--shard auto` on Kubernetes: the Job's completions.
+    #[arg(long, value_name = "N")]
+    shard_count: Option<usize>,
     /// No progress output.
     #[arg(long, short = 'q')]
     quiet: bool,
+}
+
+/// Parses `--shard`.
+fn shard(spec: &str, count: Option<usize>, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<(usize, usize)> {
+    let number = |what: &str, v: &str| -> anyhow::Result<usize> {
+        v.trim().parse().map_err(|_| anyhow::anyhow!("--shard: {what} `{v}` is not a non-negative integer"))
+    };
+    let (i, n) = if spec == "auto" {
+        if let Some(i) = env("JOB_COMPLETION_INDEX") {
+            let Some(n) = count.or(env("JOB_COMPLETIONS").map(|v| number("JOB_COMPLETIONS", &v)).transpose()?) else {
+                bail!("--shard auto: JOB_COMPLETION_INDEX is set; give --shard-count N (the Job's completions)");
+            };
+            (number("JOB_COMPLETION_INDEX", &i)?, n)
+        } else if let (Some(i), Some(n)) = (env("SLURM_ARRAY_TASK_ID"), env("SLURM_ARRAY_TASK_COUNT")) {
+            let min = env("SLURM_ARRAY_TASK_MIN").map(|v| number("SLURM_ARRAY_TASK_MIN", &v)).transpose()?.unwrap_or(0);
+            let id = number("SLURM_ARRAY_TASK_ID", &i)?;
+            let Some(i) = id.checked_sub(min) else {
+                bail!("--shard auto: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}")
+            };
+            (i, number("SLURM_ARRAY_TASK_COUNT", &n)?)
+        } else {
+            bail!("--shard auto: neither JOB_COMPLETION_INDEX nor SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT is set");
+        }
+    } else {
+        let Some((i, n)) = spec.split_once('/') else { bail!("--shard: expected I/N or auto, got `{spec}`") };
+        (number("I", i)?, number("N", n)?)
+    };
+    if n == 0 || i >= n {
+        bail!("--shard: need 0 <= I < N, got {i}/{n}");
+    }
+    Ok((i, n))
 }
 
 #[derive(Debug, clap::Args)]
@@ -61,7 +101,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let total = plan.cells.len() as u64;
+    let total = plan.cells.len() as u64; // (a shard runs fewer; the bar counts what it runs)
     let terminal = std::io::stderr().is_terminal() && !args.quiet;
     let bar = if terminal {
         let bar = ProgressBar::new(total);
@@ -85,7 +125,8 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             eprintln!("[{done}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
         }
     };
-    let report = executor::run(&plan, &SweepOptions { jobs, force: args.force }, &mut on_run)?;
+    let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
+    let report = executor::run(&plan, &SweepOptions { jobs, force: args.force, shard }, &mut on_run)?;
     bar.finish_and_clear();
     if !quiet {
         eprintln!(
@@ -104,4 +145,27 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::SomeFailed);
     }
     Ok(Outcome::AllOk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_come_from_flags_or_the_scheduler() {
+        let none = |_: &str| None;
+        assert_eq!(shard("1/3", None, &none).unwrap(), (1, 3));
+        assert!(shard("3/3", None, &none).is_err());
+        assert!(shard("auto", None, &none).is_err());
+        let k8s = |k: &str| (k == "JOB_COMPLETION_INDEX").then(|| "2".to_owned());
+        assert_eq!(shard("auto", Some(4), &k8s).unwrap(), (2, 4));
+        assert!(shard("auto", None, &k8s).is_err());
+        let slurm = |k: &str| match k {
+            "SLURM_ARRAY_TASK_ID" => Some("5".to_owned()),
+            "SLURM_ARRAY_TASK_COUNT" => Some("4".to_owned()),
+            "SLURM_ARRAY_TASK_MIN" => Some("2".to_owned()),
+            _ => None,
+        };
+        assert_eq!(shard("auto", None, &slurm).unwrap(), (3, 4));
+    }
 }

@@ -31,6 +31,9 @@ pub struct SweepOptions {
     pub jobs: usize,
     /// Redo runs that are already finished.
     pub force: bool,
+    /// Run only this deterministic share of the grid: `(i, n)` takes the runs
+    /// whose grid index is `i` modulo `n`, and writes under `shard=i/`.
+    pub shard: Option<(usize, usize)>,
 }
 
 /// One run finished (reported as it happens, from the collector thread).
@@ -87,8 +90,17 @@ pub fn run(
 ) -> Result<SweepReport, SweepError> {
     let WorkloadSource::File(workload) = &plan.workload;
     validate_workload(workload)?;
-    let layout = Layout { root: plan.output.clone() };
-    layout.prepare().map_err(io_err(&plan.output))?;
+    let (plan, root) = match opts.shard {
+        None => (plan.clone(), plan.output.clone()),
+        Some((i, n)) => {
+            let mut shard = plan.clone();
+            shard.cells.retain(|c| c.index % n == i);
+            (shard, plan.output.join(format!("shard={i}")))
+        }
+    };
+    let plan = &plan;
+    let layout = Layout { root };
+    layout.prepare().map_err(io_err(&layout.root))?;
     let todo: Vec<&Cell> = plan.cells.iter().filter(|c| opts.force || !layout.status(&c.run_id).exists()).collect();
     let grid = GridColumns::new(plan);
     let schema = RequestRows::schema(&grid);
@@ -109,7 +121,7 @@ pub fn run(
         });
         collector.join().expect("the collector does not panic")
     });
-    collected.map_err(io_err(&plan.output))?;
+    collected.map_err(io_err(&layout.root))?;
     let mut report = SweepReport {
         total: plan.cells.len(),
         skipped: plan.cells.len() - todo.len(),

@@ -1,6 +1,7 @@
 //! One integration-test binary (one link on a 2-core machine), one module
 //! per area. `util` runs the real binary on files in a temporary directory.
 
+mod parquet_util;
 mod util;
 
 mod cli;
@@ -10,3 +11,4 @@ mod engine;
 mod properties;
 mod reject;
 mod scenario;
+mod sweep;

@@ -18,7 +18,6 @@ use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
 use crate::sim::{Client, FinishedRequest, InputOrder, ResultSink, Simulation};
 use crate::workload::reader::{Format, Reader};
-use crate::workload::writer::{NodeTokens, write_result_row};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
@@ -191,15 +190,7 @@ struct ResultWriter<'a> {
 
 impl ResultWriter<'_> {
     fn write(&mut self, r: &FinishedRequest) -> io::Result<()> {
-        let errors: Vec<Option<String>> = r.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
-        write_result_row(&mut self.buf, &r.request, &mut |i| {
-            let node = &r.nodes[i];
-            Some(NodeTokens {
-                start_us: node.start_us.unwrap_or(0),
-                token_times_us: &node.token_times_us,
-                error: errors[i].as_deref(),
-            })
-        });
+        r.write_result_row(&mut self.buf);
         if self.buf.len() >= 1 << 20 {
             self.flush()?;
         }
@@ -215,12 +206,8 @@ impl ResultWriter<'_> {
 
 impl ResultSink for ResultWriter<'_> {
     fn request_done(&mut self, mut r: FinishedRequest) {
-        // A result row's arrival_time is when the request reached the server,
-        // as a real client's baseline records it.
-        if r.send_us != r.request.arrival_us() {
-            r.request.arrival_time = r.send_us as f64 / 1e6;
-        }
         self.metrics.observe(&r);
+        r.rewrite_arrival_as_sent();
         if self.error.is_none()
             && let Err(e) = self.write(&r)
         {

@@ -27,6 +27,12 @@ pub(crate) struct SweepArgs {
     /// Redo runs that an earlier invocation already finished.
     #[arg(long)]
     force: bool,
+    /// Also write tokens/part-*.parquet: every llm node's token latencies.
+    #[arg(long)]
+    tokens: bool,
+    /// Also write each run's result JSONL to runs/<run_id>/results.jsonl.
+    #[arg(long)]
+    results_jsonl: bool,
     /// Run a deterministic share of the grid, for several machines: `I/N`
     /// (0 ≤ I < N) takes the runs whose index is I modulo N and writes under
     /// `OUTPUT/shard=I/`; `auto` reads JOB_COMPLETION_INDEX and --shard-count
@@ -126,7 +132,11 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         }
     };
     let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
-    let report = executor::run(&plan, &SweepOptions { jobs, force: args.force, shard }, &mut on_run)?;
+    let report = executor::run(
+        &plan,
+        &SweepOptions { jobs, force: args.force, tokens: args.tokens, results_jsonl: args.results_jsonl, shard },
+        &mut on_run,
+    )?;
     bar.finish_and_clear();
     if !quiet {
         eprintln!(

@@ -93,6 +93,30 @@ pub struct FinishedRequest {
     pub status: RequestStatus,
 }
 
+impl FinishedRequest {
+    /// Makes the request's `arrival_time` the time it was sent, when the
+    /// client held it back: a result row records when the request reached
+    /// the server, as a real client's baseline does.
+    pub fn rewrite_arrival_as_sent(&mut self) {
+        if self.send_us != self.request.arrival_us() {
+            self.request.arrival_time = self.send_us as f64 / 1e6;
+        }
+    }
+
+    /// Appends the request's result row (see [`crate::workload::writer`]).
+    pub fn write_result_row(&self, out: &mut Vec<u8>) {
+        let errors: Vec<Option<String>> = self.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
+        crate::workload::writer::write_result_row(out, &self.request, &mut |i| {
+            let node = &self.nodes[i];
+            Some(crate::workload::writer::NodeTokens {
+                start_us: node.start_us.unwrap_or(0),
+                token_times_us: &node.token_times_us,
+                error: errors[i].as_deref(),
+            })
+        });
+    }
+}
+
 /// Where finished requests go: the result writer, the metrics, a test's `Vec`.
 pub trait ResultSink {
     /// Called once per request, in completion order.

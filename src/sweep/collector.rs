@@ -19,10 +19,26 @@ use parquet::arrow::ArrowWriter;
 use super::tables::{RunStatus, writer_properties};
 use crate::metrics::Metrics;
 
+/// The per-run tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Table {
+    Requests,
+    Tokens,
+}
+
+impl Table {
+    fn dir(self) -> &'static str {
+        match self {
+            Table::Requests => "requests",
+            Table::Tokens => "tokens",
+        }
+    }
+}
+
 /// What workers tell the collector.
 pub(crate) enum Message {
-    /// Rows of run `run_id`.
-    Rows { run_id: String, batch: RecordBatch },
+    /// Rows of run `run_id` for `table`.
+    Rows { run_id: String, table: Table, batch: RecordBatch },
     /// Run `run_id` is over.
     Done { run_id: String, status: RunStatus, metrics: Option<Box<Metrics>>, wall_s: f64 },
 }
@@ -37,24 +53,27 @@ impl Layout {
     pub(crate) fn run_dir(&self, run_id: &str) -> PathBuf {
         self.root.join("runs").join(run_id)
     }
-    pub(crate) fn part(&self, run_id: &str) -> PathBuf {
-        self.root.join("requests").join(format!("part-{run_id}.parquet"))
+    pub(crate) fn part(&self, table: Table, run_id: &str) -> PathBuf {
+        self.root.join(table.dir()).join(format!("part-{run_id}.parquet"))
     }
-    fn part_tmp(&self, run_id: &str) -> PathBuf {
-        self.root.join("requests").join(format!(".part-{run_id}.parquet.tmp"))
+    fn part_tmp(&self, table: Table, run_id: &str) -> PathBuf {
+        self.root.join(table.dir()).join(format!(".part-{run_id}.parquet.tmp"))
     }
     pub(crate) fn status(&self, run_id: &str) -> PathBuf {
         self.run_dir(run_id).join("status.json")
     }
 
     /// Creates the directories and removes temporary files a killed sweep left.
-    pub(crate) fn prepare(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(self.root.join("requests"))?;
+    pub(crate) fn prepare(&self, tables: &[Table]) -> std::io::Result<()> {
         std::fs::create_dir_all(self.root.join("runs"))?;
-        for entry in std::fs::read_dir(self.root.join("requests"))? {
-            let path = entry?.path();
-            if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".tmp")) {
-                std::fs::remove_file(path)?;
+        for table in tables {
+            let dir = self.root.join(table.dir());
+            std::fs::create_dir_all(&dir)?;
+            for entry in std::fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".tmp")) {
+                    std::fs::remove_file(path)?;
+                }
             }
         }
         Ok(())
@@ -73,44 +92,44 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// error, after which it drains the channel so workers never block.
 pub(crate) fn collect(
     layout: &Layout,
-    schema: SchemaRef,
+    schemas: &[(Table, SchemaRef)],
     rx: Receiver<Message>,
     on_done: &mut dyn FnMut(&str, &RunStatus, f64),
 ) -> std::io::Result<()> {
-    let props = writer_properties(&schema);
-    // Open parts by run; looked up by key only, never iterated for output.
-    let mut open: HashMap<String, ArrowWriter<File>> = HashMap::new();
+    let props: Vec<_> = schemas.iter().map(|(_, s)| writer_properties(s)).collect();
+    let open_part = |table: Table, run_id: &str| -> std::io::Result<ArrowWriter<File>> {
+        let k = schemas.iter().position(|(t, _)| *t == table).expect("a table of this sweep");
+        let file = File::create(layout.part_tmp(table, run_id))?;
+        ArrowWriter::try_new(file, schemas[k].1.clone(), Some(props[k].clone())).map_err(std::io::Error::other)
+    };
+    // Open parts by (run, table); looked up by key only, never iterated for output.
+    let mut open: HashMap<(String, Table), ArrowWriter<File>> = HashMap::new();
     let mut first_error = None;
     for message in rx {
         if first_error.is_some() {
             continue;
         }
         let result = match message {
-            Message::Rows { run_id, batch } => (|| {
-                if !open.contains_key(&run_id) {
-                    let file = File::create(layout.part_tmp(&run_id))?;
-                    let writer = ArrowWriter::try_new(file, schema.clone(), Some(props.clone()))
-                        .map_err(std::io::Error::other)?;
-                    open.insert(run_id.clone(), writer);
+            Message::Rows { run_id, table, batch } => (|| {
+                let key = (run_id, table);
+                if !open.contains_key(&key) {
+                    let writer = open_part(table, &key.0)?;
+                    open.insert(key.clone(), writer);
                 }
-                open.get_mut(&run_id).expect("just opened").write(&batch).map_err(std::io::Error::other)
+                open.get_mut(&key).expect("just opened").write(&batch).map_err(std::io::Error::other)
             })(),
             Message::Done { run_id, status, metrics, wall_s } => (|| {
-                let writer = match open.remove(&run_id) {
-                    Some(w) => Some(w),
-                    // An ok run with no llm node still gets its (empty) part.
-                    None if status.status == "ok" => {
-                        let file = File::create(layout.part_tmp(&run_id))?;
-                        Some(
-                            ArrowWriter::try_new(file, schema.clone(), Some(props.clone()))
-                                .map_err(std::io::Error::other)?,
-                        )
+                for &(table, _) in schemas {
+                    let writer = match open.remove(&(run_id.clone(), table)) {
+                        Some(w) => Some(w),
+                        // An ok run with no llm node still gets its (empty) parts.
+                        None if status.status == "ok" => Some(open_part(table, &run_id)?),
+                        None => None,
+                    };
+                    if let Some(w) = writer {
+                        w.close().map_err(std::io::Error::other)?;
+                        std::fs::rename(layout.part_tmp(table, &run_id), layout.part(table, &run_id))?;
                     }
-                    None => None,
-                };
-                if let Some(w) = writer {
-                    w.close().map_err(std::io::Error::other)?;
-                    std::fs::rename(layout.part_tmp(&run_id), layout.part(&run_id))?;
                 }
                 let dir = layout.run_dir(&run_id);
                 std::fs::create_dir_all(&dir)?;

@@ -8,7 +8,7 @@
 //! finished by an earlier invocation.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,9 +16,9 @@ use crossbeam_channel::Sender;
 use parquet::arrow::ArrowWriter;
 use rayon::prelude::*;
 
-use super::collector::{Layout, Message, collect, write_atomic};
+use super::collector::{Layout, Message, Table, collect, write_atomic};
 use super::grid::{Cell, Plan, WorkloadSource};
-use super::tables::{BATCH_ROWS, GridColumns, RequestRows, RunStatus, runs_batch, writer_properties};
+use super::tables::{BATCH_ROWS, GridColumns, RequestRows, RunStatus, TokenRows, runs_batch, writer_properties};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario;
 use crate::sim::{FinishedRequest, InputOrder, ResultSink, Simulation};
@@ -31,6 +31,10 @@ pub struct SweepOptions {
     pub jobs: usize,
     /// Redo runs that are already finished.
     pub force: bool,
+    /// Also write `tokens/part-<run_id>.parquet` (per-token latencies).
+    pub tokens: bool,
+    /// Also write each run's result JSONL to `runs/<run_id>/results.jsonl`.
+    pub results_jsonl: bool,
     /// Run only this deterministic share of the grid: `(i, n)` takes the runs
     /// whose grid index is `i` modulo `n`, and writes under `shard=i/`.
     pub shard: Option<(usize, usize)>,
@@ -100,10 +104,17 @@ pub fn run(
     };
     let plan = &plan;
     let layout = Layout { root };
-    layout.prepare().map_err(io_err(&layout.root))?;
+    let tables: &[Table] = if opts.tokens { &[Table::Requests, Table::Tokens] } else { &[Table::Requests] };
+    layout.prepare(tables).map_err(io_err(&layout.root))?;
     let todo: Vec<&Cell> = plan.cells.iter().filter(|c| opts.force || !layout.status(&c.run_id).exists()).collect();
     let grid = GridColumns::new(plan);
-    let schema = RequestRows::schema(&grid);
+    let schemas: Vec<_> = tables
+        .iter()
+        .map(|&t| match t {
+            Table::Requests => (t, RequestRows::schema(&grid)),
+            Table::Tokens => (t, TokenRows::schema(&grid)),
+        })
+        .collect();
     let jobs = opts.jobs.max(1);
     let (tx, rx) = crossbeam_channel::bounded::<Message>(4 * jobs);
     let pool = rayon::ThreadPoolBuilder::new()
@@ -112,12 +123,12 @@ pub fn run(
         .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), source: std::io::Error::other(e) })?;
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(|| {
-            collect(&layout, schema.clone(), rx, &mut |run_id, status, wall_s| {
+            collect(&layout, &schemas, rx, &mut |run_id, status, wall_s| {
                 on_run(RunFinished { run_id, status: &status.status, error: status.error.as_deref(), wall_s })
             })
         });
         pool.install(|| {
-            todo.par_iter().for_each_with(tx, |tx, cell| run_cell(plan, cell, &grid, workload, tx));
+            todo.par_iter().for_each_with(tx, |tx, cell| run_cell(plan, cell, &grid, workload, opts, &layout, tx));
         });
         collector.join().expect("the collector does not panic")
     });
@@ -140,19 +151,35 @@ fn validate_workload(path: &Path) -> Result<(), SweepError> {
     Ok(())
 }
 
-/// Rows and metrics of one run, fed in input order.
+/// Rows, metrics and result rows of one run, fed in input order.
 struct RunSink<'a> {
     cell: &'a Cell,
-    rows: RequestRows,
+    requests: RequestRows,
+    tokens: Option<TokenRows>,
+    results: Option<(std::io::BufWriter<File>, Vec<u8>)>,
     metrics: MetricsCollector,
     tx: &'a Sender<Message>,
+    error: Option<String>,
 }
 
 impl ResultSink for RunSink<'_> {
-    fn request_done(&mut self, r: FinishedRequest) {
+    fn request_done(&mut self, mut r: FinishedRequest) {
         self.metrics.observe(&r);
-        self.rows.push(&r);
-        if self.rows.len() >= BATCH_ROWS {
+        self.requests.push(&r);
+        if let Some(t) = &mut self.tokens {
+            t.push(&r);
+        }
+        if let Some((file, buf)) = &mut self.results {
+            r.rewrite_arrival_as_sent();
+            buf.clear();
+            r.write_result_row(buf);
+            if let Err(e) = file.write_all(buf)
+                && self.error.is_none()
+            {
+                self.error = Some(format!("results.jsonl: {e}"));
+            }
+        }
+        if self.requests.len() >= BATCH_ROWS || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS) {
             self.flush();
         }
     }
@@ -160,17 +187,31 @@ impl ResultSink for RunSink<'_> {
 
 impl RunSink<'_> {
     fn flush(&mut self) {
-        if self.rows.len() > 0 {
-            let batch = self.rows.finish(self.cell);
-            // The collector outlives every worker; a send fails only if it died.
-            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), batch });
+        // The collector outlives every worker; a send fails only if it died.
+        if self.requests.len() > 0 {
+            let batch = self.requests.finish(self.cell);
+            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), table: Table::Requests, batch });
+        }
+        if let Some(t) = &mut self.tokens
+            && t.len() > 0
+        {
+            let batch = t.finish(self.cell);
+            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), table: Table::Tokens, batch });
         }
     }
 }
 
-fn run_cell(plan: &Plan, cell: &Cell, grid: &GridColumns, workload: &Path, tx: &mut Sender<Message>) {
+fn run_cell(
+    plan: &Plan,
+    cell: &Cell,
+    grid: &GridColumns,
+    workload: &Path,
+    opts: &SweepOptions,
+    layout: &Layout,
+    tx: &mut Sender<Message>,
+) {
     let wall = Instant::now();
-    let outcome = simulate_cell(plan, cell, grid, workload, tx);
+    let outcome = simulate_cell(plan, cell, grid, workload, opts, layout, tx);
     let (status, metrics) = match outcome {
         Ok(m) => (RunStatus { status: "ok".to_owned(), error: None }, Some(Box::new(m))),
         Err(e) => (RunStatus { status: "failed".to_owned(), error: Some(e) }, None),
@@ -184,14 +225,32 @@ fn simulate_cell(
     cell: &Cell,
     grid: &GridColumns,
     workload: &Path,
+    opts: &SweepOptions,
+    layout: &Layout,
     tx: &Sender<Message>,
 ) -> Result<Metrics, String> {
     let d = scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario)
         .map_err(|e| format!("scenario {}: {e}", cell.scenario))?;
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     sim.set_client(cell.client(plan));
-    let mut sink =
-        InputOrder::new(RunSink { cell, rows: RequestRows::new(grid), metrics: MetricsCollector::default(), tx });
+    let results_path = layout.run_dir(&cell.run_id).join("results.jsonl");
+    let results_tmp = results_path.with_extension("jsonl.tmp");
+    let results = if opts.results_jsonl {
+        std::fs::create_dir_all(layout.run_dir(&cell.run_id)).map_err(|e| e.to_string())?;
+        let f = File::create(&results_tmp).map_err(|e| format!("{}: {e}", results_tmp.display()))?;
+        Some((std::io::BufWriter::with_capacity(1 << 20, f), Vec::new()))
+    } else {
+        None
+    };
+    let mut sink = InputOrder::new(RunSink {
+        cell,
+        requests: RequestRows::new(grid),
+        tokens: opts.tokens.then(|| TokenRows::new(grid)),
+        results,
+        metrics: MetricsCollector::default(),
+        tx,
+        error: None,
+    });
     let file = File::open(workload).map_err(|e| format!("{}: {e}", workload.display()))?;
     for row in Reader::new(BufReader::with_capacity(1 << 20, file), workload.display().to_string(), Format::Workload) {
         let mut request = row.map_err(|e| e.to_string())?;
@@ -203,6 +262,15 @@ fn simulate_cell(
     sim.finish(&mut sink);
     let mut sink = sink.inner;
     sink.flush();
+    if let Some(e) = sink.error {
+        return Err(e);
+    }
+    if let Some((file, _)) = sink.results.take() {
+        file.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|_| std::fs::rename(&results_tmp, &results_path))
+            .map_err(|e| format!("{}: {e}", results_path.display()))?;
+    }
     Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
 }
 

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
+use arrow_array::builder::{Float64Builder, Int64Builder, ListBuilder, StringBuilder, StringDictionaryBuilder};
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -255,6 +255,70 @@ impl RequestRows {
     }
 }
 
+/// Builds the `tokens` table of one run: one row per llm node, with its
+/// `token_latency_s` list (entry 0 from entering the scheduler to the first
+/// token, then the gaps), the same numbers as a result row's `token_latency`.
+pub(crate) struct TokenRows {
+    schema: SchemaRef,
+    grid: GridColumns,
+    request_id: StringBuilder,
+    node: Int64Builder,
+    latency: ListBuilder<Float64Builder>,
+    rows: usize,
+}
+
+impl TokenRows {
+    pub(crate) fn schema(grid: &GridColumns) -> SchemaRef {
+        let mut fields = grid.fields();
+        fields.push(Field::new("request_id", DataType::Utf8, false));
+        fields.push(Field::new("node", DataType::Int64, false));
+        fields.push(Field::new("token_latency_s", DataType::new_list(DataType::Float64, true), false));
+        Arc::new(Schema::new(fields))
+    }
+
+    pub(crate) fn new(grid: &GridColumns) -> TokenRows {
+        TokenRows {
+            schema: Self::schema(grid),
+            grid: grid.clone(),
+            request_id: StringBuilder::new(),
+            node: Int64Builder::new(),
+            latency: ListBuilder::new(Float64Builder::new()),
+            rows: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn push(&mut self, r: &FinishedRequest) {
+        let id = r.request.request_id.to_string();
+        for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
+            if !matches!(sub.kind, NodeKind::Llm(_)) {
+                continue;
+            }
+            let mut previous = node.start_us.unwrap_or(0);
+            for &t in &node.token_times_us {
+                self.latency.values().append_value((t - previous) as f64 / 1e6);
+                previous = t;
+            }
+            self.latency.append(true);
+            self.request_id.append_value(&id);
+            self.node.append_value(i as i64);
+            self.rows += 1;
+        }
+    }
+
+    pub(crate) fn finish(&mut self, cell: &Cell) -> RecordBatch {
+        let mut cols = self.grid.columns(cell, self.rows);
+        cols.push(Arc::new(self.request_id.finish()));
+        cols.push(Arc::new(self.node.finish()));
+        cols.push(Arc::new(self.latency.finish()));
+        self.rows = 0;
+        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+    }
+}
+
 /// The outcome of one run, as the `runs` table holds it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RunStatus {
@@ -327,8 +391,15 @@ pub(crate) fn writer_properties(schema: &Schema) -> WriterProperties {
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
         .set_max_row_group_row_count(Some(1 << 17));
     for f in schema.fields() {
-        if f.data_type() == &DataType::Float64 {
-            let path = ColumnPath::from(f.name().as_str());
+        let path = match f.data_type() {
+            DataType::Float64 => Some(ColumnPath::from(f.name().as_str())),
+            // A list's values sit at `name.list.element`/`name.list.item`.
+            DataType::List(item) if item.data_type() == &DataType::Float64 => {
+                Some(ColumnPath::new(vec![f.name().clone(), "list".to_owned(), item.name().clone()]))
+            }
+            _ => None,
+        };
+        if let Some(path) = path {
             b = b
                 .set_column_dictionary_enabled(path.clone(), false)
                 .set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT);

@@ -85,7 +85,7 @@ fn the_grid_expands_with_stable_run_ids() {
 fn sweep_runs_equal_single_runs() {
     let dir = Dir::new("sweep-equal");
     setup(&dir, "  concurrency: [null, 3]\n  rate_scale: [2.0]");
-    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    TestCommand::new(&dir.path, &["-q", "--tokens", "--results-jsonl", "plan.yaml"]).stdout();
     let m = manifest(&dir);
     for run in m["runs"].as_array().unwrap() {
         let id = run["run_id"].as_str().unwrap();
@@ -96,8 +96,12 @@ fn sweep_runs_equal_single_runs() {
             args.extend(["--concurrency", c.as_str()]);
         }
         TestCommand::new(&dir.path, &args).stdout();
-        // The per-run metrics are the same bytes.
+        // The per-run metrics and result rows are the same bytes.
         assert_eq!(dir.read(&format!("out/runs/{id}/metrics.json")), dir.read("m.json"), "run {id}");
+        assert!(dir.read(&format!("out/runs/{id}/results.jsonl")) == dir.read("r.jsonl"), "run {id}");
+        let tokens =
+            crate::parquet_util::read_columns(&dir.join(&format!("out/tokens/part-{id}.parquet")), &["request_id"]);
+        assert_eq!(tokens.len(), 200);
         // And every request's TTFT and E2E match its result row.
         let table = crate::parquet_util::read_columns(
             &dir.join(&format!("out/requests/part-{id}.parquet")),

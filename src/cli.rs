@@ -8,6 +8,7 @@
 //! `| head`) is not an error.
 
 mod atomic;
+mod generate;
 mod results;
 mod run;
 mod sweep;
@@ -37,6 +38,8 @@ enum Command {
     Results(results::ResultsArgs),
     /// Print the runs a sweep plan expands to.
     Plan(sweep::PlanArgs),
+    /// Write a synthetic workload (JSONL) from a spec or a preset.
+    Generate(generate::GenerateArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -46,6 +49,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Results(args)) => results::run(args),
         Some(Command::Plan(args)) => sweep::plan(args),
+        Some(Command::Generate(args)) => generate::run(args),
         None => match sweep::run(cli.sweep) {
             Ok(sweep::Outcome::AllOk) => Ok(()),
             Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),

@@ -92,8 +92,9 @@ pub fn run(
     opts: &SweepOptions,
     on_run: &mut (dyn FnMut(RunFinished<'_>) + Send),
 ) -> Result<SweepReport, SweepError> {
-    let WorkloadSource::File(workload) = &plan.workload;
-    validate_workload(workload)?;
+    if let WorkloadSource::File(path) = &plan.workload {
+        validate_workload(path)?;
+    }
     let (plan, root) = match opts.shard {
         None => (plan.clone(), plan.output.clone()),
         Some((i, n)) => {
@@ -128,7 +129,7 @@ pub fn run(
             })
         });
         pool.install(|| {
-            todo.par_iter().for_each_with(tx, |tx, cell| run_cell(plan, cell, &grid, workload, opts, &layout, tx));
+            todo.par_iter().for_each_with(tx, |tx, cell| run_cell(plan, cell, &grid, opts, &layout, tx));
         });
         collector.join().expect("the collector does not panic")
     });
@@ -205,13 +206,12 @@ fn run_cell(
     plan: &Plan,
     cell: &Cell,
     grid: &GridColumns,
-    workload: &Path,
     opts: &SweepOptions,
     layout: &Layout,
     tx: &mut Sender<Message>,
 ) {
     let wall = Instant::now();
-    let outcome = simulate_cell(plan, cell, grid, workload, opts, layout, tx);
+    let outcome = simulate_cell(plan, cell, grid, opts, layout, tx);
     let (status, metrics) = match outcome {
         Ok(m) => (RunStatus { status: "ok".to_owned(), error: None }, Some(Box::new(m))),
         Err(e) => (RunStatus { status: "failed".to_owned(), error: Some(e) }, None),
@@ -224,7 +224,6 @@ fn simulate_cell(
     plan: &Plan,
     cell: &Cell,
     grid: &GridColumns,
-    workload: &Path,
     opts: &SweepOptions,
     layout: &Layout,
     tx: &Sender<Message>,
@@ -251,9 +250,17 @@ fn simulate_cell(
         tx,
         error: None,
     });
-    let file = File::open(workload).map_err(|e| format!("{}: {e}", workload.display()))?;
-    for row in Reader::new(BufReader::with_capacity(1 << 20, file), workload.display().to_string(), Format::Workload) {
-        let mut request = row.map_err(|e| e.to_string())?;
+    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &plan.workload {
+        WorkloadSource::File(path) => {
+            let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let reader =
+                Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload);
+            Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
+        }
+        WorkloadSource::Generate(g) => Box::new(g.requests(cell.seed).map(Ok)),
+    };
+    for request in requests {
+        let mut request = request?;
         request.arrival_time /= cell.rate_scale;
         if !sim.add_request(request, &mut sink) {
             break;

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use super::plan::{GridSpec, PlanSpec};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
+use crate::workload::generate::{GenerateSpec, Generator};
 
 /// A plan that cannot be run at all. Fatal: no run starts.
 #[derive(Debug, thiserror::Error)]
@@ -50,10 +51,12 @@ pub enum PlanError {
 }
 
 /// Where every run's requests come from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum WorkloadSource {
-    /// A workload JSONL file (already validated).
+    /// A workload JSONL file.
     File(PathBuf),
+    /// Generated anew for every run from the run's seed.
+    Generate(Box<Generator>),
 }
 
 /// One run of the sweep.
@@ -114,8 +117,9 @@ pub struct Plan {
     pub plan_hash: String,
 }
 
-/// FNV-1a, 64 bits: stable across platforms and releases, which is all an id needs.
-pub(crate) fn hash64(bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bits: stable across platforms and releases, which is all an id
+/// (or an RNG stream name) needs.
+pub fn hash64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
@@ -169,11 +173,12 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     };
     let workload = match (&spec.workload.path, &spec.workload.generate) {
         (Some(path), None) => WorkloadSource::File(base.join(path)),
-        (None, Some(_)) => {
-            return Err(invalid(
-                "workload.generate",
-                "generated workloads are not implemented yet; give workload.path".to_owned(),
-            ));
+        (None, Some(value)) => {
+            let spec: GenerateSpec =
+                serde_json::from_value(value.clone()).map_err(|e| invalid("workload.generate", e.to_string()))?;
+            let generator = Generator::new(&spec, &base)
+                .map_err(|e| invalid(&format!("workload.generate.{}", e.field), e.reason))?;
+            WorkloadSource::Generate(Box::new(generator))
         }
         _ => return Err(invalid("workload", "give exactly one of `path` and `generate`".to_owned())),
     };
@@ -242,8 +247,10 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
             .collect();
     }
 
-    let workload_id = match &workload {
-        WorkloadSource::File(path) => Value::String(path.display().to_string()),
+    let workload_id = match (&workload, &spec.workload.generate) {
+        (WorkloadSource::File(path), _) => Value::String(path.display().to_string()),
+        (WorkloadSource::Generate(_), Some(value)) => value.clone(),
+        (WorkloadSource::Generate(_), None) => Value::Null,
     };
     let mut cells = Vec::new();
     for (value, name, dir) in &scenarios {

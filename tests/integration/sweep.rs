@@ -198,3 +198,31 @@ fn a_killed_sweep_resumes_to_the_same_tables() {
     assert!(String::from_utf8(out.stderr).unwrap().contains("(12 run now, 0 already done)"));
     assert!(files(&dir.join("out")) == whole);
 }
+
+#[test]
+fn generated_workloads_are_regenerated_per_seed() {
+    let dir = Dir::new("sweep-generate");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    let spec = "{preset: chatbot, num_requests: 50, rate: 20, prefix: {groups: 2, tokens: 64}, \
+                sessions: {turns: {kind: uniform, min: 1, max: 3}, think_time: {kind: exponential, mean: 0.5}}}";
+    dir.create(
+        "plan.yaml",
+        &format!("name: g\nworkload:\n  generate: {spec}\nscenarios: [s.yaml]\ngrid:\n  seed: [1, 2]\noutput: out\n"),
+    );
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let m = manifest(&dir);
+    let runs = m["runs"].as_array().unwrap();
+    let metrics: Vec<String> =
+        runs.iter().map(|r| dir.read(&format!("out/runs/{}/metrics.json", r["run_id"].as_str().unwrap()))).collect();
+    assert_ne!(metrics[0], metrics[1], "two seeds gave the same workload");
+    // `generate` with the same spec and seed writes the workload run 2 simulated.
+    // (YAML takes the same flow mapping as a whole document.)
+    dir.create("spec.yaml", &format!("{spec}\n"));
+    TestCommand::new(&dir.path, &["generate", "--spec", "spec.yaml", "--seed", "2", "-o", "w2.jsonl"]).stdout();
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w2.jsonl", "-o", "r.jsonl", "--metrics", "m.json"])
+        .stdout();
+    assert_eq!(dir.read("m.json"), metrics[1]);
+    let rows = rows(&dir.read("r.jsonl"));
+    assert_eq!(rows.len(), 50);
+    assert!(rows.iter().any(|r| r["sub_requests"].as_array().unwrap().len() > 1), "no multi-turn session");
+}

@@ -121,11 +121,13 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     };
     let started = Instant::now();
     let mut done = 0u64;
+    let mut requests = 0u64;
     let quiet = args.quiet;
     let mut on_run = |r: RunFinished<'_>| {
         done += 1;
+        requests += r.requests;
         bar.inc(1);
-        bar.set_message(format!("{:.1} runs/min", done as f64 / started.elapsed().as_secs_f64() * 60.0));
+        bar.set_message(format!("{:.0} simulated requests/s", requests as f64 / started.elapsed().as_secs_f64()));
         if !terminal && !quiet {
             let error = r.error.map_or_else(String::new, |e| format!(": {e}"));
             eprintln!("[{done}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);

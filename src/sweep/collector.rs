@@ -87,15 +87,26 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Runs the collector until every sender is gone. `on_done(run_id, status)`
-/// is called after each run's files are in place. Returns the first I/O
-/// error, after which it drains the channel so workers never block.
+/// What the collector did, for the benchmark and the progress line.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CollectorStats {
+    /// Rows written, all tables.
+    pub(crate) rows: u64,
+    /// Seconds spent handling messages (not waiting for them).
+    pub(crate) busy_s: f64,
+}
+
+/// Runs the collector until every sender is gone. `on_done(run_id, status,
+/// wall_s, requests)` is called after each run's files are in place. Returns
+/// the first I/O error, after which it drains the channel so workers never
+/// block.
 pub(crate) fn collect(
     layout: &Layout,
     schemas: &[(Table, SchemaRef)],
     rx: Receiver<Message>,
-    on_done: &mut dyn FnMut(&str, &RunStatus, f64),
-) -> std::io::Result<()> {
+    on_done: &mut dyn FnMut(&str, &RunStatus, f64, u64),
+) -> std::io::Result<CollectorStats> {
+    let mut stats = CollectorStats::default();
     let props: Vec<_> = schemas.iter().map(|(_, s)| writer_properties(s)).collect();
     let open_part = |table: Table, run_id: &str| -> std::io::Result<ArrowWriter<File>> {
         let k = schemas.iter().position(|(t, _)| *t == table).expect("a table of this sweep");
@@ -109,8 +120,10 @@ pub(crate) fn collect(
         if first_error.is_some() {
             continue;
         }
+        let busy = std::time::Instant::now();
         let result = match message {
             Message::Rows { run_id, table, batch } => (|| {
+                stats.rows += batch.num_rows() as u64;
                 let key = (run_id, table);
                 if !open.contains_key(&key) {
                     let writer = open_part(table, &key.0)?;
@@ -142,16 +155,17 @@ pub(crate) fn collect(
                 let mut json = serde_json::to_string_pretty(&status).map_err(std::io::Error::other)?;
                 json.push('\n');
                 write_atomic(&layout.status(&run_id), json.as_bytes())?;
-                on_done(&run_id, &status, wall_s);
+                on_done(&run_id, &status, wall_s, metrics.as_ref().map_or(0, |m| m.injected_requests));
                 Ok(())
             })(),
         };
+        stats.busy_s += busy.elapsed().as_secs_f64();
         if let Err(e) = result {
             first_error = Some(e);
         }
     }
     match first_error {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(stats),
     }
 }

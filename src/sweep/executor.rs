@@ -51,6 +51,8 @@ pub struct RunFinished<'a> {
     pub error: Option<&'a str>,
     /// Seconds the run took.
     pub wall_s: f64,
+    /// Requests it simulated.
+    pub requests: u64,
 }
 
 /// What a sweep did.
@@ -64,6 +66,10 @@ pub struct SweepReport {
     pub ran: usize,
     /// (run_id, error) of every failed run, including earlier ones.
     pub failed: Vec<(String, String)>,
+    /// Table rows the collector wrote.
+    pub rows_written: u64,
+    /// Seconds the collector was busy (its throughput is rows / busy).
+    pub collector_busy_s: f64,
 }
 
 /// Why a sweep could not complete. Fatal.
@@ -124,8 +130,8 @@ pub fn run(
         .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), source: std::io::Error::other(e) })?;
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(|| {
-            collect(&layout, &schemas, rx, &mut |run_id, status, wall_s| {
-                on_run(RunFinished { run_id, status: &status.status, error: status.error.as_deref(), wall_s })
+            collect(&layout, &schemas, rx, &mut |run_id, status, wall_s, requests| {
+                on_run(RunFinished { run_id, status: &status.status, error: status.error.as_deref(), wall_s, requests })
             })
         });
         pool.install(|| {
@@ -133,12 +139,14 @@ pub fn run(
         });
         collector.join().expect("the collector does not panic")
     });
-    collected.map_err(io_err(&layout.root))?;
+    let collector = collected.map_err(io_err(&layout.root))?;
     let mut report = SweepReport {
         total: plan.cells.len(),
         skipped: plan.cells.len() - todo.len(),
         ran: todo.len(),
         failed: Vec::new(),
+        rows_written: collector.rows,
+        collector_busy_s: collector.busy_s,
     };
     write_summary_tables(plan, &layout, &grid, &mut report)?;
     Ok(report)

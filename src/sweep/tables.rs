@@ -391,6 +391,10 @@ pub(crate) fn writer_properties(schema: &Schema) -> WriterProperties {
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
         .set_max_row_group_row_count(Some(1 << 17));
     for f in schema.fields() {
+        // Request ids are (nearly) unique: a dictionary attempt is wasted work.
+        if f.name() == "request_id" {
+            b = b.set_column_dictionary_enabled(ColumnPath::from("request_id"), false);
+        }
         let path = match f.data_type() {
             DataType::Float64 => Some(ColumnPath::from(f.name().as_str())),
             // A list's values sit at `name.list.element`/`name.list.item`.

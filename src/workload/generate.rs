@@ -459,7 +459,20 @@ impl Iterator for Requests<'_> {
         let output_len = self.g.output.count(&mut self.lengths, 1);
         let mut subs = Vec::new();
         match &self.g.shape {
-            Shape::Single => subs.push(Self::llm(context, self.ids(output_len), vec![], 0.0)),
+            Shape::Single => {
+                // One call: output ids could only serve a later call, and
+                // without shared prefixes prompt ids cannot hit the cache
+                // either, so neither is written.
+                let mut sub = Self::llm(context, Vec::new(), vec![], 0.0);
+                if let NodeKind::Llm(call) = &mut sub.kind {
+                    call.output_tokens = output_len;
+                    call.output_token_ids = None;
+                    if self.prefixes.is_empty() {
+                        call.input_token_ids = None;
+                    }
+                }
+                subs.push(sub);
+            }
             Shape::Sessions { turns, think } => {
                 let turns = turns.count(&mut self.shape, 1);
                 let mut output = self.ids(output_len);

@@ -14,3 +14,4 @@ pub mod scenario;
 pub mod sim;
 pub mod sweep;
 pub mod workload;
+pub mod yaml;

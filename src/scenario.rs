@@ -81,11 +81,10 @@ pub enum ScenarioError {
 pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { file: file.clone(), source })?;
-    let spec: ScenarioSpec = serde_saphyr::from_str(&text).map_err(|e| {
-        let line = e.location().map_or(0, |l| l.line());
-        let message = e.without_snippet().to_string();
-        let message = message.lines().next().unwrap_or("").to_owned();
-        ScenarioError::Parse { file: file.clone(), line, message: strip_location(&message) }
+    let spec: ScenarioSpec = crate::yaml::parse(&text).map_err(|e| ScenarioError::Parse {
+        file: file.clone(),
+        line: e.line,
+        message: e.message,
     })?;
     let stem = path.file_stem().map_or_else(|| "scenario".to_owned(), |s| s.to_string_lossy().into_owned());
     let base = path.parent().unwrap_or(Path::new("."));
@@ -95,15 +94,6 @@ pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
         field,
         reason,
     })
-}
-
-fn strip_location(message: &str) -> String {
-    // The parser appends its own "at line L column C"; the line is reported
-    // in front already.
-    match message.find(" at line ") {
-        Some(i) => message[..i].to_owned(),
-        None => message.to_owned(),
-    }
 }
 
 /// First line on which the last segment of `field` appears as a key.

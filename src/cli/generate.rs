@@ -37,11 +37,8 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let (mut spec, base) = match &args.spec {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-            let spec: GenerateSpec = serde_saphyr::from_str(&text).map_err(|e| {
-                let line = e.location().map_or(0, |l| l.line());
-                let message = e.without_snippet().to_string();
-                anyhow::anyhow!("{}:{line}: {}", path.display(), message.lines().next().unwrap_or(""))
-            })?;
+            let spec: GenerateSpec = crate::yaml::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message))?;
             (spec, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }
         None => {

@@ -124,15 +124,10 @@ pub fn hash64(bytes: &[u8]) -> u64 {
 }
 
 fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {
-    serde_saphyr::from_str(text).map_err(|e| {
-        let line = e.location().map_or(0, |l| l.line());
-        let message = e.without_snippet().to_string();
-        let message = message.lines().next().unwrap_or("").to_owned();
-        let message = match message.find(" at line ") {
-            Some(i) => message[..i].to_owned(),
-            None => message,
-        };
-        PlanError::Parse { file: file.display().to_string(), line, message }
+    crate::yaml::parse(text).map_err(|e| PlanError::Parse {
+        file: file.display().to_string(),
+        line: e.line,
+        message: e.message,
     })
 }
 

@@ -11,6 +11,9 @@
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
 
+#[path = "common/rss.rs"]
+mod rss;
+
 use std::io::{self, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -93,15 +96,6 @@ impl<W: Write> ResultSink for Sink<W> {
     }
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
 fn one(n: u64, rate: f64) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
     let d = blis_sweep::scenario::load(&scenario).unwrap();
@@ -124,7 +118,7 @@ fn one(n: u64, rate: f64) {
         "{n:>8} requests  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
          | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL",
         n as f64 / wall_s,
-        peak_rss_mib(),
+        rss::peak_rss_mib(),
         m.sim_duration_s,
         m.engine_steps,
         m.responses_per_sec,

@@ -8,6 +8,9 @@
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
 
+#[path = "common/rss.rs"]
+mod rss;
+
 use std::path::Path;
 use std::time::Instant;
 
@@ -24,15 +27,6 @@ grid:
   seed: [1, 2, 3, 4]
 output: OUTPUT
 ";
-
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
 
 fn one(jobs: usize) {
     let dir = std::env::temp_dir().join(format!("blis-sweep-bench-{}", std::process::id()));
@@ -58,7 +52,7 @@ fn one(jobs: usize) {
         report.rows_written,
         report.rows_written as f64 / report.collector_busy_s / 1e6,
         report.collector_busy_s,
-        peak_rss_mib()
+        rss::peak_rss_mib()
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

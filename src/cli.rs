@@ -8,6 +8,8 @@
 //! `| head`) is not an error.
 
 mod atomic;
+mod calibrate;
+mod convert;
 mod generate;
 mod results;
 mod run;
@@ -40,6 +42,10 @@ enum Command {
     Plan(sweep::PlanArgs),
     /// Write a synthetic workload (JSONL) from a spec or a preset.
     Generate(generate::GenerateArgs),
+    /// Compare real and simulated latencies; write a calibration report.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Turn real vLLM runs into a workload, a baseline and a scenario.
+    Convert(convert::ConvertArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -50,6 +56,8 @@ pub fn main() -> ExitCode {
         Some(Command::Results(args)) => results::run(args),
         Some(Command::Plan(args)) => sweep::plan(args),
         Some(Command::Generate(args)) => generate::run(args),
+        Some(Command::Calibrate(args)) => calibrate::run(args),
+        Some(Command::Convert(args)) => convert::run(args),
         None => match sweep::run(cli.sweep) {
             Ok(sweep::Outcome::AllOk) => Ok(()),
             Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),

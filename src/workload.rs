@@ -7,8 +7,10 @@
 //! every llm node. Times are seconds in the files and integer microseconds
 //! inside the simulator; conversion happens here, once.
 
+pub mod convert;
 pub mod generate;
 pub mod reader;
+pub mod timeline;
 mod types;
 pub mod writer;
 

@@ -1,11 +1,5 @@
-//! `blis-sweep results`: absolute token times from a result JSONL.
-//!
-//! Walks each DAG from its arrival time, as the format's `scripts/results.py`
-//! does: a root starts `interval` after arrival, any other node `interval`
-//! after its last predecessor finishes; an llm node's token k is at its start
-//! plus the first k+1 latencies, and it finishes with its last token; a tool
-//! call finishes `duration` after it starts. Nodes that carry an `error` end
-//! the walk along their branch. Times are summed in integer microseconds.
+//! `blis-sweep results`: absolute token times from a result JSONL, as CSV,
+//! walking each DAG from its arrival (see [`crate::workload::timeline`]).
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -14,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::workload::reader::{Format, Reader};
-use crate::workload::{NodeKind, seconds_to_us};
+use crate::workload::timeline::node_times;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ResultsArgs {
@@ -31,43 +25,10 @@ pub(crate) fn run(args: ResultsArgs) -> anyhow::Result<()> {
     writeln!(out, "request_id,node,token_index,time_s")?;
     for row in Reader::new(BufReader::new(f), file.as_str(), Format::Results) {
         let request = row?;
-        let n = request.sub_requests.len();
-        let mut pending = vec![0u32; n];
-        for sub in &request.sub_requests {
-            for &j in &sub.next {
-                pending[j as usize] += 1;
-            }
-        }
-        let arrival = seconds_to_us(request.arrival_time);
-        let mut ready = vec![arrival; n];
-        let mut stack: Vec<usize> = request.initial.iter().rev().map(|&i| i as usize).collect();
-        let mut order = Vec::with_capacity(n);
-        while let Some(i) = stack.pop() {
-            let sub = &request.sub_requests[i];
-            let result = sub.result.as_ref().expect("result rows carry results");
-            let start = ready[i] + sub.interval_us();
-            let finish = match &sub.kind {
-                NodeKind::ToolCall { duration } => start + seconds_to_us(*duration),
-                NodeKind::Llm(_) => {
-                    let mut t = start;
-                    for (k, &latency) in result.token_latency.iter().enumerate() {
-                        t += seconds_to_us(latency);
-                        order.push((i, k, t));
-                    }
-                    t
-                }
-            };
-            if result.error.is_some() {
-                continue;
-            }
-            for &j in sub.next.iter().rev() {
-                let j = j as usize;
-                // Finishes are never before arrival, so starting from it is safe.
-                ready[j] = ready[j].max(finish);
-                pending[j] -= 1;
-                if pending[j] == 0 {
-                    stack.push(j);
-                }
+        let mut order = Vec::new();
+        for (node, times) in node_times(&request).into_iter().enumerate() {
+            for (k, &t) in times.iter().flat_map(|t| t.token_times_us.iter()).enumerate() {
+                order.push((node, k, t));
             }
         }
         order.sort_unstable();

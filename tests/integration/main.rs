@@ -4,6 +4,7 @@
 mod parquet_util;
 mod util;
 
+mod calibrate;
 mod cli;
 mod client;
 mod dag;

@@ -1,0 +1,104 @@
+//! `blis-sweep convert`: real vLLM runs into a workload, a baseline result
+//! JSONL and a scenario, ready for `run` and `calibrate`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::atomic::write_file;
+use crate::workload::convert::{self, Converted};
+use crate::workload::writer::{write_result_row, write_workload_row};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConvertArgs {
+    #[command(subcommand)]
+    source: Source,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Source {
+    /// BLIS's real vLLM runs on H100 (experiments.csv + requests/<experiment>.csv).
+    BlisVllmH100 {
+        /// The data folder (../shared/data/blis-vllm-h100).
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// Experiment names; default: every experiment in experiments.csv.
+        #[arg(long, value_name = "NAME")]
+        experiment: Vec<String>,
+        /// Output folder.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// LLMServingSim's real vLLM runs (runs/<run>/ + workloads/).
+    Llmservingsim {
+        /// The data folder (../shared/data/llmservingsim-vllm-bench).
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// Run names; default: every folder under runs/.
+        #[arg(long, value_name = "RUN")]
+        run: Vec<String>,
+        /// Output folder.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+fn write(out: &Path, name: &str, c: &Converted) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let mut buf = Vec::new();
+    for r in &c.workload {
+        write_workload_row(&mut buf, r);
+    }
+    write_file(&out.join(format!("{name}.workload.jsonl")), &buf)?;
+    buf.clear();
+    for r in &c.baseline {
+        let result = r.sub_requests[0].result.as_ref().expect("baselines carry results");
+        let times: Vec<u64> = result
+            .token_latency
+            .iter()
+            .scan(0.0f64, |t, &l| {
+                *t += l;
+                Some((*t * 1e6).round() as u64)
+            })
+            .collect();
+        let start = 0;
+        write_result_row(&mut buf, r, &mut |_| {
+            Some(crate::workload::writer::NodeTokens { start_us: start, token_times_us: &times, error: None })
+        });
+    }
+    write_file(&out.join(format!("{name}.baseline.jsonl")), &buf)?;
+    write_file(&out.join(format!("{name}.scenario.yaml")), c.scenario_yaml.as_bytes())?;
+    eprintln!("{name}: {} requests -> {}", c.workload.len(), out.display());
+    for note in &c.notes {
+        eprintln!("  note: {note}");
+    }
+    Ok(())
+}
+
+fn names_in(dir: &Path, suffix: &str) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot list", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter_map(|n| if suffix.is_empty() { Some(n) } else { n.strip_suffix(suffix).map(str::to_owned) })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
+    match args.source {
+        Source::BlisVllmH100 { data, experiment, out } => {
+            let names = if experiment.is_empty() { names_in(&data.join("requests"), ".csv")? } else { experiment };
+            for name in names {
+                write(&out, &name, &convert::blis_vllm_h100(&data, &name)?)?;
+            }
+        }
+        Source::Llmservingsim { data, run, out } => {
+            let names = if run.is_empty() { names_in(&data.join("runs"), "")? } else { run };
+            for name in names {
+                write(&out, &name, &convert::llmservingsim(&data, &name)?)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! Converters that bring real vLLM measurements into the simulator's formats:
+//! a workload JSONL (what was sent), a baseline result JSONL (what the real
+//! server measured, in the result format) and a scenario (how it was served).
+//!
+//! Where the data has only TTFT and E2E per request, the baseline spreads
+//! E2E − TTFT evenly over the remaining tokens: per-request means (and so mean
+//! ITL) are exact, per-token jitter is not represented.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SubRequest};
+
+/// A converted run.
+#[derive(Debug, Clone)]
+pub struct Converted {
+    /// What was sent.
+    pub workload: Vec<Request>,
+    /// The same requests with the measured latencies.
+    pub baseline: Vec<Request>,
+    /// The deployment, as a scenario file.
+    pub scenario_yaml: String,
+    /// What the conversion assumed (printed for the user).
+    pub notes: Vec<String>,
+}
+
+/// Input data that cannot be converted. Fatal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {field}: {reason}")]
+pub struct ConvertError {
+    /// The file.
+    pub file: String,
+    /// 1-based line (0 when not about one line).
+    pub line: u64,
+    /// The column or key.
+    pub field: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Deterministic token ids for a token stream identified by `stream`: the
+/// same stream always gives the same ids, different streams (almost surely)
+/// different ones. Ids are in `0..32000`.
+fn token_ids(stream: u64, n: usize) -> impl Iterator<Item = u32> {
+    (0..n as u64).map(move |k| {
+        let mut z = stream.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.wrapping_add(0x6A09_E667_F3BC_C909);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % 32_000) as u32
+    })
+}
+
+fn llm_request(
+    id: RequestId,
+    arrival_s: f64,
+    input_ids: Vec<u32>,
+    output_tokens: u32,
+    latencies: Option<Vec<f64>>,
+) -> Request {
+    Request {
+        request_id: id,
+        arrival_time: (arrival_s * 1e6).round() / 1e6,
+        initial: vec![0],
+        sub_requests: vec![SubRequest {
+            next: vec![],
+            interval: 0.0,
+            kind: NodeKind::Llm(LlmCall {
+                input_tokens: input_ids.len() as u32,
+                output_tokens,
+                input_token_ids: Some(input_ids),
+                output_token_ids: None,
+                seeded: None,
+                model: None,
+            }),
+            result: latencies.map(|token_latency| NodeResult { token_latency, error: None }),
+        }],
+    }
+}
+
+/// TTFT, then E2E − TTFT spread evenly over the other tokens, seconds.
+fn spread(ttft_s: f64, e2e_s: f64, output_tokens: u32) -> Vec<f64> {
+    let mut v = vec![ttft_s.max(0.0)];
+    if output_tokens > 1 {
+        let gap = ((e2e_s - ttft_s) / f64::from(output_tokens - 1)).max(0.0);
+        v.extend(std::iter::repeat_n(gap, output_tokens as usize - 1));
+    }
+    v
+}
+
+fn read_csv(path: &Path) -> Result<(Vec<String>, Vec<Vec<String>>), ConvertError> {
+    let file = path.display().to_string();
+    let err = |line: u64, reason: String| ConvertError { file: file.clone(), line, field: "csv".to_owned(), reason };
+    let mut reader = csv::Reader::from_path(path).map_err(|e| err(0, e.to_string()))?;
+    let headers: Vec<String> = reader.headers().map_err(|e| err(1, e.to_string()))?.iter().map(str::to_owned).collect();
+    let mut rows = Vec::new();
+    for (i, r) in reader.records().enumerate() {
+        rows.push(r.map_err(|e| err(i as u64 + 2, e.to_string()))?.iter().map(str::to_owned).collect());
+    }
+    Ok((headers, rows))
+}
+
+/// One experiment of `blis-vllm-h100` (`experiments.csv` + `requests/<name>.csv`).
+///
+/// Follows the data's README: output length is the profile's `output_len`
+/// (the recorded counts are unreliable), failed requests (`has_error`) are
+/// skipped, and every prompt opens with one of the profile's shared system
+/// prompts as token ids. Which prompt a request used is not recorded, so they
+/// are assigned round-robin.
+pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, ConvertError> {
+    let exp_path = data.join("experiments.csv");
+    let exp_file = exp_path.display().to_string();
+    let (headers, rows) = read_csv(&exp_path)?;
+    let col = |name: &str| headers.iter().position(|h| h == name);
+    let Some(row) = col("experiment").and_then(|c| rows.iter().find(|r| r[c] == experiment)) else {
+        let names: Vec<&str> =
+            col("experiment").map(|c| rows.iter().map(|r| r[c].as_str()).collect()).unwrap_or_default();
+        return Err(ConvertError {
+            file: exp_file,
+            line: 0,
+            field: "experiment".to_owned(),
+            reason: format!("no experiment `{experiment}`; the file has {}", names.join(", ")),
+        });
+    };
+    let get = |name: &str| -> Result<String, ConvertError> {
+        col(name).map(|c| row[c].clone()).ok_or_else(|| ConvertError {
+            file: exp_file.clone(),
+            line: 1,
+            field: name.to_owned(),
+            reason: "missing column".to_owned(),
+        })
+    };
+    let number = |name: &str| -> Result<u64, ConvertError> {
+        let v = get(name)?;
+        v.trim().parse().map_err(|_| ConvertError {
+            file: exp_file.clone(),
+            line: 0,
+            field: name.to_owned(),
+            reason: format!("`{v}` is not a count"),
+        })
+    };
+    let output_len = number("output_len")? as u32;
+    let system_len = number("system_prompt_len")? as usize;
+    let groups = number("num_unique_system_prompts")?.max(1);
+    let req_path = data.join("requests").join(format!("{experiment}.csv"));
+    let req_file = req_path.display().to_string();
+    let (rh, rrows) = read_csv(&req_path)?;
+    let rcol = |name: &str| {
+        rh.iter().position(|h| h == name).ok_or_else(|| ConvertError {
+            file: req_file.clone(),
+            line: 1,
+            field: name.to_owned(),
+            reason: "missing column".to_owned(),
+        })
+    };
+    let (c_index, c_arrival, c_input, c_error, c_ttft, c_e2e) = (
+        rcol("index")?,
+        rcol("arrival_time_us")?,
+        rcol("input_tokens")?,
+        rcol("has_error")?,
+        rcol("ttft_s")?,
+        rcol("e2e_s")?,
+    );
+    let mut workload = Vec::new();
+    let mut baseline = Vec::new();
+    let mut skipped = 0;
+    for (i, r) in rrows.iter().enumerate() {
+        let line = i as u64 + 2;
+        let f = |c: usize, name: &str| -> Result<f64, ConvertError> {
+            r[c].trim().parse::<f64>().map_err(|_| ConvertError {
+                file: req_file.clone(),
+                line,
+                field: name.to_owned(),
+                reason: format!("`{}` is not a number", r[c]),
+            })
+        };
+        if r[c_error].trim() == "1" {
+            skipped += 1;
+            continue;
+        }
+        let index = f(c_index, "index")? as u64;
+        let input = f(c_input, "input_tokens")? as usize;
+        let shared = system_len.min(input.saturating_sub(1));
+        let ids: Vec<u32> =
+            token_ids(index % groups, shared).chain(token_ids(1_000_000 + index, input - shared)).collect();
+        let arrival = f(c_arrival, "arrival_time_us")? / 1e6;
+        let latencies = spread(f(c_ttft, "ttft_s")?, f(c_e2e, "e2e_s")?, output_len);
+        workload.push(llm_request(RequestId::Int(index), arrival, ids.clone(), output_len, None));
+        baseline.push(llm_request(RequestId::Int(index), arrival, ids, output_len, Some(latencies)));
+    }
+    let model = get("model")?;
+    let scenario_yaml = format!(
+        "# {experiment}: real vLLM 0.15.1 run on H100 SXM (../shared/data/blis-vllm-h100), converted by\n\
+         # `blis-sweep convert blis-vllm-h100`. num_gpu_blocks is the count vLLM logged.\n\
+         name: {experiment}\nmodel: {model}\nhardware: H100\ntp: {tp}\ndtype: fp16\nengine:\n  max_num_seqs: {seqs}\n  \
+         max_num_batched_tokens: {mbt}\n  max_model_len: {mml}\n  block_size: {bs}\n  gpu_memory_utilization: 0.9\n  \
+         num_gpu_blocks: {blocks}\n  enable_prefix_caching: true\n",
+        tp = number("tensor_parallelism")?,
+        seqs = number("max_num_seqs")?,
+        mbt = number("max_num_batched_tokens")?,
+        mml = number("max_model_len")?,
+        bs = number("block_size")?,
+        blocks = number("kv_blocks_total_gpu")?,
+    );
+    let notes = vec![
+        format!("{skipped} failed requests (has_error) skipped"),
+        format!("output length = the profile's output_len ({output_len}); the recorded counts are unreliable"),
+        format!("{groups} shared system prompts of {system_len} tokens, assigned round-robin (the data does not say which)"),
+        "the baseline spreads E2E - TTFT evenly over the output tokens after the first (the data has no per-token times)".to_owned(),
+    ];
+    Ok(Converted { workload, baseline, scenario_yaml, notes })
+}
+
+/// One run of `llmservingsim-vllm-bench` (`runs/<run>/` + its workload).
+///
+/// Prompts become token ids block by block from the workload's `hash_ids_16`
+/// (equal ids at the same position are equal prefixes, as in the source), the
+/// tail of a prompt after its last full block gets ids of its own. Times are
+/// vLLM's engine-side timestamps: TTFT = first token − queued, latency =
+/// last token − queued.
+pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> {
+    let run_dir = data.join("runs").join(run);
+    let meta_path = run_dir.join("meta.json");
+    let meta_file = meta_path.display().to_string();
+    let bad = |file: &str, line: u64, field: &str, reason: String| ConvertError {
+        file: file.to_owned(),
+        line,
+        field: field.to_owned(),
+        reason,
+    };
+    let meta: serde_json::Value = std::fs::read_to_string(&meta_path)
+        .map_err(|e| bad(&meta_file, 0, "file", e.to_string()))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| bad(&meta_file, e.line() as u64, "json", e.to_string())))?;
+    let kw = &meta["engine_kwargs"];
+    let text = |v: &serde_json::Value, name: &str| {
+        v.as_str().map(str::to_owned).ok_or_else(|| bad(&meta_file, 0, name, "missing".to_owned()))
+    };
+    let model = text(&meta["model"], "model")?;
+    let dataset = text(&meta["dataset_path"], "dataset_path")?;
+    let count = |name: &str| kw[name].as_u64();
+    let gpu = run.split("__").next().unwrap_or("");
+    let workload_path = data.join(&dataset);
+    let wl_file = workload_path.display().to_string();
+    let wl_text = std::fs::read_to_string(&workload_path).map_err(|e| bad(&wl_file, 0, "file", e.to_string()))?;
+    let req_path = run_dir.join("requests.jsonl");
+    let req_file = req_path.display().to_string();
+    let req_text = std::fs::read_to_string(&req_path).map_err(|e| bad(&req_file, 0, "file", e.to_string()))?;
+    let mut measured: HashMap<String, (f64, f64, u64)> = HashMap::new();
+    for (i, line) in req_text.lines().enumerate() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(&req_file, i as u64 + 1, "json", e.to_string()))?;
+        let num = |k: &str| v[k].as_f64().ok_or_else(|| bad(&req_file, i as u64 + 1, k, "missing".to_owned()));
+        let (queued, first, last) = (num("queued_ts")?, num("first_token_ts")?, num("last_token_ts")?);
+        let out = v["output_toks"]
+            .as_u64()
+            .ok_or_else(|| bad(&req_file, i as u64 + 1, "output_toks", "missing".to_owned()))?;
+        measured.insert(text(&v["request_id"], "request_id")?, (first - queued, last - queued, out));
+    }
+    let mut workload = Vec::new();
+    let mut baseline = Vec::new();
+    for (i, line) in wl_text.lines().enumerate() {
+        let lineno = i as u64 + 1;
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(&wl_file, lineno, "json", e.to_string()))?;
+        let input =
+            v["input_toks"].as_u64().ok_or_else(|| bad(&wl_file, lineno, "input_toks", "missing".to_owned()))? as usize;
+        let output =
+            v["output_toks"].as_u64().ok_or_else(|| bad(&wl_file, lineno, "output_toks", "missing".to_owned()))? as u32;
+        let arrival = v["arrival_time_ns"]
+            .as_f64()
+            .ok_or_else(|| bad(&wl_file, lineno, "arrival_time_ns", "missing".to_owned()))?
+            / 1e9;
+        let hashes: Vec<u64> = v["hash_ids_16"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
+            .unwrap_or_default();
+        let mut ids: Vec<u32> = hashes.iter().flat_map(|&h| token_ids(h, 16)).take(input).collect();
+        let rest = input - ids.len();
+        ids.extend(token_ids(1u64 << 40 | i as u64, rest));
+        let name = format!("bench-{i}");
+        let Some(&(ttft, e2e, out)) = measured.get(&name) else {
+            return Err(bad(&req_file, 0, "request_id", format!("no measurement for {name}")));
+        };
+        if out != u64::from(output) {
+            return Err(bad(&req_file, 0, "output_toks", format!("{name}: {out} measured, {output} in the workload")));
+        }
+        workload.push(llm_request(RequestId::Int(i as u64), arrival, ids.clone(), output, None));
+        baseline.push(llm_request(RequestId::Int(i as u64), arrival, ids, output, Some(spread(ttft, e2e, output))));
+    }
+    let mut notes = vec!["the baseline spreads latency - TTFT evenly over the output tokens after the first (the data has first and last token times only)".to_owned()];
+    let tp = count("tensor_parallel_size").unwrap_or(1);
+    let dp = count("data_parallel_size").unwrap_or(1);
+    if dp > 1 {
+        notes.push(format!("vLLM ran data parallel {dp} with expert parallelism; the scenario simulates one engine with tp {}, not {dp} replicas", tp.max(dp)));
+    }
+    let blocks = meta.pointer("/kv_cache/num_gpu_blocks").and_then(serde_json::Value::as_u64);
+    let scenario_yaml = format!(
+        "# {run}: real vLLM {version} run (../shared/data/llmservingsim-vllm-bench), converted by\n\
+         # `blis-sweep convert llmservingsim`.{dp_note}\n\
+         name: {run}\nmodel: {model}\nhardware: {gpu}\ntp: {tp}\ndtype: bf16\nengine:\n  max_num_seqs: {seqs}\n  \
+         max_num_batched_tokens: {mbt}\n  block_size: 16\n  gpu_memory_utilization: 0.9\n{blocks}  enable_prefix_caching: true\n",
+        version = meta["vllm_version"].as_str().unwrap_or("?"),
+        dp_note = if dp > 1 {
+            format!("\n# vLLM ran DP{dp} + EP; simulated here as one engine over {} GPUs (tp).", tp.max(dp))
+        } else {
+            String::new()
+        },
+        tp = tp.max(dp),
+        seqs = count("max_num_seqs").unwrap_or(256),
+        mbt = count("max_num_batched_tokens").unwrap_or(2048),
+        blocks = blocks.map_or_else(String::new, |b| format!("  num_gpu_blocks: {b}\n")),
+    );
+    Ok(Converted { workload, baseline, scenario_yaml, notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spreading_keeps_ttft_and_e2e() {
+        let v = spread(0.1, 0.5, 5);
+        assert_eq!(v.len(), 5);
+        assert_eq!(v[0], 0.1);
+        assert!((v.iter().sum::<f64>() - 0.5).abs() < 1e-12);
+        assert_eq!(spread(0.2, 0.2, 1), vec![0.2]);
+    }
+
+    #[test]
+    fn token_ids_are_deterministic_per_stream() {
+        let a: Vec<u32> = token_ids(3, 8).collect();
+        assert_eq!(a, token_ids(3, 8).collect::<Vec<_>>());
+        assert_ne!(a, token_ids(4, 8).collect::<Vec<_>>());
+        assert!(a.iter().all(|&t| t < 32_000));
+    }
+}

@@ -1,0 +1,147 @@
+//! Calibration: the report's statistics on hand-computed inputs, warm-up,
+//! RTT shift, unmatched requests, TraceV2 input, and the converters.
+
+use crate::util::{Dir, TestCommand, rows};
+
+/// A one-node result row: `tokens` latencies in seconds.
+fn row(id: u64, arrival: f64, input: u32, tokens: &[f64]) -> String {
+    let latency: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+    format!(
+        r#"{{"request_id": {id}, "arrival_time": {arrival}, "initial": [0], "sub_requests": [{{"kind": "llm", "input_tokens": {input}, "output_tokens": {}, "next": [], "token_latency": [{}]}}]}}"#,
+        tokens.len(),
+        latency.join(", ")
+    ) + "\n"
+}
+
+fn report(dir: &Dir, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["calibrate", "--sim", "sim.jsonl", "--report", "report.json"];
+    all.extend_from_slice(args);
+    TestCommand::new(&dir.path, &all).stdout();
+    serde_json::from_str(&dir.read("report.json")).unwrap()
+}
+
+#[test]
+fn statistics_on_hand_computed_pairs() {
+    let dir = Dir::new("calibrate");
+    // Real TTFT 100, 200, 300, 400 ms; simulated 110, 180, 330, 400 ms.
+    // Two tokens each, second gap 0.1 s real and 0.2 s simulated.
+    let real: String =
+        [(0, 0.1), (1, 0.2), (2, 0.3), (3, 0.4)].iter().map(|&(i, t)| row(i, i as f64, 10, &[t, 0.1])).collect();
+    let sim: String =
+        [(0, 0.11), (1, 0.18), (2, 0.33), (3, 0.4)].iter().map(|&(i, t)| row(i, i as f64, 10, &[t, 0.2])).collect();
+    dir.create("real.jsonl", &real);
+    dir.create("sim.jsonl", &sim);
+    let r = report(&dir, &["--real", "real.jsonl", "--throughput-tolerance-pct", "10", "--num-gpus", "2"]);
+    assert_eq!(r["trace_info"]["matched_pairs"], 4);
+    let ttft = &r["metrics"]["ttft"];
+    assert_eq!(ttft["count"], 4);
+    assert_eq!(ttft["workload_level"]["real_mean"], 250000.0);
+    assert_eq!(ttft["workload_level"]["sim_mean"], 255000.0);
+    assert!((ttft["request_level"]["mape"].as_f64().unwrap() - 0.075).abs() < 1e-9);
+    assert!((ttft["request_level"]["pearson_r"].as_f64().unwrap() - 0.987_919_5).abs() < 1e-6);
+    assert_eq!(ttft["request_level"]["bias_direction"], "over-predict");
+    assert_eq!(ttft["request_level"]["quality"], "excellent");
+    // numpy.percentile([100, 200, 300, 400] ms, 90) = 370 ms
+    assert!((ttft["workload_level"]["real_p90"].as_f64().unwrap() - 370_000.0).abs() < 1e-6);
+    // E2E: real TTFT + 100 ms, sim TTFT + 200 ms: over by 5 ms (TTFT) + 100 ms.
+    let e2e = &r["metrics"]["e2e"];
+    assert!((e2e["workload_level"]["mean_error"].as_f64().unwrap() - 105_000.0).abs() < 1e-6);
+    assert_eq!(e2e["request_level"]["bias_direction"], "over-predict");
+    // ITL: one gap each, 100 vs 200 ms.
+    assert!((r["metrics"]["itl"]["request_level"]["mape"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    // Throughput: real runs 0 → 3.5 s, sim 0 → 3.6 s (last request: sent at 3 s).
+    let tp = &r["throughput"];
+    assert!((tp["real_runtime_sec"].as_f64().unwrap() - 3.5).abs() < 1e-9);
+    assert!((tp["sim_runtime_sec"].as_f64().unwrap() - 3.6).abs() < 1e-9);
+    assert_eq!(tp["num_gpus"], 2);
+    assert_eq!(tp["within"], true);
+    assert_eq!(r["known_limitations"].as_array().unwrap().len(), 4);
+    assert!(r["config_match"]["matched"].as_array().unwrap().is_empty());
+
+    // Warm-up drops the first real request; RTT shifts the simulated side.
+    let r = report(&dir, &["--real", "real.jsonl", "--warmup-requests", "1", "--network-rtt-us", "1000"]);
+    assert_eq!(r["trace_info"]["warm_up_excluded"], 1);
+    assert_eq!(r["trace_info"]["matched_pairs"], 3);
+    let m = &r["metrics"]["ttft"]["workload_level"];
+    assert!((m["sim_mean"].as_f64().unwrap() - (180_000.0 + 330_000.0 + 400_000.0) / 3.0 - 1000.0).abs() < 1e-6);
+
+    // Unmatched on both sides are counted, not compared.
+    let sim: String = [(0, 0.11), (1, 0.18), (9, 0.5)].iter().map(|&(i, t)| row(i, i as f64, 10, &[t, 0.2])).collect();
+    dir.create("sim.jsonl", &sim);
+    let r = report(&dir, &["--real", "real.jsonl"]);
+    assert_eq!(r["trace_info"]["matched_pairs"], 2);
+    assert_eq!(r["trace_info"]["unmatched_real"], 2);
+    assert_eq!(r["trace_info"]["unmatched_sim"], 1);
+    assert_eq!(r["trace_info"]["num_requests"], 4);
+    // A different prompt length is a token mismatch.
+    dir.create("sim.jsonl", &row(0, 0.0, 11, &[0.1, 0.1]));
+    assert_eq!(report(&dir, &["--real", "real.jsonl"])["trace_info"]["token_mismatches"], 1);
+}
+
+#[test]
+fn tracev2_is_read_with_its_header_defaults() {
+    let dir = Dir::new("calibrate-trace");
+    dir.create(
+        "t.yaml",
+        "trace_version: 3\ntime_unit: microseconds\nmode: real\nwarm_up_requests: 1\nnetwork: {measured_rtt_ms: 2}\n",
+    );
+    dir.create(
+        "t.csv",
+        "request_id,client_id,input_tokens,output_tokens,server_input_tokens,arrival_time_us,send_time_us,first_chunk_time_us,last_chunk_time_us,num_chunks,status\n\
+         0,c,10,2,0,0,1000,101000,201000,2,ok\n\
+         1,c,10,2,0,0,2000,202000,402000,2,ok\n\
+         2,c,10,2,0,0,3000,3000,3000,0,error\n",
+    );
+    dir.create(
+        "sim.jsonl",
+        &(row(0, 0.0, 10, &[0.1, 0.1]) + &row(1, 0.0, 10, &[0.198, 0.2]) + &row(2, 0.0, 10, &[0.1, 0.1])),
+    );
+    let r = report(&dir, &["--trace-header", "t.yaml", "--trace-data", "t.csv"]);
+    assert_eq!(r["trace_info"]["warm_up_excluded"], 1);
+    // Request 1: real TTFT 200 ms; simulated 198 ms + the header's 2 ms RTT.
+    assert_eq!(r["metrics"]["ttft"]["workload_level"]["real_mean"], 200_000.0);
+    assert_eq!(r["metrics"]["ttft"]["workload_level"]["sim_mean"], 200_000.0);
+    // The failed request has no latencies to compare.
+    assert_eq!(r["metrics"]["e2e"]["count"], 1);
+    assert!(r["metrics"].get("itl").is_none());
+}
+
+#[test]
+fn blis_runs_convert_into_workload_baseline_and_scenario() {
+    let dir = Dir::new("convert");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/blis-mini");
+    TestCommand::new(&dir.path, &["convert", "blis-vllm-h100", "--data", data, "--out", "out"]).stdout();
+    assert_eq!(dir.files(), ["out"]);
+    let workload = rows(&dir.read("out/mini.workload.jsonl"));
+    let baseline = rows(&dir.read("out/mini.baseline.jsonl"));
+    assert_eq!(workload.len(), 3, "the has_error row is skipped");
+    for (w, b) in workload.iter().zip(&baseline) {
+        let node = &b["sub_requests"][0];
+        assert_eq!(node["output_tokens"], 247, "the profile's output_len");
+        let lat: Vec<f64> = node["token_latency"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(lat.len(), 247);
+        assert_eq!(w["sub_requests"][0]["input_token_ids"], node["input_token_ids"]);
+    }
+    // E2E survives the spreading (to the µs the result format keeps).
+    let lat0: f64 =
+        baseline[0]["sub_requests"][0]["token_latency"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum();
+    assert!((lat0 - 1.942).abs() < 1e-5, "{lat0}");
+    // Requests 0 and 3 were given different system prompts (round-robin over 11);
+    // all start with 100 prompt tokens of their group.
+    let ids = |i: usize| workload[i]["sub_requests"][0]["input_token_ids"].as_array().unwrap().clone();
+    assert_ne!(ids(0)[..100], ids(2)[..100]);
+    // The scenario runs, and the report compares the baseline with it.
+    TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", "out/mini.scenario.yaml", "out/mini.workload.jsonl", "-o", "sim.jsonl"],
+    )
+    .stdout();
+    TestCommand::new(
+        &dir.path,
+        &["calibrate", "--real", "out/mini.baseline.jsonl", "--sim", "sim.jsonl", "--report", "r.json"],
+    )
+    .stdout();
+    let r: serde_json::Value = serde_json::from_str(&dir.read("r.json")).unwrap();
+    assert_eq!(r["trace_info"]["matched_pairs"], 3);
+    assert_eq!(r["trace_info"]["token_mismatches"], 0);
+}

@@ -25,10 +25,10 @@ use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// Arrival rate, requests/s: about 95 % of where this deployment saturates.
-/// Swept with `-- one 50000 RATE`: TTFT p99 stays under 50 ms up to 57 req/s,
-/// is 136 ms at 58 and 0.5 s at 60, and diverges from about 62 (the
-/// served rate stops following the offered rate at 62.9 req/s).
+/// Arrival rate, requests/s: about 93 % of where this deployment saturates.
+/// Swept with `-- one 50000 RATE`: TTFT p99 stays under 60 ms up to 57
+/// req/s, is 0.18 s at 58 and 0.6 s at 60, and diverges from about 62 (the
+/// served rate stops following the offered rate at 62.7 req/s).
 const RATE: f64 = 58.0;
 
 /// BLIS's `chatbot` preset lengths (`../shared/reference/blis-spec.md` §9.8):

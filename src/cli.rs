@@ -10,6 +10,7 @@
 mod atomic;
 mod calibrate;
 mod convert;
+mod fit;
 mod generate;
 mod results;
 mod run;
@@ -46,6 +47,8 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Turn real vLLM runs into a workload, a baseline and a scenario.
     Convert(convert::ConvertArgs),
+    /// Fit the roofline's per-GPU constants to converted real runs.
+    Fit(fit::FitArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -58,6 +61,7 @@ pub fn main() -> ExitCode {
         Some(Command::Generate(args)) => generate::run(args),
         Some(Command::Calibrate(args)) => calibrate::run(args),
         Some(Command::Convert(args)) => convert::run(args),
+        Some(Command::Fit(args)) => fit::run(args),
         None => match sweep::run(cli.sweep) {
             Ok(sweep::Outcome::AllOk) => Ok(()),
             Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),

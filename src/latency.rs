@@ -7,7 +7,7 @@ mod linear;
 mod roofline;
 
 pub use linear::Linear;
-pub use roofline::Roofline;
+pub use roofline::{Roofline, RooflineConstants};
 
 /// One prefill chunk of a step: `new_tokens` of a request's prompt (or, after
 /// a preemption, of its prompt and outputs) computed on top of
@@ -56,13 +56,19 @@ impl StepBatch {
 pub trait LatencyModel {
     /// Duration of a step that computes `batch`, in microseconds (≥ 1).
     fn step_time_us(&self, batch: &StepBatch) -> u64;
+
+    /// Time between a request reaching the server and the engine seeing it
+    /// (HTTP, tokenization), µs.
+    fn request_overhead_us(&self) -> u64 {
+        0
+    }
 }
 
 /// The latency model a scenario chose.
 #[derive(Debug, Clone)]
 pub enum StepPricer {
     /// See [`Roofline`].
-    Roofline(Roofline),
+    Roofline(Box<Roofline>),
     /// See [`Linear`].
     Linear(Linear),
 }
@@ -72,6 +78,13 @@ impl LatencyModel for StepPricer {
         match self {
             StepPricer::Roofline(m) => m.step_time_us(batch),
             StepPricer::Linear(m) => m.step_time_us(batch),
+        }
+    }
+
+    fn request_overhead_us(&self) -> u64 {
+        match self {
+            StepPricer::Roofline(m) => m.request_overhead_us(),
+            StepPricer::Linear(m) => m.request_overhead_us(),
         }
     }
 }

@@ -15,7 +15,7 @@ pub use hardware::Gpu;
 pub use model::ModelArch;
 pub use spec::{Dtype, LatencySpec, ScenarioSpec};
 
-use crate::latency::{Linear, Roofline, StepPricer};
+use crate::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use crate::sim::EngineConfig;
 
 /// A resolved deployment, ready to simulate.
@@ -252,9 +252,10 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         // would refuse to start; a capacity planner wants the run).
         None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
     };
-    let latency = match spec.latency_model.unwrap_or(LatencySpec::Roofline) {
-        LatencySpec::Roofline => {
-            StepPricer::Roofline(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8))
+    let latency = match spec.latency_model.unwrap_or(LatencySpec::Roofline { constants_file: None, constants: None }) {
+        LatencySpec::Roofline { constants_file, constants } => {
+            let c = roofline_constants(base, constants_file.as_deref(), constants)?;
+            StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8, c)))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(
             Linear::new(&beta)
@@ -283,6 +284,40 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         kv_capacity_computed: computed,
         latency,
     })
+}
+
+/// The roofline constants: the measured defaults, then a constants file (as
+/// `blis-sweep fit` writes), then inline keys, each overriding the one before.
+fn roofline_constants(
+    base: &Path,
+    file: Option<&str>,
+    inline: Option<serde_json::Value>,
+) -> Result<RooflineConstants, InvalidValue> {
+    let bad = |field: &str, reason: String| InvalidValue { field: field.to_owned(), reason };
+    let mut merged = serde_json::to_value(RooflineConstants::default()).expect("constants serialize");
+    let mut overlay = |v: serde_json::Value, field: &str| -> Result<(), InvalidValue> {
+        let serde_json::Value::Object(map) = v else {
+            return Err(bad(field, "expected a mapping of constants".to_owned()));
+        };
+        merged.as_object_mut().expect("a struct serializes to a map").extend(map);
+        Ok(())
+    };
+    if let Some(f) = file {
+        let path = base.join(f);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| bad("latency_model.constants_file", format!("{}: {e}", path.display())))?;
+        let v: serde_json::Value = crate::yaml::parse(&text).map_err(|e| {
+            bad("latency_model.constants_file", format!("{}:{}: {}", path.display(), e.line, e.message))
+        })?;
+        overlay(v, "latency_model.constants_file")?;
+    }
+    if let Some(v) = inline {
+        overlay(v, "latency_model.constants")?;
+    }
+    let c: RooflineConstants =
+        serde_json::from_value(merged).map_err(|e| bad("latency_model.constants", e.to_string()))?;
+    c.validate().map_err(|e| bad("latency_model.constants", e))?;
+    Ok(c)
 }
 
 /// Weight bytes on one GPU. FP8 quantises the linear layers; vLLM keeps the

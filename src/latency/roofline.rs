@@ -50,6 +50,84 @@ const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 /// replaces this with a fit over all real runs.
 const STEP_OVERHEAD_US: f64 = 485.0;
 
+/// The roofline's tunable constants: the measured defaults above, or values
+/// fitted by `blis-sweep fit` on real runs of one GPU (and engine version).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RooflineConstants {
+    /// Fraction of peak FLOP/s large GEMMs reach.
+    pub gemm_efficiency: f64,
+    /// Fraction of peak bandwidth weight streaming and other memory-bound kernels reach.
+    pub memory_efficiency: f64,
+    /// Fraction of peak FLOP/s prefill attention reaches.
+    pub prefill_attention_efficiency: f64,
+    /// Fraction of peak bandwidth decode attention reaches on KV reads.
+    pub decode_attention_efficiency: f64,
+    /// Decode attention's fixed cost per layer, µs.
+    pub decode_attention_base_us: f64,
+    /// Decode attention's cost per sequence per layer, µs.
+    pub decode_attention_per_sequence_us: f64,
+    /// Smallest all-reduce, µs.
+    pub allreduce_floor_us: f64,
+    /// Fraction of the per-direction link bandwidth a ring all-reduce reaches.
+    pub allreduce_efficiency: f64,
+    /// CPU time per engine step outside the GPU, µs.
+    pub step_overhead_us: f64,
+    /// Time from a request reaching the server to the engine seeing it
+    /// (HTTP, tokenization), µs; part of its TTFT and E2E.
+    pub request_overhead_us: f64,
+}
+
+impl Default for RooflineConstants {
+    fn default() -> Self {
+        RooflineConstants {
+            gemm_efficiency: GEMM_COMPUTE_EFFICIENCY,
+            memory_efficiency: MEMORY_EFFICIENCY,
+            prefill_attention_efficiency: PREFILL_ATTENTION_EFFICIENCY,
+            decode_attention_efficiency: DECODE_ATTENTION_EFFICIENCY,
+            decode_attention_base_us: DECODE_ATTENTION_BASE_US,
+            decode_attention_per_sequence_us: DECODE_ATTENTION_PER_SEQUENCE_US,
+            allreduce_floor_us: ALLREDUCE_FLOOR_US,
+            allreduce_efficiency: ALLREDUCE_BANDWIDTH_EFFICIENCY,
+            step_overhead_us: STEP_OVERHEAD_US,
+            // Not measured: real TTFT includes the server front end, which
+            // only a fit against real runs can estimate.
+            request_overhead_us: 0.0,
+        }
+    }
+}
+
+impl RooflineConstants {
+    /// Checks every constant is finite and in range; the first bad one's name.
+    pub fn validate(&self) -> Result<(), String> {
+        let fractions = [
+            ("gemm_efficiency", self.gemm_efficiency),
+            ("memory_efficiency", self.memory_efficiency),
+            ("prefill_attention_efficiency", self.prefill_attention_efficiency),
+            ("decode_attention_efficiency", self.decode_attention_efficiency),
+            ("allreduce_efficiency", self.allreduce_efficiency),
+        ];
+        for (name, v) in fractions {
+            if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+                return Err(format!("{name}: {v} must be in (0, 1]"));
+            }
+        }
+        let times = [
+            ("decode_attention_base_us", self.decode_attention_base_us),
+            ("decode_attention_per_sequence_us", self.decode_attention_per_sequence_us),
+            ("allreduce_floor_us", self.allreduce_floor_us),
+            ("step_overhead_us", self.step_overhead_us),
+            ("request_overhead_us", self.request_overhead_us),
+        ];
+        for (name, v) in times {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{name}: {v} must be a non-negative number of microseconds"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The roofline latency model for one deployment.
 #[derive(Debug, Clone)]
 pub struct Roofline {
@@ -71,6 +149,7 @@ pub struct Roofline {
     attention_flops: f64,
     bandwidth: f64,
     interconnect: f64,
+    c: RooflineConstants,
 }
 
 #[derive(Debug, Clone)]
@@ -86,7 +165,14 @@ impl Roofline {
     /// Prices steps of `model` on `tp` GPUs of kind `gpu`. `weight_bytes` is
     /// bytes per weight (1 for FP8), `fp8_compute` says whether GEMMs run on
     /// FP8 tensor cores.
-    pub fn new(model: &ModelArch, gpu: &Gpu, tp: u64, weight_bytes: u64, fp8_compute: bool) -> Roofline {
+    pub fn new(
+        model: &ModelArch,
+        gpu: &Gpu,
+        tp: u64,
+        weight_bytes: u64,
+        fp8_compute: bool,
+        c: RooflineConstants,
+    ) -> Roofline {
         let tpf = tp as f64;
         let d = model.hidden_size as f64;
         let moe = model.moe.as_ref().map(|m| MoeShape {
@@ -115,7 +201,13 @@ impl Roofline {
             attention_flops: gpu.bf16_flops,
             bandwidth: gpu.memory_bandwidth,
             interconnect: gpu.interconnect_bandwidth,
+            c,
         }
+    }
+
+    /// The constants in use.
+    pub fn constants(&self) -> &RooflineConstants {
+        &self.c
     }
 
     /// A GEMM of `tokens` rows against `weights` elements: roofline in µs.
@@ -126,8 +218,8 @@ impl Roofline {
         let flops = 2.0 * tokens * weights;
         let in_cols = weights / out_cols;
         let bytes = weights * self.weight_bytes + tokens * (in_cols + out_cols) * self.act_bytes;
-        let compute = flops / (self.gemm_flops * GEMM_COMPUTE_EFFICIENCY);
-        let memory = bytes / (self.bandwidth * MEMORY_EFFICIENCY);
+        let compute = flops / (self.gemm_flops * self.c.gemm_efficiency);
+        let memory = bytes / (self.bandwidth * self.c.memory_efficiency);
         (compute.max(memory) * 1e6).max(GEMM_FLOOR_US)
     }
 
@@ -137,11 +229,15 @@ impl Roofline {
         }
         let bytes = tokens * self.hidden * self.act_bytes;
         let wire = 2.0 * (self.tp - 1.0) / self.tp * bytes;
-        ALLREDUCE_FLOOR_US + wire / (self.interconnect * ALLREDUCE_BANDWIDTH_EFFICIENCY) * 1e6
+        self.c.allreduce_floor_us + wire / (self.interconnect * self.c.allreduce_efficiency) * 1e6
     }
 }
 
 impl LatencyModel for Roofline {
+    fn request_overhead_us(&self) -> u64 {
+        self.c.request_overhead_us.round() as u64
+    }
+
     fn step_time_us(&self, batch: &StepBatch) -> u64 {
         if batch.is_empty() {
             return 1;
@@ -181,8 +277,8 @@ impl LatencyModel for Roofline {
                 let weights = touched * m.expert_weights;
                 let flops = 2.0 * tokens * m.top_k * m.expert_weights;
                 let bytes = weights * self.weight_bytes;
-                let experts = (flops / (self.gemm_flops * GEMM_COMPUTE_EFFICIENCY))
-                    .max(bytes / (self.bandwidth * MEMORY_EFFICIENCY))
+                let experts = (flops / (self.gemm_flops * self.c.gemm_efficiency))
+                    .max(bytes / (self.bandwidth * self.c.memory_efficiency))
                     * 1e6;
                 let router = self.gemm_us(tokens, d * m.experts, m.experts);
                 let shared = if m.shared_weights > 0.0 {
@@ -194,22 +290,22 @@ impl LatencyModel for Roofline {
             }
         };
         if prefill_flops > 0.0 {
-            let compute = prefill_flops / (self.attention_flops * PREFILL_ATTENTION_EFFICIENCY);
-            let memory = prefill_kv / (self.bandwidth * MEMORY_EFFICIENCY);
+            let compute = prefill_flops / (self.attention_flops * self.c.prefill_attention_efficiency);
+            let memory = prefill_kv / (self.bandwidth * self.c.memory_efficiency);
             layer += (compute.max(memory) * 1e6).max(ATTENTION_FLOOR_US);
         }
         if batch.decodes > 0 {
-            layer += DECODE_ATTENTION_BASE_US
-                + DECODE_ATTENTION_PER_SEQUENCE_US * decodes
-                + decode_kv / (self.bandwidth * DECODE_ATTENTION_EFFICIENCY) * 1e6;
+            layer += self.c.decode_attention_base_us
+                + self.c.decode_attention_per_sequence_us * decodes
+                + decode_kv / (self.bandwidth * self.c.decode_attention_efficiency) * 1e6;
         }
         let elementwise_bytes = tokens * (6.0 * d) * self.act_bytes;
-        layer += (elementwise_bytes / (self.bandwidth * MEMORY_EFFICIENCY) * 1e6)
+        layer += (elementwise_bytes / (self.bandwidth * self.c.memory_efficiency) * 1e6)
             .max(ELEMENTWISE_KERNELS_PER_LAYER * GEMM_FLOOR_US);
         layer += 2.0 * self.allreduce_us(tokens);
         let lm_head =
             if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
-        let total = self.layers * layer + lm_head + STEP_OVERHEAD_US;
+        let total = self.layers * layer + lm_head + self.c.step_overhead_us;
         total.round().max(1.0) as u64
     }
 }
@@ -230,7 +326,14 @@ mod tests {
 
     #[test]
     fn decode_is_memory_bound_and_grows_with_context() {
-        let m = Roofline::new(&model("Llama-2-7b"), &hardware::lookup("H100").unwrap(), 1, 2, false);
+        let m = Roofline::new(
+            &model("Llama-2-7b"),
+            &hardware::lookup("H100").unwrap(),
+            1,
+            2,
+            false,
+            RooflineConstants::default(),
+        );
         let short = m.step_time_us(&decode(10, 100));
         let long = m.step_time_us(&decode(10, 2000));
         assert!(long > short);
@@ -245,8 +348,10 @@ mod tests {
             ..StepBatch::default()
         };
         let h100 = hardware::lookup("H100").unwrap();
-        let tp1 = Roofline::new(&model("CodeLlama-34b"), &h100, 1, 2, false).step_time_us(&chunk);
-        let tp2 = Roofline::new(&model("CodeLlama-34b"), &h100, 2, 2, false).step_time_us(&chunk);
+        let tp1 = Roofline::new(&model("CodeLlama-34b"), &h100, 1, 2, false, RooflineConstants::default())
+            .step_time_us(&chunk);
+        let tp2 = Roofline::new(&model("CodeLlama-34b"), &h100, 2, 2, false, RooflineConstants::default())
+            .step_time_us(&chunk);
         assert!(tp2 < tp1 * 7 / 10, "{tp1} {tp2}");
         // 2·34e9·2048 FLOP at 81 % of 989 TFLOPS ≈ 171 ms.
         assert!((150_000..220_000).contains(&tp1), "{tp1}");
@@ -256,10 +361,12 @@ mod tests {
     fn fp8_and_moe_are_priced() {
         let h100 = hardware::lookup("H100").unwrap();
         let batch = decode(32, 500);
-        let bf16 = Roofline::new(&model("Llama-3.1-70B"), &h100, 4, 2, false).step_time_us(&batch);
-        let fp8 = Roofline::new(&model("Llama-3.1-70B"), &h100, 4, 1, true).step_time_us(&batch);
+        let bf16 = Roofline::new(&model("Llama-3.1-70B"), &h100, 4, 2, false, RooflineConstants::default())
+            .step_time_us(&batch);
+        let fp8 = Roofline::new(&model("Llama-3.1-70B"), &h100, 4, 1, true, RooflineConstants::default())
+            .step_time_us(&batch);
         assert!(fp8 < bf16);
-        let moe = Roofline::new(&model("Qwen3-30B-A3B"), &h100, 1, 2, false);
+        let moe = Roofline::new(&model("Qwen3-30B-A3B"), &h100, 1, 2, false, RooflineConstants::default());
         assert!(moe.step_time_us(&decode(1, 100)) < moe.step_time_us(&decode(64, 100)));
     }
 }

@@ -79,8 +79,15 @@ pub struct EngineSpec {
 /// and that model's parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LatencySpec {
-    /// The analytical roofline model; no parameters.
-    Roofline,
+    /// The analytical roofline model, with optional constants: a file of them
+    /// (as `blis-sweep fit` writes) and inline keys, each overriding the GPU's
+    /// defaults.
+    Roofline {
+        /// Path to a constants YAML, relative to the scenario file.
+        constants_file: Option<String>,
+        /// Constants given inline (keys of `RooflineConstants`).
+        constants: Option<serde_json::Value>,
+    },
     /// `step_us = beta[0] + beta[1]·prefill_tokens + beta[2]·decode_tokens
     /// [+ beta[3]·decode_context_tokens]`, microseconds.
     Linear {
@@ -94,7 +101,7 @@ pub enum LatencySpec {
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum LatencyTable {
-    Roofline {},
+    Roofline { constants_file: Option<String>, constants: Option<serde_json::Value> },
     Linear { beta: Vec<f64> },
 }
 
@@ -108,7 +115,7 @@ impl<'de> Deserialize<'de> for LatencySpec {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<LatencySpec, E> {
                 match v {
-                    "roofline" => Ok(LatencySpec::Roofline),
+                    "roofline" => Ok(LatencySpec::Roofline { constants_file: None, constants: None }),
                     "linear" => Err(E::custom("`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]}")),
                     other => Ok(LatencySpec::Unimplemented(other.to_owned())),
                 }
@@ -116,7 +123,9 @@ impl<'de> Deserialize<'de> for LatencySpec {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LatencySpec, A::Error> {
                 let table = LatencyTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
                 Ok(match table {
-                    LatencyTable::Roofline {} => LatencySpec::Roofline,
+                    LatencyTable::Roofline { constants_file, constants } => {
+                        LatencySpec::Roofline { constants_file, constants }
+                    }
                     LatencyTable::Linear { beta } => LatencySpec::Linear { beta },
                 })
             }

@@ -155,8 +155,19 @@ pub enum Client {
 
 #[derive(Debug, Clone, Copy)]
 enum Event {
-    NodeStart { slot: u32, node: u32 },
-    ToolDone { slot: u32, node: u32 },
+    NodeStart {
+        slot: u32,
+        node: u32,
+    },
+    /// An llm node reaches the engine, after the server's front end.
+    EngineEnter {
+        slot: u32,
+        node: u32,
+    },
+    ToolDone {
+        slot: u32,
+        node: u32,
+    },
     StepEnd,
 }
 
@@ -451,6 +462,7 @@ impl<L: LatencyModel> Simulation<L> {
         match event {
             Event::NodeStart { slot, node } => self.start_node(slot, node, sink),
             Event::ToolDone { slot, node } => self.node_done(slot, node, sink),
+            Event::EngineEnter { slot, node } => self.enter_engine(slot, node, sink),
             Event::StepEnd => {
                 self.stepping = false;
                 let mut events = std::mem::take(&mut self.events);
@@ -487,11 +499,24 @@ impl<L: LatencyModel> Simulation<L> {
                     self.node_done(slot, node, sink);
                     return;
                 }
-                if let Err(why) = self.engine.add(Owner { slot, node }, call) {
-                    a.nodes[node as usize].error = Some(NodeError::Unservable(why));
-                    self.node_done(slot, node, sink);
+                // The server's front end (HTTP, tokenization) takes this long
+                // before the engine sees the request; it counts in TTFT.
+                match self.engine.request_overhead_us() {
+                    0 => self.enter_engine(slot, node, sink),
+                    delay => self.queue.push(now + delay, Event::EngineEnter { slot, node }),
                 }
             }
+        }
+    }
+
+    fn enter_engine(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let a = self.active[slot as usize].as_mut().expect("live request");
+        let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
+            unreachable!("only llm nodes enter the engine")
+        };
+        if let Err(why) = self.engine.add(Owner { slot, node }, call) {
+            a.nodes[node as usize].error = Some(NodeError::Unservable(why));
+            self.node_done(slot, node, sink);
         }
     }
 

@@ -148,6 +148,10 @@ impl<L: LatencyModel> Engine<L> {
         }
     }
 
+    pub(crate) fn request_overhead_us(&self) -> u64 {
+        self.latency.request_overhead_us()
+    }
+
     pub(crate) fn stats(&self) -> &EngineStats {
         &self.stats
     }

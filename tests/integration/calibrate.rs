@@ -145,3 +145,71 @@ fn blis_runs_convert_into_workload_baseline_and_scenario() {
     assert_eq!(r["trace_info"]["matched_pairs"], 3);
     assert_eq!(r["trace_info"]["token_mismatches"], 0);
 }
+
+#[test]
+fn fit_recovers_a_known_constant_from_synthetic_runs() {
+    let dir = Dir::new("fit");
+    // The "real" run: the roofline with a 1500 µs per-step overhead.
+    let scenario = "model: Llama-3.1-8B\nhardware: H100\nengine: {max_num_seqs: 64, max_num_batched_tokens: 2048}\n";
+    dir.create(
+        "truth.yaml",
+        &format!("{scenario}latency_model: {{kind: roofline, constants: {{step_overhead_us: 1500}}}}\n"),
+    );
+    let workload: String =
+        include_str!("../../sweeps/workloads/chat-200.jsonl").lines().take(60).map(|l| format!("{l}\n")).collect();
+    dir.create("s.workload.jsonl", &workload);
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "truth.yaml", "s.workload.jsonl", "-o", "s.baseline.jsonl"])
+        .stdout();
+    // Fit the overhead of the default scenario back.
+    dir.create("s.scenario.yaml", scenario);
+    TestCommand::new(
+        &dir.path,
+        &["fit", "--runs", ".", "--experiment", "s", "--params", "step_overhead_us", "--out", "fitted.yaml"],
+    )
+    .stdout();
+    let fitted: serde_json::Value = blis_sweep::yaml::parse(&dir.read("fitted.yaml")).unwrap();
+    let got = fitted["step_overhead_us"].as_f64().unwrap();
+    assert!((got / 1500.0 - 1.0).abs() < 0.02, "fitted {got} µs");
+    // The fitted file is a constants file a scenario can name.
+    dir.create(
+        "fitted-scenario.yaml",
+        &format!("{scenario}latency_model: {{kind: roofline, constants_file: fitted.yaml}}\n"),
+    );
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "fitted-scenario.yaml", "s.workload.jsonl", "-o", "refit.jsonl"])
+        .stdout();
+    TestCommand::new(
+        &dir.path,
+        &["calibrate", "--real", "s.baseline.jsonl", "--sim", "refit.jsonl", "--report", "r.json"],
+    )
+    .stdout();
+    let r: serde_json::Value = serde_json::from_str(&dir.read("r.json")).unwrap();
+    assert!(r["metrics"]["itl"]["workload_level"]["mean_percent_error"].as_f64().unwrap() < 0.01);
+}
+
+#[test]
+fn request_overhead_delays_the_engine_and_counts_in_ttft() {
+    let dir = Dir::new("overhead");
+    let one = r#"{"request_id": 0, "arrival_time": 0.0, "initial": [0], "sub_requests": [{"kind": "llm", "input_tokens": 100, "output_tokens": 3, "next": []}]}"#;
+    dir.create("w.jsonl", &format!("{one}\n"));
+    let mut ttft = Vec::new();
+    for extra in ["", "latency_model: {kind: roofline, constants: {request_overhead_us: 5000}}\n"] {
+        dir.create("s.yaml", &format!("model: Llama-3.1-8B\nhardware: H100\n{extra}"));
+        let out = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl"]).stdout();
+        ttft.push(crate::util::latencies_us(&rows(&out)[0], 0));
+    }
+    assert_eq!(ttft[1][0], ttft[0][0] + 5000);
+    assert_eq!(ttft[1][1..], ttft[0][1..]);
+    // Unknown or out-of-range constants are refused with their key.
+    dir.create(
+        "s.yaml",
+        "model: Llama-3.1-8B\nhardware: H100\nlatency_model: {kind: roofline, constants: {gemm_eff: 0.5}}\n",
+    );
+    let err = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl"]).fails();
+    assert!(err.contains("latency_model.constants") && err.contains("gemm_eff"), "{err}");
+    dir.create(
+        "s.yaml",
+        "model: Llama-3.1-8B\nhardware: H100\nlatency_model: {kind: roofline, constants: {gemm_efficiency: 2}}\n",
+    );
+    let err = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl"]).fails();
+    assert!(err.contains("gemm_efficiency: 2 must be in (0, 1]"), "{err}");
+}

@@ -2,7 +2,7 @@
 //! library with the KV-cache invariant checked after every step. A fixed
 //! seed makes any failure reproducible; the case number is in the message.
 
-use blis_sweep::latency::{Linear, Roofline, StepPricer};
+use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use blis_sweep::scenario::{ModelArch, catalog, hardware};
 use blis_sweep::sim::{Client, EngineConfig, FinishedRequest, NodeError, RequestStatus, Simulation};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
@@ -33,7 +33,7 @@ fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
         let id = ids[rng.random_range(0..ids.len())];
         let model = ModelArch::from_config_json(id, catalog::model_config(id).unwrap().1).unwrap();
         let gpu = hardware::lookup(hardware::names()[rng.random_range(0..7)]).unwrap();
-        StepPricer::Roofline(Roofline::new(&model, &gpu, 1, 2, false))
+        StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, 1, 2, false, RooflineConstants::default())))
     }
 }
 

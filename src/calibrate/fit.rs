@@ -1,0 +1,269 @@
+//! Fitting the roofline's constants to real runs: a Nelder–Mead search, in
+//! log space, over the constants named, each evaluation simulating every run
+//! (in parallel) and scoring it against the real measurements.
+//!
+//! The score is the mean over runs and metrics of (error / target)², with the
+//! accuracy targets of our acceptance criteria as scales: mean E2E and mean
+//! ITL 3 %, mean TTFT 10 %, p99 TTFT 25 %. Constants are per GPU (and engine
+//! version): fit them on the runs of one GPU, never per run or per model.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::observed::{NodeObs, Observations, RequestObs};
+use super::report::{CalibrateOptions, compare};
+use crate::latency::{Roofline, RooflineConstants, StepPricer};
+use crate::scenario::{Deployment, Dtype};
+use crate::sim::{FinishedRequest, Simulation};
+use crate::workload::{NodeKind, Request};
+
+/// One real run to fit against.
+#[derive(Debug, Clone)]
+pub struct FitRun {
+    /// Its name.
+    pub name: String,
+    /// How it was served.
+    pub deployment: Deployment,
+    /// What was sent.
+    pub requests: Vec<Request>,
+    /// What the real server measured.
+    pub real: Observations,
+}
+
+/// Errors of one run, as fractions (sim / real − 1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[allow(missing_docs)]
+pub struct RunErrors {
+    pub run: String,
+    pub ttft_mean: f64,
+    pub ttft_p99: f64,
+    pub itl_mean: f64,
+    pub e2e_mean: f64,
+    pub e2e_mape: f64,
+}
+
+/// A fit's outcome.
+#[derive(Debug, Clone)]
+pub struct FitResult {
+    /// The fitted constants (the others as given).
+    pub constants: RooflineConstants,
+    /// Final score.
+    pub loss: f64,
+    /// Per-run errors with the fitted constants.
+    pub runs: Vec<RunErrors>,
+    /// Simulations of the whole set run.
+    pub evaluations: usize,
+}
+
+/// Names of the constants `fit` can search.
+pub const FITTABLE: [&str; 10] = [
+    "gemm_efficiency",
+    "memory_efficiency",
+    "prefill_attention_efficiency",
+    "decode_attention_efficiency",
+    "decode_attention_base_us",
+    "decode_attention_per_sequence_us",
+    "allreduce_floor_us",
+    "allreduce_efficiency",
+    "step_overhead_us",
+    "request_overhead_us",
+];
+
+fn field<'a>(c: &'a mut RooflineConstants, name: &str) -> &'a mut f64 {
+    match name {
+        "gemm_efficiency" => &mut c.gemm_efficiency,
+        "memory_efficiency" => &mut c.memory_efficiency,
+        "prefill_attention_efficiency" => &mut c.prefill_attention_efficiency,
+        "decode_attention_efficiency" => &mut c.decode_attention_efficiency,
+        "decode_attention_base_us" => &mut c.decode_attention_base_us,
+        "decode_attention_per_sequence_us" => &mut c.decode_attention_per_sequence_us,
+        "allreduce_floor_us" => &mut c.allreduce_floor_us,
+        "allreduce_efficiency" => &mut c.allreduce_efficiency,
+        "step_overhead_us" => &mut c.step_overhead_us,
+        "request_overhead_us" => &mut c.request_overhead_us,
+        other => unreachable!("checked against FITTABLE: {other}"),
+    }
+}
+
+/// Observations of simulated requests, as the calibration reads real ones.
+pub fn observe(finished: &[FinishedRequest]) -> Observations {
+    let mut obs = Observations::default();
+    for (index, r) in finished.iter().enumerate() {
+        let id = r.request.request_id.to_string();
+        let mut llm_nodes = Vec::new();
+        let mut output_tokens = 0;
+        for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
+            let NodeKind::Llm(call) = &sub.kind else { continue };
+            output_tokens += node.token_times_us.len() as u64;
+            let (Some(start), Some(&first)) = (node.start_us, node.token_times_us.first()) else { continue };
+            let gaps = node.token_times_us.len() - 1;
+            llm_nodes.push(i as u32);
+            obs.nodes.insert(
+                (id.clone(), i as u32),
+                NodeObs {
+                    ttft_us: (first - start) as f64,
+                    itl_us: (gaps > 0).then(|| (node.token_times_us[gaps] - first) as f64 / gaps as f64),
+                    input_tokens: u64::from(call.input_tokens),
+                    output_tokens: u64::from(call.output_tokens),
+                },
+            );
+        }
+        let e2e_us = r.finish_us.map(|f| (f - r.send_us) as f64);
+        obs.requests
+            .insert(id.clone(), RequestObs { index, send_us: r.send_us as f64, e2e_us, output_tokens, llm_nodes });
+        obs.order.push(id);
+    }
+    obs
+}
+
+/// Simulates `run` with constants `c` and measures its errors.
+pub fn evaluate(run: &FitRun, c: &RooflineConstants) -> RunErrors {
+    let d = &run.deployment;
+    let weight_bytes = if d.dtype == Dtype::Fp8 { 1 } else { 2 };
+    let latency =
+        StepPricer::Roofline(Box::new(Roofline::new(&d.model, &d.gpu, d.tp, weight_bytes, d.dtype == Dtype::Fp8, *c)));
+    let mut sim = Simulation::new(d.engine.clone(), latency);
+    let mut done: Vec<FinishedRequest> = Vec::with_capacity(run.requests.len());
+    for r in &run.requests {
+        sim.add_request(r.clone(), &mut done);
+    }
+    sim.finish(&mut done);
+    done.sort_by_key(|r| r.index);
+    let report = compare(&run.real, &observe(&done), &CalibrateOptions::default());
+    let err = |metric: &str, stat: &str| {
+        report.metrics.get(metric).map_or(0.0, |m| {
+            let w = serde_json::to_value(&m.workload_level).expect("serializes");
+            let (real, sim) =
+                (w[format!("real_{stat}")].as_f64().unwrap_or(0.0), w[format!("sim_{stat}")].as_f64().unwrap_or(0.0));
+            if real > 0.0 { sim / real - 1.0 } else { 0.0 }
+        })
+    };
+    RunErrors {
+        run: run.name.clone(),
+        ttft_mean: err("ttft", "mean"),
+        ttft_p99: err("ttft", "p99"),
+        itl_mean: err("itl", "mean"),
+        e2e_mean: err("e2e", "mean"),
+        e2e_mape: report.metrics.get("e2e").map_or(0.0, |m| m.request_level.mape),
+    }
+}
+
+/// The score of a set of run errors (lower is better).
+pub fn loss(errors: &[RunErrors]) -> f64 {
+    let per_run = |e: &RunErrors| {
+        let terms = [e.e2e_mean / 0.03, e.itl_mean / 0.03, e.ttft_mean / 0.10, e.ttft_p99 / 0.25];
+        // Capped at 20 targets: a run that saturates in some corner of the
+        // search must not outweigh every other run.
+        terms.iter().map(|t| t.abs().min(20.0).powi(2)).sum::<f64>() / terms.len() as f64
+    };
+    if errors.is_empty() { 0.0 } else { errors.iter().map(per_run).sum::<f64>() / errors.len() as f64 }
+}
+
+/// Fits `params` (names from [`FITTABLE`]) starting from `start`.
+pub fn fit(
+    runs: &[FitRun],
+    start: RooflineConstants,
+    params: &[String],
+    max_evaluations: usize,
+) -> Result<FitResult, String> {
+    for p in params {
+        if !FITTABLE.contains(&p.as_str()) {
+            return Err(format!("unknown constant `{p}`; fittable: {}", FITTABLE.join(", ")));
+        }
+    }
+    if runs.is_empty() {
+        return Err("no runs to fit".to_owned());
+    }
+    let mut evaluations = 0;
+    let constants_at = |x: &[f64]| {
+        let mut c = start;
+        for (p, v) in params.iter().zip(x) {
+            *field(&mut c, p) = v.exp();
+        }
+        c
+    };
+    let mut score = |x: &[f64]| {
+        evaluations += 1;
+        let c = constants_at(x);
+        if c.validate().is_err() {
+            return f64::INFINITY;
+        }
+        let errors: Vec<RunErrors> = runs.par_iter().map(|r| evaluate(r, &c)).collect();
+        loss(&errors)
+    };
+    // Zero starts (request_overhead_us) are searched from 1 ms, the order of
+    // an HTTP front end's time.
+    let x0: Vec<f64> = params
+        .iter()
+        .map(|p| *field(&mut start.clone(), p))
+        .map(|v| if v > 0.0 { v.ln() } else { 1000f64.ln() })
+        .collect();
+    // Steps of e^0.7 ≈ 2x: the constants are known to a factor of a few.
+    let best = nelder_mead(&mut score, &x0, 0.7, max_evaluations);
+    let constants = constants_at(&best);
+    let errors: Vec<RunErrors> = runs.par_iter().map(|r| evaluate(r, &constants)).collect();
+    Ok(FitResult { constants, loss: loss(&errors), runs: errors, evaluations: evaluations + 1 })
+}
+
+/// Minimises `f` from `x0` (initial simplex steps of `step`), stopping after
+/// `max_evaluations` or when the simplex's values agree to 1e-6.
+fn nelder_mead(f: &mut dyn FnMut(&[f64]) -> f64, x0: &[f64], step: f64, max_evaluations: usize) -> Vec<f64> {
+    let n = x0.len();
+    let mut simplex: Vec<(Vec<f64>, f64)> = Vec::with_capacity(n + 1);
+    simplex.push((x0.to_vec(), f(x0)));
+    for i in 0..n {
+        let mut x = x0.to_vec();
+        x[i] += step;
+        let v = f(&x);
+        simplex.push((x, v));
+    }
+    let mut evals = n + 1;
+    while evals < max_evaluations {
+        simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+        if (simplex[n].1 - simplex[0].1).abs() <= 1e-6 * (1.0 + simplex[0].1.abs()) {
+            break;
+        }
+        let centroid: Vec<f64> = (0..n).map(|j| simplex[..n].iter().map(|p| p.0[j]).sum::<f64>() / n as f64).collect();
+        let along =
+            |t: f64| -> Vec<f64> { (0..n).map(|j| centroid[j] + t * (simplex[n].0[j] - centroid[j])).collect() };
+        let reflected = along(-1.0);
+        let fr = f(&reflected);
+        evals += 1;
+        if fr < simplex[0].1 {
+            let expanded = along(-2.0);
+            let fe = f(&expanded);
+            evals += 1;
+            simplex[n] = if fe < fr { (expanded, fe) } else { (reflected, fr) };
+        } else if fr < simplex[n - 1].1 {
+            simplex[n] = (reflected, fr);
+        } else {
+            let contracted = along(0.5);
+            let fc = f(&contracted);
+            evals += 1;
+            if fc < simplex[n].1 {
+                simplex[n] = (contracted, fc);
+            } else {
+                let best = simplex[0].0.clone();
+                for p in simplex.iter_mut().skip(1) {
+                    p.0 = p.0.iter().zip(&best).map(|(x, b)| b + 0.5 * (x - b)).collect();
+                    p.1 = f(&p.0);
+                    evals += 1;
+                }
+            }
+        }
+    }
+    simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+    simplex.swap_remove(0).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nelder_mead_finds_a_quadratic_minimum() {
+        let mut f = |x: &[f64]| (x[0] - 3.0).powi(2) + 2.0 * (x[1] + 1.0).powi(2);
+        let x = nelder_mead(&mut f, &[0.0, 0.0], 1.0, 500);
+        assert!((x[0] - 3.0).abs() < 1e-2 && (x[1] + 1.0).abs() < 1e-2, "{x:?}");
+    }
+}

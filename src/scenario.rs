@@ -44,24 +44,10 @@ pub struct Deployment {
 /// A scenario that cannot be simulated. Fatal: nothing is run.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// The file (or a `model_config` it names) could not be read.
-    #[error("{file}: {source}")]
-    Io {
-        /// The path.
-        file: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The file is not valid YAML/JSON for a scenario (unknown key, wrong type…).
-    #[error("{file}:{line}: {message}")]
-    Parse {
-        /// The path.
-        file: String,
-        /// 1-based line (0 if unknown).
-        line: u64,
-        /// The parser's message.
-        message: String,
-    },
+    /// The file cannot be read, or is not valid YAML/JSON for a scenario
+    /// (unknown key, wrong type…).
+    #[error(transparent)]
+    File(#[from] crate::yaml::FileError),
     /// A value is well-formed but unusable (unknown model, TP that does not
     /// divide the heads, a KV cache that does not fit…).
     #[error("{file}:{line}: {field}: {reason}")]
@@ -80,12 +66,8 @@ pub enum ScenarioError {
 /// Reads and resolves a scenario file.
 pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { file: file.clone(), source })?;
-    let spec: ScenarioSpec = crate::yaml::parse(&text).map_err(|e| ScenarioError::Parse {
-        file: file.clone(),
-        line: e.line,
-        message: e.message,
-    })?;
+    let text = crate::yaml::read_file(path)?;
+    let spec: ScenarioSpec = crate::yaml::parse_file(path, &text)?;
     let stem = path.file_stem().map_or_else(|| "scenario".to_owned(), |s| s.to_string_lossy().into_owned());
     let base = path.parent().unwrap_or(Path::new("."));
     resolve(spec, base, &stem).map_err(|InvalidValue { field, reason }| ScenarioError::Invalid {

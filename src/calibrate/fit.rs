@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::observed::{NodeObs, Observations, RequestObs};
 use super::report::{CalibrateOptions, compare};
+use super::stats::WorkloadLevel;
 use crate::latency::{Roofline, RooflineConstants, StepPricer};
 use crate::scenario::{Deployment, Dtype};
 use crate::sim::{FinishedRequest, Simulation};
@@ -130,20 +131,21 @@ pub fn evaluate(run: &FitRun, c: &RooflineConstants) -> RunErrors {
     sim.finish(&mut done);
     done.sort_by_key(|r| r.index);
     let report = compare(&run.real, &observe(&done), &CalibrateOptions::default());
-    let err = |metric: &str, stat: &str| {
+    // Relative error of one (real, sim) pair of aggregates of `metric`.
+    let err = |metric: &str, pick: fn(&WorkloadLevel) -> (f64, f64)| {
         report.metrics.get(metric).map_or(0.0, |m| {
-            let w = serde_json::to_value(&m.workload_level).expect("serializes");
-            let (real, sim) =
-                (w[format!("real_{stat}")].as_f64().unwrap_or(0.0), w[format!("sim_{stat}")].as_f64().unwrap_or(0.0));
+            let (real, sim) = pick(&m.workload_level);
             if real > 0.0 { sim / real - 1.0 } else { 0.0 }
         })
     };
+    let mean = |w: &WorkloadLevel| (w.real_mean, w.sim_mean);
+    let p99 = |w: &WorkloadLevel| (w.real_p99, w.sim_p99);
     RunErrors {
         run: run.name.clone(),
-        ttft_mean: err("ttft", "mean"),
-        ttft_p99: err("ttft", "p99"),
-        itl_mean: err("itl", "mean"),
-        e2e_mean: err("e2e", "mean"),
+        ttft_mean: err("ttft", mean),
+        ttft_p99: err("ttft", p99),
+        itl_mean: err("itl", mean),
+        e2e_mean: err("e2e", mean),
         e2e_mape: report.metrics.get("e2e").map_or(0.0, |m| m.request_level.mape),
     }
 }

@@ -37,8 +37,7 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let (mut spec, base) = match &args.spec {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-            let spec: GenerateSpec = crate::yaml::parse(&text)
-                .map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message))?;
+            let spec: GenerateSpec = crate::yaml::parse_file(path, &text)?;
             (spec, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }
         None => {

@@ -20,24 +20,9 @@ use crate::workload::generate::{GenerateSpec, Generator};
 /// A plan that cannot be run at all. Fatal: no run starts.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// A file could not be read.
-    #[error("{file}: {source}")]
-    Io {
-        /// The path.
-        file: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A file is not valid YAML/JSON for what it should hold.
-    #[error("{file}:{line}: {message}")]
-    Parse {
-        /// The path.
-        file: String,
-        /// 1-based line (0 if unknown).
-        line: u64,
-        /// The parser's message.
-        message: String,
-    },
+    /// A file (the plan, a scenario) cannot be read or does not parse.
+    #[error(transparent)]
+    File(#[from] crate::yaml::FileError),
     /// A value is wrong for the plan as a whole.
     #[error("{file}: {field}: {reason}")]
     Invalid {
@@ -124,15 +109,11 @@ pub fn hash64(bytes: &[u8]) -> u64 {
 }
 
 fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {
-    crate::yaml::parse(text).map_err(|e| PlanError::Parse {
-        file: file.display().to_string(),
-        line: e.line,
-        message: e.message,
-    })
+    Ok(crate::yaml::parse_file(file, text)?)
 }
 
 fn read(path: &Path) -> Result<String, PlanError> {
-    std::fs::read_to_string(path).map_err(|source| PlanError::Io { file: path.display().to_string(), source })
+    Ok(crate::yaml::read_file(path)?)
 }
 
 /// Sets `path` (dot-separated keys) in a JSON object, creating maps on the way.

@@ -3,9 +3,12 @@
 //! once per step with the chunks it scheduled. Models are pure functions of
 //! the batch: no clock, no state, no allocation.
 
+mod kernel_tables;
+mod kernels;
 mod linear;
 mod roofline;
 
+pub use kernels::{KernelConstants, Kernels, KernelsError};
 pub use linear::Linear;
 pub use roofline::{Roofline, RooflineConstants};
 
@@ -69,6 +72,8 @@ pub trait LatencyModel {
 pub enum StepPricer {
     /// See [`Roofline`].
     Roofline(Box<Roofline>),
+    /// See [`Kernels`].
+    Kernels(Box<Kernels>),
     /// See [`Linear`].
     Linear(Linear),
 }
@@ -77,6 +82,7 @@ impl LatencyModel for StepPricer {
     fn step_time_us(&self, batch: &StepBatch) -> u64 {
         match self {
             StepPricer::Roofline(m) => m.step_time_us(batch),
+            StepPricer::Kernels(m) => m.step_time_us(batch),
             StepPricer::Linear(m) => m.step_time_us(batch),
         }
     }
@@ -84,7 +90,52 @@ impl LatencyModel for StepPricer {
     fn request_overhead_us(&self) -> u64 {
         match self {
             StepPricer::Roofline(m) => m.request_overhead_us(),
+            StepPricer::Kernels(m) => m.request_overhead_us(),
             StepPricer::Linear(m) => m.request_overhead_us(),
+        }
+    }
+}
+
+impl StepPricer {
+    /// The model's tunable constants by name; `None` for a model without
+    /// named constants (linear).
+    pub fn constants(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let v = match self {
+            StepPricer::Roofline(m) => serde_json::to_value(m.constants()),
+            StepPricer::Kernels(m) => serde_json::to_value(m.constants()),
+            StepPricer::Linear(_) => return None,
+        };
+        match v.expect("constants serialize") {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The same model with its constants replaced by `constants` (every key
+    /// of [`Self::constants`]); the first invalid one's name and why.
+    pub fn with_constants(&self, constants: &serde_json::Map<String, serde_json::Value>) -> Result<StepPricer, String> {
+        let v = serde_json::Value::Object(constants.clone());
+        match self {
+            StepPricer::Roofline(m) => {
+                let c: RooflineConstants = serde_json::from_value(v).map_err(|e| e.to_string())?;
+                c.validate()?;
+                Ok(StepPricer::Roofline(Box::new(m.with_constants(c))))
+            }
+            StepPricer::Kernels(m) => {
+                let c: KernelConstants = serde_json::from_value(v).map_err(|e| e.to_string())?;
+                c.validate()?;
+                Ok(StepPricer::Kernels(Box::new(m.with_constants(c))))
+            }
+            StepPricer::Linear(_) => Err("the linear model has no named constants".to_owned()),
+        }
+    }
+
+    /// The model's name as a scenario's `latency_model.kind` spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StepPricer::Roofline(_) => "roofline",
+            StepPricer::Kernels(_) => "kernels",
+            StepPricer::Linear(_) => "linear",
         }
     }
 }

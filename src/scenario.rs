@@ -15,7 +15,7 @@ pub use hardware::Gpu;
 pub use model::ModelArch;
 pub use spec::{Dtype, LatencySpec, ScenarioSpec};
 
-use crate::latency::{Linear, Roofline, RooflineConstants, StepPricer};
+use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
 use crate::sim::EngineConfig;
 
 /// A resolved deployment, ready to simulate.
@@ -78,13 +78,17 @@ pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
     })
 }
 
-/// First line on which the last segment of `field` appears as a key.
+/// Line of `field`: of its innermost segment found as a key.
 fn line_of(text: &str, field: &str) -> u64 {
-    let key = field.rsplit('.').next().unwrap_or(field);
-    text.lines()
-        .position(|l| {
-            let l = l.trim_start().trim_start_matches(['{', '"', '\'']);
-            l.starts_with(key) && l[key.len()..].trim_start_matches(['"', '\'']).starts_with(':')
+    // The innermost key written on a line of its own; keys inside a flow
+    // mapping (`latency_model: {constants: …}`) are on their parent's line.
+    field
+        .rsplit('.')
+        .find_map(|key| {
+            text.lines().position(|l| {
+                let l = l.trim_start().trim_start_matches(['{', '"', '\'']);
+                l.starts_with(key) && l[key.len()..].trim_start_matches(['"', '\'']).starts_with(':')
+            })
         })
         .map_or(1, |i| i as u64 + 1)
 }
@@ -234,17 +238,37 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         // would refuse to start; a capacity planner wants the run).
         None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
     };
-    let latency = match spec.latency_model.unwrap_or(LatencySpec::Roofline { constants_file: None, constants: None }) {
+    let fp8 = dtype == Dtype::Fp8;
+    // The most accurate model is the default: measured kernels with the
+    // GPU's fitted constants where the tables cover the deployment.
+    let default = if KernelConstants::fitted(gpu.name).is_some() && !fp8 {
+        LatencySpec::Kernels { constants_file: None, constants: None }
+    } else {
+        LatencySpec::Roofline { constants_file: None, constants: None }
+    };
+    let latency = match spec.latency_model.unwrap_or(default) {
         LatencySpec::Roofline { constants_file, constants } => {
-            let c = roofline_constants(base, constants_file.as_deref(), constants)?;
-            StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, tp, weight_bytes, dtype == Dtype::Fp8, c)))
+            let c = constants_layered(base, RooflineConstants::default(), constants_file.as_deref(), constants)?;
+            c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
+            StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)))
+        }
+        LatencySpec::Kernels { constants_file, constants } => {
+            let bad = |reason: String| InvalidValue { field: "latency_model".to_owned(), reason };
+            let fitted = KernelConstants::fitted(gpu.name)
+                .ok_or_else(|| bad(KernelsError::Gpu(gpu.name.to_owned()).to_string()))?;
+            let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
+            c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
+            StepPricer::Kernels(Box::new(Kernels::new(&model, &gpu, tp, fp8, c).map_err(|e| bad(e.to_string()))?))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(
             Linear::new(&beta)
                 .map_err(|e| InvalidValue { field: "latency_model.beta".to_owned(), reason: e.to_string() })?,
         ),
         LatencySpec::Unimplemented(kind) => {
-            return invalid("latency_model", format!("`{kind}` is not implemented; available: roofline, linear"));
+            return invalid(
+                "latency_model",
+                format!("`{kind}` is not implemented; available: kernels, roofline, linear"),
+            );
         }
     };
     Ok(Deployment {
@@ -261,6 +285,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             num_gpu_blocks,
             enable_prefix_caching: e.enable_prefix_caching.unwrap_or(true),
             long_prefill_token_threshold: e.long_prefill_token_threshold.unwrap_or(0),
+            async_scheduling: e.async_scheduling.unwrap_or(true),
         },
         gpu_memory_utilization: util,
         kv_capacity_computed: computed,
@@ -268,15 +293,16 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     })
 }
 
-/// The roofline constants: the measured defaults, then a constants file (as
+/// A latency model's constants: `defaults`, then a constants file (as
 /// `blis-sweep fit` writes), then inline keys, each overriding the one before.
-fn roofline_constants(
+fn constants_layered<C: serde::Serialize + serde::de::DeserializeOwned>(
     base: &Path,
+    defaults: C,
     file: Option<&str>,
     inline: Option<serde_json::Value>,
-) -> Result<RooflineConstants, InvalidValue> {
+) -> Result<C, InvalidValue> {
     let bad = |field: &str, reason: String| InvalidValue { field: field.to_owned(), reason };
-    let mut merged = serde_json::to_value(RooflineConstants::default()).expect("constants serialize");
+    let mut merged = serde_json::to_value(defaults).expect("constants serialize");
     let mut overlay = |v: serde_json::Value, field: &str| -> Result<(), InvalidValue> {
         let serde_json::Value::Object(map) = v else {
             return Err(bad(field, "expected a mapping of constants".to_owned()));
@@ -296,10 +322,7 @@ fn roofline_constants(
     if let Some(v) = inline {
         overlay(v, "latency_model.constants")?;
     }
-    let c: RooflineConstants =
-        serde_json::from_value(merged).map_err(|e| bad("latency_model.constants", e.to_string()))?;
-    c.validate().map_err(|e| bad("latency_model.constants", e))?;
-    Ok(c)
+    serde_json::from_value(merged).map_err(|e| bad("latency_model.constants", e.to_string()))
 }
 
 /// Weight bytes on one GPU. FP8 quantises the linear layers; vLLM keeps the
@@ -352,7 +375,9 @@ mod tests {
             ("model: Llama-2-7b\nhardware: V100\n", "hardware"),
             ("model: Llama-2-7b\nhardware: H100\ntp: 3\n", "tp"),
             ("model: Llama-2-70b\nhardware: RTX4090\n", "tp"),
-            ("model: Llama-2-7b\nhardware: H100\nlatency_model: kernels\n", "latency_model"),
+            ("model: Llama-2-7b\nhardware: H100\nlatency_model: vidur\n", "latency_model"),
+            ("model: Llama-2-7b\nhardware: A100\nlatency_model: kernels\n", "latency_model"),
+            ("model: Llama-3.1-8B\nhardware: H100\ndtype: fp8\nlatency_model: kernels\n", "latency_model"),
             (
                 "model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n",
                 "engine.max_num_batched_tokens",
@@ -369,5 +394,7 @@ mod tests {
         let text = "model: a\nengine:\n  max_num_seqs: 4\n";
         assert_eq!(line_of(text, "engine.max_num_seqs"), 3);
         assert_eq!(line_of(text, "hardware"), 1);
+        let text = "model: a\nlatency_model: {kind: kernels, constants: {gemm_scale: 0}}\n";
+        assert_eq!(line_of(text, "latency_model.constants"), 2);
     }
 }

@@ -13,8 +13,8 @@ use serde::Serialize;
 use super::observed::{NodeObs, Observations, RequestObs};
 use super::report::{CalibrateOptions, compare};
 use super::stats::WorkloadLevel;
-use crate::latency::{Roofline, RooflineConstants, StepPricer};
-use crate::scenario::{Deployment, Dtype};
+use crate::latency::StepPricer;
+use crate::scenario::Deployment;
 use crate::sim::{FinishedRequest, Simulation};
 use crate::workload::{NodeKind, Request};
 
@@ -43,47 +43,20 @@ pub struct RunErrors {
     pub e2e_mape: f64,
 }
 
+/// Constants by name, as a latency model's constants serialize.
+pub type Constants = serde_json::Map<String, serde_json::Value>;
+
 /// A fit's outcome.
 #[derive(Debug, Clone)]
 pub struct FitResult {
     /// The fitted constants (the others as given).
-    pub constants: RooflineConstants,
+    pub constants: Constants,
     /// Final score.
     pub loss: f64,
     /// Per-run errors with the fitted constants.
     pub runs: Vec<RunErrors>,
     /// Simulations of the whole set run.
     pub evaluations: usize,
-}
-
-/// Names of the constants `fit` can search.
-pub const FITTABLE: [&str; 10] = [
-    "gemm_efficiency",
-    "memory_efficiency",
-    "prefill_attention_efficiency",
-    "decode_attention_efficiency",
-    "decode_attention_base_us",
-    "decode_attention_per_sequence_us",
-    "allreduce_floor_us",
-    "allreduce_efficiency",
-    "step_overhead_us",
-    "request_overhead_us",
-];
-
-fn field<'a>(c: &'a mut RooflineConstants, name: &str) -> &'a mut f64 {
-    match name {
-        "gemm_efficiency" => &mut c.gemm_efficiency,
-        "memory_efficiency" => &mut c.memory_efficiency,
-        "prefill_attention_efficiency" => &mut c.prefill_attention_efficiency,
-        "decode_attention_efficiency" => &mut c.decode_attention_efficiency,
-        "decode_attention_base_us" => &mut c.decode_attention_base_us,
-        "decode_attention_per_sequence_us" => &mut c.decode_attention_per_sequence_us,
-        "allreduce_floor_us" => &mut c.allreduce_floor_us,
-        "allreduce_efficiency" => &mut c.allreduce_efficiency,
-        "step_overhead_us" => &mut c.step_overhead_us,
-        "request_overhead_us" => &mut c.request_overhead_us,
-        other => unreachable!("checked against FITTABLE: {other}"),
-    }
 }
 
 /// Observations of simulated requests, as the calibration reads real ones.
@@ -117,20 +90,25 @@ pub fn observe(finished: &[FinishedRequest]) -> Observations {
     obs
 }
 
-/// Simulates `run` with constants `c` and measures its errors.
-pub fn evaluate(run: &FitRun, c: &RooflineConstants) -> RunErrors {
-    let d = &run.deployment;
-    let weight_bytes = if d.dtype == Dtype::Fp8 { 1 } else { 2 };
-    let latency =
-        StepPricer::Roofline(Box::new(Roofline::new(&d.model, &d.gpu, d.tp, weight_bytes, d.dtype == Dtype::Fp8, *c)));
-    let mut sim = Simulation::new(d.engine.clone(), latency);
-    let mut done: Vec<FinishedRequest> = Vec::with_capacity(run.requests.len());
-    for r in &run.requests {
+/// Replays `requests` open loop on `deployment`, priced by `latency`, and
+/// observes them as `calibrate` reads a result file.
+pub fn replay(deployment: &Deployment, latency: StepPricer, requests: &[Request]) -> Observations {
+    let mut sim = Simulation::new(deployment.engine.clone(), latency);
+    let mut done: Vec<FinishedRequest> = Vec::with_capacity(requests.len());
+    for r in requests {
         sim.add_request(r.clone(), &mut done);
     }
     sim.finish(&mut done);
     done.sort_by_key(|r| r.index);
-    let report = compare(&run.real, &observe(&done), &CalibrateOptions::default());
+    observe(&done)
+}
+
+/// Simulates `run` with its latency model's constants replaced by `c`, and
+/// measures its errors.
+pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
+    let d = &run.deployment;
+    let sim = replay(d, d.latency.with_constants(c)?, &run.requests);
+    let report = compare(&run.real, &sim, &CalibrateOptions::default());
     // Relative error of one (real, sim) pair of aggregates of `metric`.
     let err = |metric: &str, pick: fn(&WorkloadLevel) -> (f64, f64)| {
         report.metrics.get(metric).map_or(0.0, |m| {
@@ -140,14 +118,19 @@ pub fn evaluate(run: &FitRun, c: &RooflineConstants) -> RunErrors {
     };
     let mean = |w: &WorkloadLevel| (w.real_mean, w.sim_mean);
     let p99 = |w: &WorkloadLevel| (w.real_p99, w.sim_p99);
-    RunErrors {
+    Ok(RunErrors {
         run: run.name.clone(),
         ttft_mean: err("ttft", mean),
         ttft_p99: err("ttft", p99),
         itl_mean: err("itl", mean),
         e2e_mean: err("e2e", mean),
         e2e_mape: report.metrics.get("e2e").map_or(0.0, |m| m.request_level.mape),
-    }
+    })
+}
+
+/// Every run's errors under constants `c`.
+pub fn evaluate_all(runs: &[FitRun], c: &Constants) -> Result<Vec<RunErrors>, String> {
+    runs.par_iter().map(|r| evaluate(r, c)).collect()
 }
 
 /// The score of a set of run errors (lower is better).
@@ -161,49 +144,40 @@ pub fn loss(errors: &[RunErrors]) -> f64 {
     if errors.is_empty() { 0.0 } else { errors.iter().map(per_run).sum::<f64>() / errors.len() as f64 }
 }
 
-/// Fits `params` (names from [`FITTABLE`]) starting from `start`.
-pub fn fit(
-    runs: &[FitRun],
-    start: RooflineConstants,
-    params: &[String],
-    max_evaluations: usize,
-) -> Result<FitResult, String> {
+/// Fits `params` (keys of `start`, the runs' latency model's constants)
+/// starting from `start`.
+pub fn fit(runs: &[FitRun], start: &Constants, params: &[String], max_evaluations: usize) -> Result<FitResult, String> {
     for p in params {
-        if !FITTABLE.contains(&p.as_str()) {
-            return Err(format!("unknown constant `{p}`; fittable: {}", FITTABLE.join(", ")));
+        if !start.get(p).is_some_and(serde_json::Value::is_number) {
+            let names: Vec<&str> = start.keys().map(String::as_str).collect();
+            return Err(format!("unknown constant `{p}`; fittable: {}", names.join(", ")));
         }
     }
     if runs.is_empty() {
         return Err("no runs to fit".to_owned());
     }
+    let value = |c: &Constants, p: &str| c[p].as_f64().expect("checked numeric");
     let mut evaluations = 0;
     let constants_at = |x: &[f64]| {
-        let mut c = start;
+        let mut c = start.clone();
         for (p, v) in params.iter().zip(x) {
-            *field(&mut c, p) = v.exp();
+            c.insert(p.clone(), serde_json::json!(v.exp()));
         }
         c
     };
     let mut score = |x: &[f64]| {
         evaluations += 1;
-        let c = constants_at(x);
-        if c.validate().is_err() {
-            return f64::INFINITY;
-        }
-        let errors: Vec<RunErrors> = runs.par_iter().map(|r| evaluate(r, &c)).collect();
-        loss(&errors)
+        // Out-of-range constants (an efficiency above 1) score infinitely badly.
+        evaluate_all(runs, &constants_at(x)).map_or(f64::INFINITY, |errors| loss(&errors))
     };
     // Zero starts (request_overhead_us) are searched from 1 ms, the order of
     // an HTTP front end's time.
-    let x0: Vec<f64> = params
-        .iter()
-        .map(|p| *field(&mut start.clone(), p))
-        .map(|v| if v > 0.0 { v.ln() } else { 1000f64.ln() })
-        .collect();
+    let x0: Vec<f64> =
+        params.iter().map(|p| value(start, p)).map(|v| if v > 0.0 { v.ln() } else { 1000f64.ln() }).collect();
     // Steps of e^0.7 ≈ 2x: the constants are known to a factor of a few.
     let best = nelder_mead(&mut score, &x0, 0.7, max_evaluations);
     let constants = constants_at(&best);
-    let errors: Vec<RunErrors> = runs.par_iter().map(|r| evaluate(r, &constants)).collect();
+    let errors = evaluate_all(runs, &constants)?;
     Ok(FitResult { constants, loss: loss(&errors), runs: errors, evaluations: evaluations + 1 })
 }
 

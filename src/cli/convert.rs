@@ -75,30 +75,14 @@ fn write(out: &Path, name: &str, c: &Converted) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn names_in(dir: &Path, suffix: &str) -> anyhow::Result<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot list", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter_map(|n| if suffix.is_empty() { Some(n) } else { n.strip_suffix(suffix).map(str::to_owned) })
-        .collect();
-    names.sort();
-    Ok(names)
-}
-
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
-    match args.source {
-        Source::BlisVllmH100 { data, experiment, out } => {
-            let names = if experiment.is_empty() { names_in(&data.join("requests"), ".csv")? } else { experiment };
-            for name in names {
-                write(&out, &name, &convert::blis_vllm_h100(&data, &name)?)?;
-            }
-        }
-        Source::Llmservingsim { data, run, out } => {
-            let names = if run.is_empty() { names_in(&data.join("runs"), "")? } else { run };
-            for name in names {
-                write(&out, &name, &convert::llmservingsim(&data, &name)?)?;
-            }
-        }
+    let (source, data, names, out) = match args.source {
+        Source::BlisVllmH100 { data, experiment, out } => (convert::Source::BlisVllmH100, data, experiment, out),
+        Source::Llmservingsim { data, run, out } => (convert::Source::Llmservingsim, data, run, out),
+    };
+    let names = if names.is_empty() { convert::list(source, &data)? } else { names };
+    for name in names {
+        write(&out, &name, &convert::convert(source, &data, &name)?)?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `blis-sweep fit`: fits the roofline's per-GPU constants to converted real
-//! runs (see `blis-sweep convert`) and writes them as a constants file.
+//! `blis-sweep fit`: fits a latency model's per-GPU constants to converted
+//! real runs (see `blis-sweep convert`) and writes them as a constants file.
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use super::atomic::write_file;
-use crate::calibrate::fit::{FITTABLE, FitRun, fit};
+use crate::calibrate::fit::{Constants, FitRun, fit};
 use crate::calibrate::observed;
-use crate::latency::{RooflineConstants, StepPricer};
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]
@@ -35,14 +34,23 @@ pub(crate) struct FitArgs {
 
 pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
-    let mut start: Option<RooflineConstants> = None;
+    let mut start: Option<Constants> = None;
     let mut gpu = String::new();
+    let mut kind = "";
     for name in &args.experiment {
         let path = |suffix: &str| args.runs.join(format!("{name}.{suffix}"));
         let deployment = crate::scenario::load(&path("scenario.yaml"))?;
-        let StepPricer::Roofline(roofline) = &deployment.latency else {
-            bail!("{}: fit tunes the roofline model; this scenario uses another", path("scenario.yaml").display());
+        let Some(constants) = deployment.latency.constants() else {
+            bail!(
+                "{}: the {} model has no constants to fit",
+                path("scenario.yaml").display(),
+                deployment.latency.kind()
+            );
         };
+        if !kind.is_empty() && kind != deployment.latency.kind() {
+            bail!("--experiment {name}: uses the {} model but the others use {kind}", deployment.latency.kind());
+        }
+        kind = deployment.latency.kind();
         if !gpu.is_empty() && gpu != deployment.gpu.name {
             bail!(
                 "--experiment {name}: runs on {} but the others ran on {gpu}; constants are per GPU",
@@ -50,7 +58,7 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
             );
         }
         gpu = deployment.gpu.name.to_owned();
-        start.get_or_insert(*roofline.constants());
+        start.get_or_insert(constants);
         let wl = path("workload.jsonl");
         let f = File::open(&wl).with_context(|| format!("{}: cannot open", wl.display()))?;
         let requests = Reader::new(BufReader::new(f), wl.display().to_string(), Format::Workload)
@@ -61,11 +69,12 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         runs.push(FitRun { name: name.clone(), deployment, requests, real });
     }
     let start = start.expect("at least one experiment");
-    let result = fit(&runs, start, &args.params, args.max_evaluations).map_err(|e| anyhow::anyhow!("--params: {e}"))?;
+    let result =
+        fit(&runs, &start, &args.params, args.max_evaluations).map_err(|e| anyhow::anyhow!("--params: {e}"))?;
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "# Roofline constants for {gpu}, fitted by `blis-sweep fit --params {}` on:",
+        "# {kind} model constants for {gpu}, fitted by `blis-sweep fit --params {}` on:",
         args.params.join(",")
     );
     for r in &result.runs {
@@ -82,12 +91,11 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
     }
     let _ = writeln!(
         text,
-        "# loss {:.4} after {} simulations of the set; other constants as measured (see roofline.rs).",
+        "# loss {:.4} after {} simulations of the set; other constants as the scenarios had them.",
         result.loss, result.evaluations
     );
-    let value = serde_json::to_value(result.constants).context("constants")?;
-    for key in FITTABLE {
-        let _ = writeln!(text, "{key}: {}", value[key]);
+    for (key, value) in &result.constants {
+        let _ = writeln!(text, "{key}: {value}");
     }
     write_file(&args.out, text.as_bytes())?;
     eprint!("{text}");

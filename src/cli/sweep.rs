@@ -14,7 +14,7 @@ use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
-use crate::sweep::grid;
+use crate::sweep::{calibration, grid};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct SweepArgs {
@@ -101,12 +101,15 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let Some(path) = args.plan else {
         bail!("give a plan file (blis-sweep PLAN.yaml) or a command; see --help");
     };
-    let plan = grid::load(&path)?;
     let jobs = match args.jobs {
         Some(0) => bail!("--jobs: must be at least 1"),
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    if std::fs::read_to_string(&path).is_ok_and(|t| calibration::is_calibration_plan(&t)) {
+        return run_calibration(&path, jobs, args.quiet);
+    }
+    let plan = grid::load(&path)?;
     let total = plan.cells.len() as u64; // (a shard runs fewer; the bar counts what it runs)
     let terminal = std::io::stderr().is_terminal() && !args.quiet;
     let bar = if terminal {
@@ -154,6 +157,45 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     }
     if let Some((run_id, error)) = report.failed.first() {
         eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed.len(), report.total);
+        return Ok(Outcome::SomeFailed);
+    }
+    Ok(Outcome::AllOk)
+}
+
+/// A calibration plan: replays every experiment, writes the matrix. Failed
+/// experiments (a bad data file) are reported and make the exit status 1.
+fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool) -> anyhow::Result<Outcome> {
+    let plan = calibration::load(path)?;
+    let started = Instant::now();
+    let outcomes = calibration::run(&plan, jobs, &|o| {
+        if quiet {
+            return;
+        }
+        match &o.report {
+            Ok(r) => eprintln!("{}: {} requests compared", o.experiment.name, r.trace_info.matched_pairs),
+            Err(why) => eprintln!("{}: failed: {why}", o.experiment.name),
+        }
+    })?;
+    calibration::write(&plan, &outcomes)?;
+    let failed: Vec<&calibration::Outcome> = outcomes.iter().filter(|o| o.report.is_err()).collect();
+    if !quiet {
+        eprintln!(
+            "{}: {} experiments, {} failed, {:.1} s -> {}",
+            plan.name,
+            outcomes.len(),
+            failed.len(),
+            started.elapsed().as_secs_f64(),
+            plan.output.join("calibration.parquet").display()
+        );
+    }
+    if let Some(o) = failed.first() {
+        let why = o.report.as_ref().err().map_or("", String::as_str);
+        eprintln!(
+            "blis-sweep: {} of {} experiments failed; first: {}: {why}",
+            failed.len(),
+            outcomes.len(),
+            o.experiment.name
+        );
         return Ok(Outcome::SomeFailed);
     }
     Ok(Outcome::AllOk)

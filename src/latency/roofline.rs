@@ -16,7 +16,7 @@ use crate::scenario::{Gpu, ModelArch};
 const GEMM_COMPUTE_EFFICIENCY: f64 = 0.81;
 /// Skinny GEMMs (m ≤ 16) that stream ≥ 4096×11008 weights reach a median
 /// 2.85 of 3.35 TB/s in the same table.
-const MEMORY_EFFICIENCY: f64 = 0.85;
+pub(super) const MEMORY_EFFICIENCY: f64 = 0.85;
 /// FlashAttention-3 prefill (causal, isl ≥ 2048) reaches a median 48 % of the
 /// BF16 peak in `h100_sxm_vllm0.24_context_attention_kvbf16.csv`.
 const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.48;
@@ -208,6 +208,11 @@ impl Roofline {
     /// The constants in use.
     pub fn constants(&self) -> &RooflineConstants {
         &self.c
+    }
+
+    /// The same model with other constants.
+    pub fn with_constants(&self, c: RooflineConstants) -> Roofline {
+        Roofline { c, ..self.clone() }
     }
 
     /// A GEMM of `tokens` rows against `weights` elements: roofline in µs.

@@ -27,7 +27,8 @@ pub struct ScenarioSpec {
     /// vLLM engine arguments.
     #[serde(default)]
     pub engine: EngineSpec,
-    /// Which latency model prices a step (default `roofline`).
+    /// Which latency model prices a step (default: `kernels` with the GPU's
+    /// fitted constants where kernel tables exist for it, else `roofline`).
     pub latency_model: Option<LatencySpec>,
 }
 
@@ -73,6 +74,9 @@ pub struct EngineSpec {
     pub enable_prefix_caching: Option<bool>,
     /// `--long-prefill-token-threshold`.
     pub long_prefill_token_threshold: Option<u32>,
+    /// `--async-scheduling` / `--no-async-scheduling` (default on, as in
+    /// vLLM since vllm-project/vllm#27614, before the 0.15 the data covers).
+    pub async_scheduling: Option<bool>,
 }
 
 /// `latency_model:` either a bare name (`roofline`) or a mapping with `kind:`
@@ -86,6 +90,14 @@ pub enum LatencySpec {
         /// Path to a constants YAML, relative to the scenario file.
         constants_file: Option<String>,
         /// Constants given inline (keys of `RooflineConstants`).
+        constants: Option<serde_json::Value>,
+    },
+    /// The measured-kernel model, with optional constants as for the roofline
+    /// (keys of `KernelConstants`), each overriding the GPU's fitted ones.
+    Kernels {
+        /// Path to a constants YAML, relative to the scenario file.
+        constants_file: Option<String>,
+        /// Constants given inline.
         constants: Option<serde_json::Value>,
     },
     /// `step_us = beta[0] + beta[1]·prefill_tokens + beta[2]·decode_tokens
@@ -102,6 +114,7 @@ pub enum LatencySpec {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum LatencyTable {
     Roofline { constants_file: Option<String>, constants: Option<serde_json::Value> },
+    Kernels { constants_file: Option<String>, constants: Option<serde_json::Value> },
     Linear { beta: Vec<f64> },
 }
 
@@ -116,6 +129,7 @@ impl<'de> Deserialize<'de> for LatencySpec {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<LatencySpec, E> {
                 match v {
                     "roofline" => Ok(LatencySpec::Roofline { constants_file: None, constants: None }),
+                    "kernels" => Ok(LatencySpec::Kernels { constants_file: None, constants: None }),
                     "linear" => Err(E::custom("`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]}")),
                     other => Ok(LatencySpec::Unimplemented(other.to_owned())),
                 }
@@ -125,6 +139,9 @@ impl<'de> Deserialize<'de> for LatencySpec {
                 Ok(match table {
                     LatencyTable::Roofline { constants_file, constants } => {
                         LatencySpec::Roofline { constants_file, constants }
+                    }
+                    LatencyTable::Kernels { constants_file, constants } => {
+                        LatencySpec::Kernels { constants_file, constants }
                     }
                     LatencyTable::Linear { beta } => LatencySpec::Linear { beta },
                 })

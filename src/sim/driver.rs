@@ -193,6 +193,8 @@ pub struct Simulation<L> {
     in_flight: usize,
     next_index: u64,
     stepping: bool,
+    /// When the step in flight started, µs.
+    step_started_us: u64,
     events: Vec<EngineEvent>,
     check_invariants: bool,
     client: Client,
@@ -202,6 +204,9 @@ pub struct Simulation<L> {
     unsent: VecDeque<(Request, u64)>,
     /// Closed loop: when each idle user sends next, ascending.
     users_free_at: VecDeque<u64>,
+    /// Async scheduling: nodes that reached the engine during the step in
+    /// flight, held until the step after it has been scheduled.
+    held: Vec<(u32, u32)>,
 }
 
 impl<L> std::fmt::Debug for Simulation<L> {
@@ -222,12 +227,14 @@ impl<L: LatencyModel> Simulation<L> {
             in_flight: 0,
             next_index: 0,
             stepping: false,
+            step_started_us: 0,
             events: Vec::new(),
             check_invariants: false,
             client: Client::OpenLoop,
             horizon_us: u64::MAX,
             unsent: VecDeque::new(),
             users_free_at: VecDeque::new(),
+            held: Vec::new(),
         }
     }
 
@@ -387,7 +394,23 @@ impl<L: LatencyModel> Simulation<L> {
         if !self.stepping && self.engine.has_work() {
             self.start_step();
         }
+        if !self.held.is_empty() && !self.stepping_since(t) {
+            // The step after the one they arrived in is scheduled (or the
+            // engine is idle): from now on they can be scheduled.
+            for (slot, node) in std::mem::take(&mut self.held) {
+                self.admit(slot, node, sink);
+            }
+            if !self.stepping && self.engine.has_work() {
+                self.start_step();
+            }
+        }
         true
+    }
+
+    /// Whether the step in flight was already running before `t` (so
+    /// requests arriving now arrived during it).
+    fn stepping_since(&self, t: u64) -> bool {
+        self.stepping && self.step_started_us < t
     }
 
     /// Runs to the end (or to the horizon), then reports every request still
@@ -443,6 +466,7 @@ impl<L: LatencyModel> Simulation<L> {
         self.events = events;
         if let Some(d) = duration {
             self.stepping = true;
+            self.step_started_us = self.now;
             self.queue.push(self.now + d, Event::StepEnd);
         }
     }
@@ -510,6 +534,14 @@ impl<L: LatencyModel> Simulation<L> {
     }
 
     fn enter_engine(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        if self.engine.config().async_scheduling && self.stepping {
+            self.held.push((slot, node));
+        } else {
+            self.admit(slot, node, sink);
+        }
+    }
+
+    fn admit(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
         let a = self.active[slot as usize].as_mut().expect("live request");
         let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
             unreachable!("only llm nodes enter the engine")

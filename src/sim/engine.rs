@@ -36,6 +36,9 @@ pub struct EngineConfig {
     pub enable_prefix_caching: bool,
     /// Cap on one prefill chunk; 0 = none.
     pub long_prefill_token_threshold: u32,
+    /// vLLM's async scheduling: step N+1 is scheduled while step N runs, so
+    /// a request that arrives during a step waits for the next one too.
+    pub async_scheduling: bool,
 }
 
 /// Counters over the whole run.
@@ -128,6 +131,11 @@ pub(crate) struct Engine<L> {
 }
 
 impl<L: LatencyModel> Engine<L> {
+    /// The engine arguments.
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
     pub(crate) fn new(config: EngineConfig, latency: L) -> Self {
         // vLLM takes one block out of the pool as the null block.
         let usable = config.num_gpu_blocks.saturating_sub(1);

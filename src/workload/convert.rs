@@ -38,6 +38,115 @@ pub struct ConvertError {
     pub reason: String,
 }
 
+/// A folder of real runs that [`convert`] understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// `../shared/data/blis-vllm-h100`: see [`blis_vllm_h100`].
+    BlisVllmH100,
+    /// `../shared/data/llmservingsim-vllm-bench`: see [`llmservingsim`].
+    Llmservingsim,
+}
+
+impl Source {
+    /// The name plans and the command line use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::BlisVllmH100 => "blis-vllm-h100",
+            Source::Llmservingsim => "llmservingsim",
+        }
+    }
+}
+
+/// The runs in `data`, sorted: the request files of a blis-vllm-h100
+/// folder, the run folders of an llmservingsim one.
+pub fn list(source: Source, data: &Path) -> Result<Vec<String>, ConvertError> {
+    let (dir, suffix) = match source {
+        Source::BlisVllmH100 => (data.join("requests"), ".csv"),
+        Source::Llmservingsim => (data.join("runs"), ""),
+    };
+    let entries = std::fs::read_dir(&dir).map_err(|e| ConvertError {
+        file: dir.display().to_string(),
+        line: 0,
+        field: "folder".to_owned(),
+        reason: e.to_string(),
+    })?;
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter_map(|n| if suffix.is_empty() { Some(n) } else { n.strip_suffix(suffix).map(str::to_owned) })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Converts run `name` of `data`.
+pub fn convert(source: Source, data: &Path, name: &str) -> Result<Converted, ConvertError> {
+    match source {
+        Source::BlisVllmH100 => blis_vllm_h100(data, name),
+        Source::Llmservingsim => llmservingsim(data, name),
+    }
+}
+
+/// BLIS's published prediction for one metric of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    /// `e2e_mean`, `ttft_p99`, … as the source names them.
+    pub metric: String,
+    /// What BLIS's evaluation measured, ms.
+    pub actual_ms: f64,
+    /// What BLIS (`blis-trained-physics`) predicted, ms.
+    pub predicted_ms: f64,
+}
+
+/// BLIS's whole-run predictions for a blis-vllm-h100 experiment, from
+/// `aggregates_eval38.csv` (column `pred_ms_blis-trained-physics`, rows whose
+/// `same_run_as_requests_file` is this experiment's request file and
+/// `stage_index` −1); empty where BLIS published none.
+pub fn blis_published(data: &Path, experiment: &str) -> Result<Vec<Published>, ConvertError> {
+    let path = data.join("aggregates_eval38.csv");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let file = path.display().to_string();
+    let (headers, rows) = read_csv(&path)?;
+    let col = |name: &str| {
+        headers.iter().position(|h| h == name).ok_or_else(|| ConvertError {
+            file: file.clone(),
+            line: 1,
+            field: name.to_owned(),
+            reason: "missing column".to_owned(),
+        })
+    };
+    let (c_run, c_stage, c_metric, c_actual, c_pred) = (
+        col("same_run_as_requests_file")?,
+        col("stage_index")?,
+        col("metric")?,
+        col("actual_ms")?,
+        col("pred_ms_blis-trained-physics")?,
+    );
+    let wanted = format!("requests/{experiment}.csv");
+    let mut out = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r[c_run] != wanted || r[c_stage].trim() != "-1" || r[c_pred].trim().is_empty() {
+            continue;
+        }
+        let number = |c: usize, name: &str| {
+            r[c].trim().parse::<f64>().map_err(|_| ConvertError {
+                file: file.clone(),
+                line: i as u64 + 2,
+                field: name.to_owned(),
+                reason: format!("`{}` is not a number", r[c]),
+            })
+        };
+        out.push(Published {
+            metric: r[c_metric].clone(),
+            actual_ms: number(c_actual, "actual_ms")?,
+            predicted_ms: number(c_pred, "pred_ms_blis-trained-physics")?,
+        });
+    }
+    Ok(out)
+}
+
 /// Deterministic token ids for a token stream identified by `stream`: the
 /// same stream always gives the same ids, different streams (almost surely)
 /// different ones. Ids are in `0..32000`.
@@ -103,9 +212,8 @@ fn read_csv(path: &Path) -> Result<(Vec<String>, Vec<Vec<String>>), ConvertError
 ///
 /// Follows the data's README: output length is the profile's `output_len`
 /// (the recorded counts are unreliable), failed requests (`has_error`) are
-/// skipped, and every prompt opens with one of the profile's shared system
-/// prompts as token ids. Which prompt a request used is not recorded, so they
-/// are assigned round-robin.
+/// skipped, and prompts come from inference-perf's pool (see [`prompt_pool`]),
+/// each opening with its group's shared system prompt as token ids.
 pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, ConvertError> {
     let exp_path = data.join("experiments.csv");
     let exp_file = exp_path.display().to_string();
@@ -140,7 +248,10 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
     };
     let output_len = number("output_len")? as u32;
     let system_len = number("system_prompt_len")? as usize;
-    let groups = number("num_unique_system_prompts")?.max(1);
+    let (groups, prompts) = match prompt_pool(&data.join("aggregates").join(experiment).join("results_config.yaml"))? {
+        Some((groups, per_group)) => (groups, Some(groups * per_group)),
+        None => (number("num_unique_system_prompts")?.max(1), None),
+    };
     let req_path = data.join("requests").join(format!("{experiment}.csv"));
     let req_file = req_path.display().to_string();
     let (rh, rrows) = read_csv(&req_path)?;
@@ -180,8 +291,13 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         let index = f(c_index, "index")? as u64;
         let input = f(c_input, "input_tokens")? as usize;
         let shared = system_len.min(input.saturating_sub(1));
-        let ids: Vec<u32> =
-            token_ids(index % groups, shared).chain(token_ids(1_000_000 + index, input - shared)).collect();
+        // inference-perf sends prompt `index % prompts` (system prompt of its
+        // group, then its question); without the pool, every question is new.
+        let (group, question) = match prompts {
+            Some(p) => ((index % p) % groups, 1_000_000 + index % p),
+            None => (index % groups, 1_000_000 + index),
+        };
+        let ids: Vec<u32> = token_ids(group, shared).chain(token_ids(question, input - shared)).collect();
         let arrival = f(c_arrival, "arrival_time_us")? / 1e6;
         let latencies = spread(f(c_ttft, "ttft_s")?, f(c_e2e, "e2e_s")?, output_len);
         workload.push(llm_request(RequestId::Int(index), arrival, ids.clone(), output_len, None));
@@ -204,10 +320,49 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
     let notes = vec![
         format!("{skipped} failed requests (has_error) skipped"),
         format!("output length = the profile's output_len ({output_len}); the recorded counts are unreliable"),
-        format!("{groups} shared system prompts of {system_len} tokens, assigned round-robin (the data does not say which)"),
+        match prompts {
+            Some(p) => format!(
+                "request i sends prompt i mod {p} (inference-perf's pool of {groups} groups x {} prompts, results_config.yaml), \
+                 so prompts repeat and hit the prefix cache; prompt p opens with group p mod {groups}'s {system_len}-token \
+                 system prompt (the data does not say which group)",
+                p / groups
+            ),
+            None => format!(
+                "no results_config.yaml: {groups} shared system prompts of {system_len} tokens assigned round-robin, every question new"
+            ),
+        },
         "the baseline spreads E2E - TTFT evenly over the output tokens after the first (the data has no per-token times)".to_owned(),
     ];
     Ok(Converted { workload, baseline, scenario_yaml, notes })
+}
+
+/// inference-perf's prompt pool of a `shared_prefix` run: (`num_groups`,
+/// `num_prompts_per_group`) from the config it resolved, `None` if the file
+/// is absent. The generator builds that many prompts once and sends request
+/// i the prompt i mod (groups × per group): the measured `input_tokens`
+/// repeat with exactly this period.
+fn prompt_pool(path: &Path) -> Result<Option<(u64, u64)>, ConvertError> {
+    let file = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ConvertError { file, line: 0, field: "file".to_owned(), reason: e.to_string() }),
+    };
+    let v: serde_json::Value = crate::yaml::parse(&text).map_err(|e| ConvertError {
+        file: file.clone(),
+        line: e.line,
+        field: "yaml".to_owned(),
+        reason: e.message,
+    })?;
+    let count = |key: &str| {
+        v["data"]["shared_prefix"][key].as_u64().filter(|&n| n > 0).ok_or_else(|| ConvertError {
+            file: file.clone(),
+            line: 0,
+            field: format!("data.shared_prefix.{key}"),
+            reason: "missing or not a positive count".to_owned(),
+        })
+    };
+    Ok(Some((count("num_groups")?, count("num_prompts_per_group")?)))
 }
 
 /// One run of `llmservingsim-vllm-bench` (`runs/<run>/` + its workload).

@@ -126,10 +126,13 @@ fn blis_runs_convert_into_workload_baseline_and_scenario() {
     let lat0: f64 =
         baseline[0]["sub_requests"][0]["token_latency"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum();
     assert!((lat0 - 1.942).abs() < 1e-5, "{lat0}");
-    // Requests 0 and 3 were given different system prompts (round-robin over 11);
-    // all start with 100 prompt tokens of their group.
+    // inference-perf's pool holds 2 prompts (results_config.yaml): request i
+    // sends prompt i mod 2, so requests 1 and 3 repeat one prompt (as far as
+    // the shorter goes) and request 0 has the other group's system prompt.
     let ids = |i: usize| workload[i]["sub_requests"][0]["input_token_ids"].as_array().unwrap().clone();
-    assert_ne!(ids(0)[..100], ids(2)[..100]);
+    assert_ne!(ids(0)[..100], ids(1)[..100]);
+    assert_eq!(ids(1)[..589], ids(2)[..589]);
+    assert_ne!(ids(0)[100..589], ids(1)[100..589]);
     // The scenario runs, and the report compares the baseline with it.
     TestCommand::new(
         &dir.path,
@@ -149,11 +152,11 @@ fn blis_runs_convert_into_workload_baseline_and_scenario() {
 #[test]
 fn fit_recovers_a_known_constant_from_synthetic_runs() {
     let dir = Dir::new("fit");
-    // The "real" run: the roofline with a 1500 µs per-step overhead.
+    // The "real" run: the measured-kernel model with a 1500 µs per-step overhead.
     let scenario = "model: Llama-3.1-8B\nhardware: H100\nengine: {max_num_seqs: 64, max_num_batched_tokens: 2048}\n";
     dir.create(
         "truth.yaml",
-        &format!("{scenario}latency_model: {{kind: roofline, constants: {{step_overhead_us: 1500}}}}\n"),
+        &format!("{scenario}latency_model: {{kind: kernels, constants: {{step_overhead_us: 1500}}}}\n"),
     );
     let workload: String =
         include_str!("../../sweeps/workloads/chat-200.jsonl").lines().take(60).map(|l| format!("{l}\n")).collect();
@@ -173,7 +176,7 @@ fn fit_recovers_a_known_constant_from_synthetic_runs() {
     // The fitted file is a constants file a scenario can name.
     dir.create(
         "fitted-scenario.yaml",
-        &format!("{scenario}latency_model: {{kind: roofline, constants_file: fitted.yaml}}\n"),
+        &format!("{scenario}latency_model: {{kind: kernels, constants_file: fitted.yaml}}\n"),
     );
     TestCommand::new(&dir.path, &["run", "-q", "-s", "fitted-scenario.yaml", "s.workload.jsonl", "-o", "refit.jsonl"])
         .stdout();
@@ -192,7 +195,9 @@ fn request_overhead_delays_the_engine_and_counts_in_ttft() {
     let one = r#"{"request_id": 0, "arrival_time": 0.0, "initial": [0], "sub_requests": [{"kind": "llm", "input_tokens": 100, "output_tokens": 3, "next": []}]}"#;
     dir.create("w.jsonl", &format!("{one}\n"));
     let mut ttft = Vec::new();
-    for extra in ["", "latency_model: {kind: roofline, constants: {request_overhead_us: 5000}}\n"] {
+    for extra in
+        ["latency_model: roofline\n", "latency_model: {kind: roofline, constants: {request_overhead_us: 5000}}\n"]
+    {
         dir.create("s.yaml", &format!("model: Llama-3.1-8B\nhardware: H100\n{extra}"));
         let out = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl"]).stdout();
         ttft.push(crate::util::latencies_us(&rows(&out)[0], 0));

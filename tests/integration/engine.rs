@@ -35,19 +35,44 @@ fn lone_request_is_priced_by_the_linear_model() {
 }
 
 #[test]
-fn lone_request_is_priced_by_the_roofline_model() {
-    let dir = Dir::new("lone-roofline");
+fn lone_request_is_priced_by_the_default_model() {
+    let dir = Dir::new("lone-default");
     let scenario = "model: Llama-3.1-8B\nhardware: H100\n";
     let (rows, _) = run(&dir, scenario, &(llm_row(0, 0.5, 1000, 4, "") + "\n"));
     let d = blis_sweep::scenario::load(&dir.join("s.yaml")).unwrap();
+    // H100 has kernel tables and fitted constants: the measured-kernel model.
+    assert_eq!(d.latency.kind(), "kernels");
     let prefill = PrefillChunk { new_tokens: 1000, context_tokens: 0, samples: true };
-    let mut expected = vec![d.latency.step_time_us(&StepBatch { prefills: vec![prefill], ..StepBatch::default() })];
+    // TTFT: the front end's time, then the prefill step.
+    let mut expected = vec![
+        d.latency.request_overhead_us()
+            + d.latency.step_time_us(&StepBatch { prefills: vec![prefill], ..StepBatch::default() }),
+    ];
     for k in 0..3 {
         let decode = StepBatch { prefills: vec![], decodes: 1, decode_context_tokens: 1000 + k };
         expected.push(d.latency.step_time_us(&decode));
     }
     assert_eq!(latencies_us(&rows[0], 0), expected);
     assert!(expected[0] > expected[1], "prefill of 1000 tokens costs more than a decode");
+}
+
+/// vLLM's async scheduling: step N+1 is scheduled while step N runs, so a
+/// request arriving during step N is first scheduled into step N+2.
+#[test]
+fn async_scheduling_delays_a_request_arriving_mid_step_by_one_step() {
+    let dir = Dir::new("async");
+    let workload = format!("{}\n{}\n", llm_row(0, 0.0, 100, 3, ""), llm_row(1, 0.0005, 100, 2, ""));
+    let with = |on: bool| LINEAR_SCENARIO.replace("engine:\n", &format!("engine:\n  async_scheduling: {on}\n"));
+    // Off: B joins A's first decode at 1200 µs (1000 + 2·100 + 10 µs), so
+    // its TTFT is 2410 − 500 µs.
+    let (rows, _) = run(&dir, &with(false), &workload);
+    assert_eq!(latencies_us(&rows[0], 0), vec![1200, 1210, 1020]);
+    assert_eq!(latencies_us(&rows[1], 0), vec![1910, 1020]);
+    // On (vLLM's default): the step after A's prefill was already scheduled
+    // when B arrived; B's prefill rides with A's last decode, ending at 3420.
+    let (rows, _) = run(&dir, &with(true), &workload);
+    assert_eq!(latencies_us(&rows[0], 0), vec![1200, 1010, 1210]);
+    assert_eq!(latencies_us(&rows[1], 0), vec![2920, 1010]);
 }
 
 #[test]

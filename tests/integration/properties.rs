@@ -21,6 +21,7 @@ fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         num_gpu_blocks: rng.random_range(4..=300),
         enable_prefix_caching: rng.random_bool(0.7),
         long_prefill_token_threshold: if rng.random_bool(0.3) { rng.random_range(1..=64) } else { 0 },
+        async_scheduling: rng.random_bool(0.5),
     }
 }
 
@@ -108,7 +109,8 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
                     unservable = true;
                     continue;
                 }
-                assert!(servable(call, e), "{ctx}: unservable call ran");
+                // A call whose seeded progress holds every token never reaches the engine.
+                assert!(servable(call, e) || call.tokens_to_emit() == 0, "{ctx}: unservable call ran");
                 let times = &node.token_times_us;
                 assert_eq!(times.len() as u32, call.tokens_to_emit(), "{ctx}: wrong token count");
                 let mut previous = start;

@@ -56,7 +56,14 @@ fn refusals_name_the_file_line_and_key() {
     let dir = Dir::new("scenario-bad");
     dir.create("w.jsonl", &format!("{ONE}\n"));
     for (yaml, expected) in [
-        ("model: Llama-2-7b\nhardware: H100\nlatency_model: {kind: kernels}\n", "s.yaml:3"),
+        (
+            "model: Llama-2-7b\nhardware: L40S\nlatency_model: {kind: kernels}\n",
+            "s.yaml:3: latency_model: no measured kernel tables for L40S",
+        ),
+        (
+            "model: Llama-2-7b\nhardware: H100\nlatency_model: {kind: kernels, constants: {gemm_scale: 0}}\n",
+            "s.yaml:3: latency_model.constants: gemm_scale",
+        ),
         (
             "model: Llama-2-7b\nhardware: H100\nlatency_model: trained-physics\n",
             "s.yaml:3: latency_model: `trained-physics` is not implemented",

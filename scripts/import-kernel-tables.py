@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Compacts NVIDIA aiconfigurator's measured vLLM kernel timings into the tables
+the `kernels` latency model embeds (src/latency/kernels/<gpu>.json):
+
+    python3 scripts/import-kernel-tables.py [path/to/shared]
+
+Input: ../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16 (vLLM 0.24 kernels
+measured on H100 SXM and H200 SXM; latencies in ms). Output per GPU, latencies
+in microseconds to 4 significant digits, every table a dense grid:
+
+* gemm: BF16 `torch.nn.functional.linear`, axes m × n × k.
+* context_attention: FlashAttention prefill (causal, KV bf16), one grid of
+  batch × isl per (num_heads, num_kv_heads, head_dim).
+* generation_attention: FlashAttention decode, batch × kv_len per head shape.
+* allreduce: vLLM custom all-reduce under CUDA graphs (`vllm_graph`), message
+  size (elements, bf16) per TP degree.
+
+The measurements leave holes: GEMM shapes that were not collected and
+attention points that ran out of memory at large batch × length. A hole is
+filled from its own row: linearly in the axis value from the two nearest
+measured points on that axis (interpolating between them, or extrapolating
+past the last ones). The count of filled points per table is printed and
+stored (`filled`), so a reader can see how much of a table is measured.
+"""
+import csv
+import json
+import os
+import sys
+from collections import defaultdict
+
+shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared")
+src = os.path.join(shared, "data", "aiconfigurator-vllm-h100-h200", "csv_bf16")
+dest = os.path.join(os.path.dirname(__file__), "..", "src", "latency", "kernels")
+
+
+def us(ms):
+    return float(f"{ms * 1000.0:.4g}")
+
+
+def fill_line(axis, values):
+    """Fills None entries of `values` (over increasing `axis`) from the two
+    nearest measured points, interpolating or extrapolating linearly; returns
+    the count filled. Fewer than two measured points: nothing is filled."""
+    known = [i for i, v in enumerate(values) if v is not None]
+    if len(known) < 2:
+        return 0
+    filled = 0
+    for i, v in enumerate(values):
+        if v is not None:
+            continue
+        lower = [j for j in known if j < i]
+        upper = [j for j in known if j > i]
+        if lower and upper:
+            a, b = lower[-1], upper[0]
+        elif lower:
+            a, b = lower[-2] if len(lower) > 1 else None, lower[-1]
+        else:
+            a, b = upper[0], upper[1] if len(upper) > 1 else None
+        if a is None or b is None:
+            continue
+        t = (axis[i] - axis[a]) / (axis[b] - axis[a])
+        values[i] = max(us(values[a] / 1000.0 + t * (values[b] - values[a]) / 1000.0), values[a] if i > a else 0.0)
+        filled += 1
+    return filled
+
+
+def grid2(rows, xs, ys):
+    """Dense x × y grid (row-major) from {(x, y): us}; holes filled along y,
+    then along x."""
+    g = [[rows.get((x, y)) for y in ys] for x in xs]
+    filled = sum(fill_line(ys, line) for line in g)
+    for j in range(len(ys)):
+        col = [g[i][j] for i in range(len(xs))]
+        filled += fill_line(xs, col)
+        for i in range(len(xs)):
+            g[i][j] = col[i]
+    if any(v is None for line in g for v in line):
+        raise SystemExit(f"grid has holes that cannot be filled: {xs} x {ys}")
+    return [v for line in g for v in line], filled
+
+
+def read(name):
+    with open(os.path.join(src, name), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def gemm(prefix):
+    rows = read(f"{prefix}_vllm0.24_gemm_bf16.csv")
+    t = {(int(r["m"]), int(r["n"]), int(r["k"])): us(float(r["latency_ms"])) for r in rows}
+    ms, ns, ks = (sorted({key[i] for key in t}) for i in range(3))
+    filled = 0
+    grid = []
+    for m in ms:
+        g = [[t.get((m, n, k)) for k in ks] for n in ns]
+        filled += sum(fill_line(ks, line) for line in g)
+        grid.append(g)
+    # Remaining holes: along m.
+    for a in range(len(ns)):
+        for b in range(len(ks)):
+            line = [grid[i][a][b] for i in range(len(ms))]
+            filled += fill_line(ms, line)
+            for i in range(len(ms)):
+                grid[i][a][b] = line[i]
+    flat = [v for plane in grid for line in plane for v in line]
+    if any(v is None for v in flat):
+        raise SystemExit("gemm grid has holes that cannot be filled")
+    return {"m": ms, "n": ns, "k": ks, "us": flat, "measured": len(t), "filled": filled}
+
+
+def attention(prefix, kind, length_col):
+    rows = read(f"{prefix}_vllm0.24_{kind}_attention_kvbf16.csv")
+    by_shape = defaultdict(dict)
+    for r in rows:
+        shape = (int(r["num_heads"]), int(r["num_kv_heads"]), int(r["head_dim"]))
+        by_shape[shape][(int(r["batch_size"]), int(r[length_col]))] = us(float(r["latency_ms"]))
+    batches = sorted({b for t in by_shape.values() for b, _ in t})
+    lengths = sorted({n for t in by_shape.values() for _, n in t})
+    shapes = []
+    for (h, hkv, d), t in sorted(by_shape.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
+        flat, filled = grid2(t, batches, lengths)
+        shapes.append({"num_heads": h, "num_kv_heads": hkv, "head_dim": d, "us": flat,
+                       "measured": len(t), "filled": filled})
+    return {"batch": batches, "len": lengths, "shapes": shapes}
+
+
+def allreduce(prefix):
+    rows = [r for r in read(f"{prefix}_vllm0.24_custom_allreduce.csv") if r["backend"] == "vllm_graph"]
+    by_tp = defaultdict(dict)
+    for r in rows:
+        by_tp[int(r["num_gpus"])][int(r["message_size_elems"])] = us(float(r["latency_ms"]))
+    sizes = sorted({s for t in by_tp.values() for s in t})
+    out = []
+    for tp, t in sorted(by_tp.items()):
+        line = [t.get(s) for s in sizes]
+        filled = fill_line(sizes, line)
+        out.append({"tp": tp, "us": line, "filled": filled})
+    return {"elements": sizes, "by_tp": out}
+
+
+for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h200", "h200_sxm", "NVIDIA H200")]:
+    table = {
+        "source": f"aiconfigurator-core 0.12.0 measured vLLM 0.24 kernels, {device} "
+        "(../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16), compacted by scripts/import-kernel-tables.py",
+        "gemm": gemm(prefix),
+        "context_attention": attention(prefix, "context", "isl"),
+        "generation_attention": attention(prefix, "generation", "kv_len_step"),
+        "allreduce": allreduce(prefix),
+    }
+    os.makedirs(dest, exist_ok=True)
+    path = os.path.join(dest, f"{gpu}.json")
+    with open(path, "w") as f:
+        json.dump(table, f, separators=(",", ":"))
+        f.write("\n")
+    g = table["gemm"]
+    ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
+    ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
+    print(f"{path}: gemm {g['measured']} measured + {g['filled']} filled; context attention "
+          f"{len(table['context_attention']['shapes'])} shapes, {ca} filled; generation attention "
+          f"{len(table['generation_attention']['shapes'])} shapes, {ga} filled; "
+          f"{os.path.getsize(path) / 1e6:.2f} MB")

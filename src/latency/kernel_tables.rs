@@ -1,0 +1,297 @@
+//! Measured vLLM kernel timings, and interpolation between the measured
+//! points. The tables are NVIDIA aiconfigurator's kernel database for vLLM
+//! 0.24 on H100 SXM and H200 SXM (`../shared/data/aiconfigurator-vllm-h100-
+//! h200/csv_bf16`), compacted into dense grids by
+//! `python3 scripts/import-kernel-tables.py` and embedded in the binary; the
+//! JSON is parsed once per GPU per process.
+//!
+//! Interpolation is multilinear in the axis values: GEMM time is affine in m,
+//! n and k between neighbouring grid points (bilinear in n and k reproduces
+//! a cost in n·k exactly), attention time in batch and length likewise. Below
+//! an axis's first point a lookup uses that point (a kernel's launch floor);
+//! past its last it extrapolates from the last two points.
+
+use std::sync::{Arc, OnceLock};
+
+use serde::Deserialize;
+
+/// Kernel tables of one GPU.
+#[derive(Deserialize)]
+pub(super) struct KernelTables {
+    gemm: Gemm,
+    context_attention: Attention,
+    generation_attention: Attention,
+    allreduce: AllReduce,
+}
+
+impl std::fmt::Debug for KernelTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelTables")
+            .field("gemm_points", &self.gemm.us.len())
+            .field("context_shapes", &self.context_attention.shapes.len())
+            .field("generation_shapes", &self.generation_attention.shapes.len())
+            .finish()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Gemm {
+    m: Vec<f64>,
+    n: Vec<f64>,
+    k: Vec<f64>,
+    us: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Attention {
+    batch: Vec<f64>,
+    len: Vec<f64>,
+    shapes: Vec<AttentionShape>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AttentionShape {
+    num_heads: u64,
+    num_kv_heads: u64,
+    head_dim: u64,
+    us: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AllReduce {
+    elements: Vec<f64>,
+    by_tp: Vec<AllReduceTp>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AllReduceTp {
+    tp: u64,
+    us: Vec<f64>,
+}
+
+/// Which attention kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AttentionKind {
+    /// Prefill (context) attention; length = prompt tokens.
+    Context,
+    /// Decode (generation) attention; length = tokens in the KV cache.
+    Generation,
+}
+
+/// How a model's attention maps onto a measured head shape. Heads are
+/// independent, so `g` groups of (h/g query, kv/g KV) heads over `b`
+/// sequences cost what (h/g, kv/g) over `g·b` sequences costs: `batch_factor`
+/// is g. Where no measured shape has the model's ratio of query to KV heads,
+/// the nearest one with the same KV heads is used and prefill time scaled
+/// by the query-head ratio (`context_scale`; prefill is compute-bound in
+/// query heads, decode is bound by KV reads and is not scaled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct AttentionFit {
+    shape: usize,
+    /// Sequences of the measured shape per sequence of the model.
+    pub(super) batch_factor: f64,
+    /// Multiplier on prefill times.
+    pub(super) context_scale: f64,
+}
+
+/// GPUs with measured kernel tables, by catalog name.
+pub(super) const MEASURED_GPUS: [&str; 2] = ["H100", "H200"];
+
+/// The tables of `gpu` (catalog name), parsed on first use.
+pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
+    static H100: OnceLock<Arc<KernelTables>> = OnceLock::new();
+    static H200: OnceLock<Arc<KernelTables>> = OnceLock::new();
+    let (cell, text) = match gpu {
+        "H100" => (&H100, include_str!("kernels/h100.json")),
+        "H200" => (&H200, include_str!("kernels/h200.json")),
+        _ => return None,
+    };
+    Some(cell.get_or_init(|| Arc::new(serde_json::from_str(text).expect("embedded kernel tables parse"))).clone())
+}
+
+/// Index pair and weight for `x` on `axis`: clamped below, extrapolated above.
+fn bracket(axis: &[f64], x: f64) -> (usize, usize, f64) {
+    let n = axis.len();
+    if n == 1 || x <= axis[0] {
+        return (0, 0, 0.0);
+    }
+    let hi = axis.partition_point(|&a| a < x).min(n - 1);
+    let lo = hi - 1;
+    (lo, hi, (x - axis[lo]) / (axis[hi] - axis[lo]))
+}
+
+fn lerp(a: f64, b: f64, t: f64) -> f64 {
+    a + (b - a) * t
+}
+
+/// Bilinear lookup in a row-major `xs × ys` grid.
+fn bilinear(xs: &[f64], ys: &[f64], values: &[f64], x: f64, y: f64) -> f64 {
+    let (x0, x1, tx) = bracket(xs, x);
+    let (y0, y1, ty) = bracket(ys, y);
+    let at = |i: usize, j: usize| values[i * ys.len() + j];
+    lerp(lerp(at(x0, y0), at(x0, y1), ty), lerp(at(x1, y0), at(x1, y1), ty), tx)
+}
+
+impl KernelTables {
+    /// BF16 GEMM of an m×k activation by a k×n weight, µs.
+    pub(super) fn gemm_us(&self, m: f64, n: f64, k: f64) -> f64 {
+        let g = &self.gemm;
+        let (m0, m1, tm) = bracket(&g.m, m);
+        let plane = g.n.len() * g.k.len();
+        let at_m = |i: usize| bilinear(&g.n, &g.k, &g.us[i * plane..(i + 1) * plane], n, k);
+        lerp(at_m(m0), at_m(m1), tm).max(0.0)
+    }
+
+    fn attention(&self, kind: AttentionKind) -> &Attention {
+        match kind {
+            AttentionKind::Context => &self.context_attention,
+            AttentionKind::Generation => &self.generation_attention,
+        }
+    }
+
+    /// The measured shape standing for `heads` query and `kv_heads` KV heads
+    /// of `head_dim` on one GPU; `None` when no shape has this head_dim.
+    pub(super) fn fit_attention(
+        &self,
+        kind: AttentionKind,
+        heads: u64,
+        kv_heads: u64,
+        head_dim: u64,
+    ) -> Option<AttentionFit> {
+        let shapes = &self.attention(kind).shapes;
+        let groups = (1..=kv_heads).filter(|g| kv_heads.is_multiple_of(*g));
+        for g in groups.clone().filter(|g| heads.is_multiple_of(*g)) {
+            if let Some(i) = shapes
+                .iter()
+                .position(|s| (s.num_heads, s.num_kv_heads, s.head_dim) == (heads / g, kv_heads / g, head_dim))
+            {
+                return Some(AttentionFit { shape: i, batch_factor: g as f64, context_scale: 1.0 });
+            }
+        }
+        for g in groups {
+            let want = heads as f64 / g as f64;
+            let nearest = shapes
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.num_kv_heads == kv_heads / g && s.head_dim == head_dim)
+                .min_by(|a, b| {
+                    let d = |s: &AttentionShape| (s.num_heads as f64 / want).ln().abs();
+                    d(a.1).total_cmp(&d(b.1))
+                });
+            if let Some((i, s)) = nearest {
+                let scale = want / s.num_heads as f64;
+                return Some(AttentionFit { shape: i, batch_factor: g as f64, context_scale: scale });
+            }
+        }
+        None
+    }
+
+    /// One attention kernel over `batch` sequences of `len` tokens, µs.
+    pub(super) fn attention_us(&self, kind: AttentionKind, fit: AttentionFit, batch: f64, len: f64) -> f64 {
+        let a = self.attention(kind);
+        let t = bilinear(&a.batch, &a.len, &a.shapes[fit.shape].us, batch * fit.batch_factor, len).max(0.0);
+        match kind {
+            AttentionKind::Context => t * fit.context_scale,
+            AttentionKind::Generation => t,
+        }
+    }
+
+    /// Whether an all-reduce over `tp` GPUs was measured.
+    pub(super) fn has_allreduce(&self, tp: u64) -> bool {
+        self.allreduce.by_tp.iter().any(|t| t.tp == tp)
+    }
+
+    /// The TP degrees with all-reduce measurements.
+    pub(super) fn allreduce_tps(&self) -> Vec<u64> {
+        self.allreduce.by_tp.iter().map(|t| t.tp).collect()
+    }
+
+    /// All-reduce of `elements` BF16 values across `tp` GPUs, µs (0 on one
+    /// GPU or a TP degree without measurements; check [`Self::has_allreduce`]).
+    pub(super) fn allreduce_us(&self, tp: u64, elements: f64) -> f64 {
+        let a = &self.allreduce;
+        let Some(t) = a.by_tp.iter().find(|t| t.tp == tp) else { return 0.0 };
+        let (i0, i1, w) = bracket(&a.elements, elements);
+        lerp(t.us[i0], t.us[i1], w).max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h100() -> Arc<KernelTables> {
+        for_gpu("H100").unwrap()
+    }
+
+    // Rows of ../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16/
+    // h100_sxm_vllm0.24_gemm_bf16.csv (ms), to the tables' 4 digits.
+    const GEMM_1_4096_4096_US: f64 = 15.05;
+    const GEMM_2_4096_4096_US: f64 = 15.30;
+
+    #[test]
+    fn gemm_at_measured_points_is_the_measurement() {
+        let t = h100();
+        assert!((t.gemm_us(1.0, 4096.0, 4096.0) - GEMM_1_4096_4096_US).abs() < 0.01);
+        assert!((t.gemm_us(2.0, 4096.0, 4096.0) - GEMM_2_4096_4096_US).abs() < 0.01);
+    }
+
+    #[test]
+    fn gemm_between_points_is_between_them() {
+        let t = h100();
+        // n = 22016 (Llama-2-7b's gate+up) lies between the grid's 16384 and 51200.
+        let lo = t.gemm_us(64.0, 16384.0, 4096.0);
+        let hi = t.gemm_us(64.0, 51200.0, 4096.0);
+        let mid = t.gemm_us(64.0, 22016.0, 4096.0);
+        let expect = lo + (hi - lo) * (22016.0 - 16384.0) / (51200.0 - 16384.0);
+        assert!((mid - expect).abs() < 1e-9, "{lo} {mid} {hi}");
+        // m between 1024 and 1025... and between 2048 and 2049, time rises with m.
+        assert!(t.gemm_us(1500.0, 4096.0, 4096.0) > t.gemm_us(1024.0, 4096.0, 4096.0));
+        assert!(t.gemm_us(1500.0, 4096.0, 4096.0) < t.gemm_us(2049.0, 4096.0, 4096.0));
+    }
+
+    #[test]
+    fn gemm_extrapolates_past_the_grid() {
+        let t = h100();
+        let last = t.gemm_us(16.0, 65536.0, 4096.0);
+        let beyond = t.gemm_us(16.0, 128256.0, 4096.0);
+        assert!(beyond > 1.5 * last, "{last} {beyond}");
+    }
+
+    #[test]
+    fn attention_shapes_map_by_head_groups() {
+        let t = h100();
+        // Llama-2-7b (32 query, 32 KV heads): decode measured up to 8 KV heads,
+        // so 4 groups of (8, 8) at four times the batch.
+        let fit = t.fit_attention(AttentionKind::Generation, 32, 32, 128).unwrap();
+        assert_eq!((fit.batch_factor, fit.context_scale), (4.0, 1.0));
+        // ...while prefill was measured at (32, 32) itself.
+        let fit = t.fit_attention(AttentionKind::Context, 32, 32, 128).unwrap();
+        assert_eq!(fit.batch_factor, 1.0);
+        // Qwen2.5-7B (28, 4): ratio 7 is not measured; nearest (24 or 32, 4), scaled.
+        let fit = t.fit_attention(AttentionKind::Context, 28, 4, 128).unwrap();
+        assert!((fit.context_scale - 28.0 / 24.0).abs() < 1e-9 || (fit.context_scale - 28.0 / 32.0).abs() < 1e-9);
+        assert!(t.fit_attention(AttentionKind::Context, 32, 8, 96).is_none());
+    }
+
+    #[test]
+    fn attention_interpolates_in_batch_and_length() {
+        let t = h100();
+        let fit = t.fit_attention(AttentionKind::Generation, 32, 8, 128).unwrap();
+        let at = |b: f64, l: f64| t.attention_us(AttentionKind::Generation, fit, b, l);
+        // Measured points: batch 32 and 64 at kv_len 1023.
+        let (a, b) = (at(32.0, 1023.0), at(64.0, 1023.0));
+        assert!(((at(48.0, 1023.0)) - (a + b) / 2.0).abs() < 1e-9);
+        assert!(at(64.0, 2047.0) > b);
+    }
+
+    #[test]
+    fn allreduce_is_measured_for_tp_2_4_8() {
+        let t = h100();
+        assert_eq!(t.allreduce_tps(), vec![2, 4, 8]);
+        // 128 elements on TP2 under CUDA graphs: 4.29 µs measured.
+        assert!((t.allreduce_us(2, 128.0) - 4.292).abs() < 0.01);
+        assert!(t.allreduce_us(2, 4096.0 * 2048.0) > t.allreduce_us(2, 4096.0));
+        assert_eq!(t.allreduce_us(3, 4096.0), 0.0);
+    }
+}

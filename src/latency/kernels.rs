@@ -1,0 +1,348 @@
+//! Measured-kernel model: a step costs what vLLM's own kernels measured on
+//! the GPU for the shapes the step runs (GEMMs by m, n, k; FlashAttention
+//! prefill and decode by batch and length; custom all-reduce by message size
+//! and TP), interpolated between measured points (see [`super::kernel_tables`]),
+//! plus the CPU time of a step that no kernel table holds. Layers are
+//! identical, so one layer is priced and multiplied.
+//!
+//! The few constants measurement cannot give (CPU time per step and per
+//! scheduled sequence, the front end's time per request, and a scale on the
+//! GEMM and attention tables for an engine version other than the one
+//! measured) are fitted per GPU by `blis-sweep fit` on real runs and embedded
+//! (`kernels/<gpu>.constants.yaml`).
+
+use std::sync::Arc;
+
+use super::kernel_tables::{self, AttentionFit, AttentionKind, KernelTables};
+use super::{LatencyModel, StepBatch};
+use crate::scenario::{Gpu, ModelArch};
+
+/// The kernels model's tunable constants.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelConstants {
+    /// CPU time per engine step outside the GPU kernels (scheduling, input
+    /// preparation, sampling, output processing), µs.
+    pub step_overhead_us: f64,
+    /// Further CPU time per sequence scheduled in a step, µs.
+    pub per_sequence_us: f64,
+    /// Time from a request reaching the server to the engine seeing it (HTTP,
+    /// tokenization), µs; part of its TTFT and E2E.
+    pub request_overhead_us: f64,
+    /// Multiplier on the measured GEMM times.
+    pub gemm_scale: f64,
+    /// Multiplier on the measured attention times.
+    pub attention_scale: f64,
+}
+
+impl KernelConstants {
+    /// The constants fitted for `gpu` (catalog name), if the tables cover it.
+    pub fn fitted(gpu: &str) -> Option<KernelConstants> {
+        let text = match gpu {
+            "H100" => include_str!("kernels/h100.constants.yaml"),
+            // No real vLLM runs on H200 in ../shared/data: the H100 fit (same
+            // host class and vLLM; only the kernels differ, and those are
+            // measured per GPU) stands in.
+            "H200" => include_str!("kernels/h100.constants.yaml"),
+            _ => return None,
+        };
+        Some(crate::yaml::parse(text).expect("embedded kernel constants parse"))
+    }
+
+    /// Checks every constant is finite and in range; the first bad one's name.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("step_overhead_us", self.step_overhead_us),
+            ("per_sequence_us", self.per_sequence_us),
+            ("request_overhead_us", self.request_overhead_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{name}: {v} must be a non-negative number of microseconds"));
+            }
+        }
+        for (name, v) in [("gemm_scale", self.gemm_scale), ("attention_scale", self.attention_scale)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name}: {v} must be a positive factor"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a deployment cannot be priced from the kernel tables.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelsError {
+    /// No tables for this GPU.
+    #[error("no measured kernel tables for {0}; measured: {list}", list = kernel_tables::MEASURED_GPUS.join(", "))]
+    Gpu(String),
+    /// The tables hold BF16 kernels only.
+    #[error("the kernel tables hold 16-bit GEMMs only; use the roofline model for fp8")]
+    Fp8,
+    /// No attention kernel was measured for this head size.
+    #[error("no measured attention kernel with head_dim {0}")]
+    HeadDim(u64),
+    /// No all-reduce was measured at this TP degree.
+    #[error("no measured all-reduce for tp {0}; measured: {1:?}")]
+    Tp(u64, Vec<u64>),
+}
+
+/// The measured-kernel latency model for one deployment.
+#[derive(Debug, Clone)]
+pub struct Kernels {
+    tables: Arc<KernelTables>,
+    layers: f64,
+    hidden: f64,
+    /// Output columns of the fused QKV projection on one GPU.
+    qkv_out: f64,
+    /// Input columns of the output projection on one GPU.
+    o_in: f64,
+    /// Dense MLP intermediate size on one GPU (0 for MoE).
+    inter: f64,
+    moe: Option<MoeShape>,
+    vocab: f64,
+    tp: u64,
+    context: AttentionFit,
+    generation: AttentionFit,
+    /// Memory bandwidth for the unmeasured elementwise kernels, B/s.
+    bandwidth: f64,
+    /// Shortest kernel in the GEMM table (m = 1, n = k = 32), µs.
+    kernel_floor_us: f64,
+    c: KernelConstants,
+}
+
+#[derive(Debug, Clone)]
+struct MoeShape {
+    experts: f64,
+    top_k: f64,
+    /// One routed expert's intermediate size on one GPU.
+    inter: f64,
+    /// The shared expert's intermediate size on one GPU (0 if none).
+    shared_inter: f64,
+}
+
+/// Elementwise kernels per layer (two RMSNorms, rotary, activation) and
+/// the bytes per token and hidden unit they move; not in the kernel tables,
+/// so priced at memory bandwidth with the measured efficiency of streaming
+/// kernels (see roofline.rs) and never less than the shortest measured kernel.
+const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
+const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
+
+impl Kernels {
+    /// Prices steps of `model` on `tp` GPUs of kind `gpu` at 16-bit weights.
+    pub fn new(model: &ModelArch, gpu: &Gpu, tp: u64, fp8: bool, c: KernelConstants) -> Result<Kernels, KernelsError> {
+        let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
+        if fp8 {
+            return Err(KernelsError::Fp8);
+        }
+        if tp > 1 && !tables.has_allreduce(tp) {
+            return Err(KernelsError::Tp(tp, tables.allreduce_tps()));
+        }
+        let heads = model.num_heads / tp;
+        let kv_heads = model.num_kv_heads.div_ceil(tp);
+        let d = model.head_dim;
+        let fit = |kind| tables.fit_attention(kind, heads, kv_heads, d).ok_or(KernelsError::HeadDim(d));
+        let tpf = tp as f64;
+        Ok(Kernels {
+            context: fit(AttentionKind::Context)?,
+            generation: fit(AttentionKind::Generation)?,
+            kernel_floor_us: tables.gemm_us(1.0, 32.0, 32.0),
+            tables,
+            layers: model.num_layers as f64,
+            hidden: model.hidden_size as f64,
+            qkv_out: ((heads + 2 * kv_heads) * d) as f64,
+            o_in: (heads * d) as f64,
+            inter: if model.moe.is_some() { 0.0 } else { model.intermediate_size as f64 / tpf },
+            moe: model.moe.as_ref().map(|m| MoeShape {
+                experts: m.num_experts as f64,
+                top_k: m.top_k as f64,
+                inter: m.expert_intermediate_size as f64 / tpf,
+                shared_inter: m.shared_intermediate_size as f64 / tpf,
+            }),
+            vocab: model.vocab_size as f64 / tpf,
+            tp,
+            bandwidth: gpu.memory_bandwidth,
+            c,
+        })
+    }
+
+    /// The constants in use.
+    pub fn constants(&self) -> &KernelConstants {
+        &self.c
+    }
+
+    /// The same model with other constants.
+    pub fn with_constants(&self, c: KernelConstants) -> Kernels {
+        Kernels { c, ..self.clone() }
+    }
+
+    fn gemm(&self, m: f64, n: f64, k: f64) -> f64 {
+        if m <= 0.0 || n <= 0.0 || k <= 0.0 { 0.0 } else { self.tables.gemm_us(m, n, k) }
+    }
+
+    /// Gate-up and down projections of an MLP of `inter` columns over `m` tokens.
+    fn mlp(&self, m: f64, inter: f64) -> f64 {
+        self.gemm(m, 2.0 * inter, self.hidden) + self.gemm(m, self.hidden, inter)
+    }
+
+    /// The MoE block: router, then each expert the tokens touch as its own
+    /// GEMMs over the tokens routed to it (fused MoE kernels were not in the
+    /// imported tables; per-expert GEMMs read the same weights).
+    fn moe(&self, m: f64, e: &MoeShape) -> f64 {
+        let touched = e.experts * (1.0 - (1.0 - e.top_k / e.experts).powf(m));
+        let per_expert = (m * e.top_k / touched).max(1.0);
+        let router = self.gemm(m, e.experts, self.hidden);
+        let shared = if e.shared_inter > 0.0 { self.mlp(m, e.shared_inter) } else { 0.0 };
+        router + touched * self.mlp(per_expert, e.inter) + shared
+    }
+
+    fn context_attention(&self, batch: &StepBatch) -> f64 {
+        let t = |len: f64| self.tables.attention_us(AttentionKind::Context, self.context, 1.0, len);
+        // A chunk of `new` tokens after `ctx` cached ones does the causal work
+        // of a `ctx + new` prompt less that of a `ctx` prompt, and at least
+        // what a `new`-token prompt costs.
+        let (mut sum, mut longest) = (0.0f64, 0.0f64);
+        for c in &batch.prefills {
+            let (new, ctx) = (f64::from(c.new_tokens), f64::from(c.context_tokens));
+            let cost = if ctx > 0.0 { t(new).max(t(ctx + new) - t(ctx)) } else { t(new) };
+            sum += cost;
+            longest = longest.max(cost);
+        }
+        // One varlen kernel runs every chunk: one launch, not one per chunk.
+        let chunks = batch.prefills.len() as f64;
+        (sum - (chunks - 1.0).max(0.0) * t(1.0)).max(longest)
+    }
+
+    fn generation_attention(&self, batch: &StepBatch) -> f64 {
+        if batch.decodes == 0 {
+            return 0.0;
+        }
+        let n = f64::from(batch.decodes);
+        // Each decode reads its context and attends over it plus the new token.
+        let mean_len = batch.decode_context_tokens as f64 / n + 1.0;
+        self.tables.attention_us(AttentionKind::Generation, self.generation, n, mean_len)
+    }
+}
+
+impl LatencyModel for Kernels {
+    fn request_overhead_us(&self) -> u64 {
+        self.c.request_overhead_us.round() as u64
+    }
+
+    fn step_time_us(&self, batch: &StepBatch) -> u64 {
+        if batch.is_empty() {
+            return 1;
+        }
+        let prefill_tokens: f64 = batch.prefills.iter().map(|c| f64::from(c.new_tokens)).sum();
+        let m = prefill_tokens + f64::from(batch.decodes);
+        let sampled = f64::from(batch.decodes) + batch.prefills.iter().filter(|c| c.samples).count() as f64;
+        let mut gemms = self.gemm(m, self.qkv_out, self.hidden) + self.gemm(m, self.hidden, self.o_in);
+        gemms += match &self.moe {
+            None => self.mlp(m, self.inter),
+            Some(e) => self.moe(m, e),
+        };
+        let attention = if batch.prefills.is_empty() { 0.0 } else { self.context_attention(batch) }
+            + self.generation_attention(batch);
+        let allreduce = if self.tp > 1 { 2.0 * self.tables.allreduce_us(self.tp, m * self.hidden) } else { 0.0 };
+        let elementwise_bytes = m * self.hidden * ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN;
+        let elementwise = (elementwise_bytes / (self.bandwidth * super::roofline::MEMORY_EFFICIENCY) * 1e6)
+            .max(ELEMENTWISE_KERNELS_PER_LAYER * self.kernel_floor_us);
+        let layer = gemms * self.c.gemm_scale + attention * self.c.attention_scale + allreduce + elementwise;
+        let lm_head = if sampled > 0.0 { self.gemm(sampled, self.vocab, self.hidden) * self.c.gemm_scale } else { 0.0 };
+        let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
+        let total = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
+        total.round().max(1.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::PrefillChunk;
+    use crate::scenario::{catalog, hardware};
+
+    fn model(id: &str) -> ModelArch {
+        let (_, text) = catalog::model_config(id).unwrap();
+        ModelArch::from_config_json(id, text).unwrap()
+    }
+
+    fn bare() -> KernelConstants {
+        KernelConstants {
+            step_overhead_us: 0.0,
+            per_sequence_us: 0.0,
+            request_overhead_us: 0.0,
+            gemm_scale: 1.0,
+            attention_scale: 1.0,
+        }
+    }
+
+    fn kernels(id: &str, gpu: &str, tp: u64) -> Kernels {
+        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, false, bare()).unwrap()
+    }
+
+    fn decode(n: u32, ctx: u32) -> StepBatch {
+        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx) }
+    }
+
+    #[test]
+    fn a_lone_decode_is_the_sum_of_its_measured_kernels() {
+        let k = kernels("Llama-2-7b", "H100", 1);
+        let t = &k.tables;
+        let gemms = t.gemm_us(1.0, 12288.0, 4096.0)
+            + t.gemm_us(1.0, 4096.0, 4096.0)
+            + t.gemm_us(1.0, 22016.0, 4096.0)
+            + t.gemm_us(1.0, 4096.0, 11008.0);
+        let attention = t.attention_us(AttentionKind::Generation, k.generation, 1.0, 101.0);
+        let elementwise = 4.0 * t.gemm_us(1.0, 32.0, 32.0);
+        let expect = 32.0 * (gemms + attention + elementwise) + t.gemm_us(1.0, 32000.0, 4096.0);
+        assert_eq!(k.step_time_us(&decode(1, 100)), expect.round() as u64);
+        // Streaming 13 GB of weights at a few TB/s: 4–6 ms.
+        assert!((4_000.0..6_000.0).contains(&expect), "{expect}");
+    }
+
+    #[test]
+    fn constants_add_and_scale() {
+        let k = kernels("Llama-2-7b", "H100", 1);
+        let batch = decode(8, 500);
+        let base = k.step_time_us(&batch);
+        let c = KernelConstants { step_overhead_us: 300.0, per_sequence_us: 10.0, ..bare() };
+        assert_eq!(k.with_constants(c).step_time_us(&batch), base + 380);
+        let slower = KernelConstants { gemm_scale: 2.0, ..bare() };
+        assert!(k.with_constants(slower).step_time_us(&batch) > base * 3 / 2);
+    }
+
+    #[test]
+    fn chunked_prefill_costs_the_marginal_attention() {
+        let k = kernels("CodeLlama-34b", "H100", 2);
+        let chunk = |new, ctx| StepBatch {
+            prefills: vec![PrefillChunk { new_tokens: new, context_tokens: ctx, samples: false }],
+            ..StepBatch::default()
+        };
+        let whole = k.context_attention(&chunk(2048, 0));
+        let second_half = k.context_attention(&chunk(1024, 1024));
+        let first_half = k.context_attention(&chunk(1024, 0));
+        assert!(second_half > first_half, "{first_half} {second_half}");
+        assert!(second_half < whole);
+        assert!(k.step_time_us(&chunk(2048, 0)) > k.step_time_us(&decode(64, 1000)));
+    }
+
+    #[test]
+    fn tp_moe_and_h200_are_priced() {
+        let tp1 = kernels("CodeLlama-34b", "H100", 1).step_time_us(&decode(32, 600));
+        let tp2 = kernels("CodeLlama-34b", "H100", 2).step_time_us(&decode(32, 600));
+        assert!(tp2 < tp1 * 3 / 4, "{tp1} {tp2}");
+        let h200 = kernels("CodeLlama-34b", "H200", 2).step_time_us(&decode(32, 600));
+        assert!(h200 < tp2, "{tp2} {h200}");
+        let moe = kernels("Qwen3-30B-A3B", "H100", 1);
+        assert!(moe.step_time_us(&decode(1, 100)) < moe.step_time_us(&decode(64, 100)));
+        assert!(kernels("Qwen2.5-7B", "H100", 1).step_time_us(&decode(4, 100)) > 0);
+    }
+
+    #[test]
+    fn uncovered_deployments_are_refused() {
+        let m = model("Llama-3.1-8B");
+        let a100 = hardware::lookup("A100-80G").unwrap();
+        assert_eq!(Kernels::new(&m, &a100, 1, false, bare()).unwrap_err(), KernelsError::Gpu("A100-80G".into()));
+        let h100 = hardware::lookup("H100").unwrap();
+        assert_eq!(Kernels::new(&m, &h100, 1, true, bare()).unwrap_err(), KernelsError::Fp8);
+    }
+}

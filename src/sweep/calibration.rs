@@ -1,0 +1,372 @@
+//! The calibration matrix: a plan that replays real vLLM runs, each with its
+//! own converted workload and deployment, and compares every one with what
+//! the real server measured. One run per experiment, in parallel; the output
+//! is `calibration.parquet` (experiment × metric: real, simulated, error, and
+//! BLIS's published prediction where there is one), `calibration.md` (the
+//! same as a table) and `reports/<experiment>.json` (`calibrate`'s report).
+//!
+//! ```yaml
+//! name: calibration
+//! calibration:
+//!   - {source: blis-vllm-h100, data: ../../shared/data/blis-vllm-h100}
+//!   - {source: llmservingsim, data: ../../shared/data/llmservingsim-vllm-bench, experiments: [RTX4090__Llama-3.1-8B]}
+//! overrides: {latency_model: {kind: kernels, constants_file: fit.yaml}}   # optional, every scenario
+//! output: ../results/calibration
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use rayon::prelude::*;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::collector::write_atomic;
+use super::executor::SweepError;
+use super::grid::{PlanError, set_path};
+use super::tables::writer_properties;
+use crate::calibrate::fit::replay;
+use crate::calibrate::report::{CalibrateOptions, Report, compare};
+use crate::calibrate::{observed, stats::MetricReport};
+use crate::scenario::{self, ScenarioSpec};
+use crate::workload::convert::{self, Published, Source};
+use crate::workload::writer::{NodeTokens, write_result_row};
+
+/// The plan file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalibrationSpec {
+    name: String,
+    calibration: Vec<SourceSpec>,
+    #[serde(default)]
+    overrides: BTreeMap<String, Value>,
+    output: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceSpec {
+    source: Source,
+    data: String,
+    #[serde(default)]
+    experiments: Vec<String>,
+}
+
+/// A resolved calibration plan.
+#[derive(Debug, Clone)]
+pub struct CalibrationPlan {
+    /// Its name.
+    pub name: String,
+    /// Output directory.
+    pub output: PathBuf,
+    /// Directory relative paths in overrides start from.
+    base: PathBuf,
+    overrides: BTreeMap<String, Value>,
+    /// The experiments, in plan order.
+    pub experiments: Vec<Experiment>,
+}
+
+/// One real run.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// Where it comes from.
+    pub source: Source,
+    /// The source's data folder.
+    pub data: PathBuf,
+    /// The run's name in the source.
+    pub name: String,
+}
+
+/// Whether a plan file's text is a calibration plan (it has `calibration:`).
+pub fn is_calibration_plan(text: &str) -> bool {
+    crate::yaml::parse::<Value>(text).is_ok_and(|v| v.get("calibration").is_some())
+}
+
+/// Reads and resolves a calibration plan; every source folder is listed now,
+/// so a missing one stops the sweep before it starts.
+pub fn load(file: &Path) -> Result<CalibrationPlan, PlanError> {
+    let text = crate::yaml::read_file(file)?;
+    let spec: CalibrationSpec = crate::yaml::parse_file(file, &text)?;
+    let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let invalid =
+        |field: String, reason: String| PlanError::Invalid { file: file.display().to_string(), field, reason };
+    let mut experiments = Vec::new();
+    for (i, s) in spec.calibration.iter().enumerate() {
+        let data = base.join(&s.data);
+        let available =
+            convert::list(s.source, &data).map_err(|e| invalid(format!("calibration[{i}].data"), e.to_string()))?;
+        let names = if s.experiments.is_empty() { available.clone() } else { s.experiments.clone() };
+        for name in names {
+            if !available.contains(&name) {
+                return Err(invalid(
+                    format!("calibration[{i}].experiments"),
+                    format!("no run `{name}` in {}", data.display()),
+                ));
+            }
+            experiments.push(Experiment { source: s.source, data: data.clone(), name });
+        }
+    }
+    if experiments.is_empty() {
+        return Err(invalid("calibration".to_owned(), "no runs to replay".to_owned()));
+    }
+    Ok(CalibrationPlan {
+        name: spec.name,
+        output: base.join(&spec.output),
+        base,
+        overrides: spec.overrides,
+        experiments,
+    })
+}
+
+/// One experiment replayed.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The experiment.
+    pub experiment: Experiment,
+    /// Model, GPU, TP and latency model of its scenario.
+    pub deployment: Option<(String, String, u64, &'static str)>,
+    /// The comparison, or why the experiment could not run.
+    pub report: Result<Report, String>,
+    /// BLIS's published predictions for it.
+    pub blis: Vec<Published>,
+}
+
+/// Replays every experiment of `plan` on `jobs` threads; `on_done` hears of
+/// each as it finishes. Outcomes come back in plan order.
+pub fn run(
+    plan: &CalibrationPlan,
+    jobs: usize,
+    on_done: &(dyn Fn(&Outcome) + Sync),
+) -> Result<Vec<Outcome>, SweepError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), source: std::io::Error::other(e) })?;
+    Ok(pool.install(|| {
+        plan.experiments
+            .par_iter()
+            .map(|e| {
+                let outcome = replay_one(plan, e);
+                on_done(&outcome);
+                outcome
+            })
+            .collect()
+    }))
+}
+
+fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
+    let mut outcome = Outcome { experiment: e.clone(), deployment: None, report: Err(String::new()), blis: Vec::new() };
+    let result = (|| -> Result<Report, String> {
+        let converted = convert::convert(e.source, &e.data, &e.name).map_err(|x| x.to_string())?;
+        if e.source == Source::BlisVllmH100 {
+            outcome.blis = convert::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
+        }
+        let mut value: Value = crate::yaml::parse(&converted.scenario_yaml)
+            .map_err(|x| format!("{}: converted scenario: {}", e.name, x.message))?;
+        for (key, v) in &plan.overrides {
+            set_path(&mut value, key, v.clone());
+        }
+        let spec: ScenarioSpec =
+            serde_json::from_value(value).map_err(|x| format!("overrides: {x} (scenario of {})", e.name))?;
+        let d = scenario::resolve(spec, &plan.base, &e.name).map_err(|x| format!("{}: scenario: {x}", e.name))?;
+        outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind()));
+        let sim = replay(&d, d.latency.clone(), &converted.workload);
+        let mut baseline = Vec::new();
+        for r in &converted.baseline {
+            let lat = &r.sub_requests[0].result.as_ref().expect("baselines carry results").token_latency;
+            let times: Vec<u64> = lat
+                .iter()
+                .scan(0.0, |t, &l| {
+                    *t += l;
+                    Some((*t * 1e6f64).round() as u64)
+                })
+                .collect();
+            write_result_row(&mut baseline, r, &mut |_| {
+                Some(NodeTokens { start_us: 0, token_times_us: &times, error: None })
+            });
+        }
+        let real =
+            observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;
+        Ok(compare(&real, &sim, &CalibrateOptions::default()))
+    })();
+    outcome.report = result;
+    outcome
+}
+
+/// The metrics of the table, as (name in BLIS's files, report metric, statistic).
+const METRICS: [(&str, &str, Stat); 10] = [
+    ("ttft_mean", "ttft", Stat::Mean),
+    ("ttft_p90", "ttft", Stat::P90),
+    ("ttft_p99", "ttft", Stat::P99),
+    ("ttft_mape", "ttft", Stat::Mape),
+    ("itl_mean", "itl", Stat::Mean),
+    ("itl_mape", "itl", Stat::Mape),
+    ("e2e_mean", "e2e", Stat::Mean),
+    ("e2e_p90", "e2e", Stat::P90),
+    ("e2e_p99", "e2e", Stat::P99),
+    ("e2e_mape", "e2e", Stat::Mape),
+];
+
+#[derive(Debug, Clone, Copy)]
+enum Stat {
+    Mean,
+    P90,
+    P99,
+    Mape,
+}
+
+/// (real ms, simulated ms, error): error is sim / real − 1, or the
+/// per-request MAPE (real and simulated absent).
+fn value(m: &MetricReport, stat: Stat) -> (Option<f64>, Option<f64>, f64) {
+    let w = &m.workload_level;
+    let (real, sim) = match stat {
+        Stat::Mean => (w.real_mean, w.sim_mean),
+        Stat::P90 => (w.real_p90, w.sim_p90),
+        Stat::P99 => (w.real_p99, w.sim_p99),
+        Stat::Mape => return (None, None, m.request_level.mape),
+    };
+    let error = if real > 0.0 { sim / real - 1.0 } else { 0.0 };
+    (Some(real / 1e3), Some(sim / 1e3), error)
+}
+
+/// Writes `calibration.parquet`, `calibration.md` and `reports/` for
+/// `outcomes` under the plan's output directory.
+pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source: std::io::Error| SweepError::Io { path, source }
+    };
+    let reports = plan.output.join("reports");
+    std::fs::create_dir_all(&reports).map_err(io(&reports))?;
+    for o in outcomes {
+        if let Ok(report) = &o.report {
+            let path = reports.join(format!("{}.json", o.experiment.name));
+            let text = serde_json::to_string_pretty(report).expect("reports serialize");
+            write_atomic(&path, text.as_bytes()).map_err(io(&path))?;
+        }
+    }
+    let batch = table(outcomes);
+    let path = plan.output.join("calibration.parquet");
+    let tmp = plan.output.join(".calibration.parquet.tmp");
+    let parquet_err = |e: parquet::errors::ParquetError| SweepError::Io {
+        path: tmp.display().to_string(),
+        source: std::io::Error::other(e),
+    };
+    let file = File::create(&tmp).map_err(io(&tmp))?;
+    let mut writer =
+        ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema()))).map_err(parquet_err)?;
+    writer.write(&batch).map_err(parquet_err)?;
+    writer.close().map_err(parquet_err)?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    let md = plan.output.join("calibration.md");
+    write_atomic(&md, markdown(&plan.name, outcomes).as_bytes()).map_err(io(&md))
+}
+
+fn table(outcomes: &[Outcome]) -> RecordBatch {
+    let text = |name: &str| Field::new(name, DataType::Utf8, false);
+    let schema = Arc::new(Schema::new(vec![
+        text("experiment"),
+        text("source"),
+        text("model"),
+        text("hardware"),
+        Field::new("tp", DataType::Int64, false),
+        text("latency_model"),
+        text("metric"),
+        Field::new("real_ms", DataType::Float64, true),
+        Field::new("simulated_ms", DataType::Float64, true),
+        Field::new("error", DataType::Float64, false),
+        Field::new("blis_ms", DataType::Float64, true),
+        Field::new("blis_error", DataType::Float64, true),
+        Field::new("pairs", DataType::Int64, false),
+    ]));
+    let mut cols: Vec<StringBuilder> = (0..7).map(|_| StringBuilder::new()).collect();
+    let mut tp = Int64Builder::new();
+    let (mut real, mut sim, mut err, mut blis, mut blis_err) = (
+        Float64Builder::new(),
+        Float64Builder::new(),
+        Float64Builder::new(),
+        Float64Builder::new(),
+        Float64Builder::new(),
+    );
+    let mut pairs = Int64Builder::new();
+    for o in outcomes {
+        let (Ok(report), Some((model, gpu, t, kind))) = (&o.report, &o.deployment) else { continue };
+        for (name, metric, stat) in METRICS {
+            let Some(m) = report.metrics.get(metric) else { continue };
+            let (r, s, e) = value(m, stat);
+            for (b, v) in
+                cols.iter_mut().zip([o.experiment.name.as_str(), o.experiment.source.name(), model, gpu, kind, name])
+            {
+                b.append_value(v);
+            }
+            tp.append_value(*t as i64);
+            real.append_option(r);
+            sim.append_option(s);
+            err.append_value(e);
+            let published = o.blis.iter().find(|p| p.metric == name);
+            blis.append_option(published.map(|p| p.predicted_ms));
+            blis_err.append_option(published.map(|p| p.predicted_ms / p.actual_ms - 1.0));
+            pairs.append_value(m.count as i64);
+        }
+    }
+    let mut strings = cols.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let mut arrays: Vec<ArrayRef> = strings.by_ref().take(4).collect();
+    arrays.push(Arc::new(tp.finish()));
+    arrays.extend(strings.take(2));
+    for mut b in [real, sim, err, blis, blis_err] {
+        arrays.push(Arc::new(b.finish()));
+    }
+    arrays.push(Arc::new(pairs.finish()));
+    RecordBatch::try_new(schema, arrays).expect("columns match the schema")
+}
+
+/// The table the README shows: errors of ours, BLIS's beside them.
+fn markdown(name: &str, outcomes: &[Outcome]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## {name}: simulated vs real (sim / real - 1; MAPE per request)\n");
+    let _ = writeln!(out, "BLIS's published error (`blis-trained-physics`) in parentheses where it has one.\n");
+    let cols =
+        [("TTFT mean", "ttft_mean"), ("TTFT p99", "ttft_p99"), ("ITL mean", "itl_mean"), ("E2E mean", "e2e_mean")];
+    let _ = write!(out, "| run | deployment |");
+    for (title, _) in cols {
+        let _ = write!(out, " {title} |");
+    }
+    let _ = writeln!(out, " E2E MAPE |\n|---|---|---|---|---|---|---|");
+    for o in outcomes {
+        let deployment = o.deployment.as_ref().map_or_else(String::new, |(m, g, tp, kind)| {
+            format!("{} / {g} / TP{tp} / {kind}", m.rsplit('/').next().unwrap_or(m))
+        });
+        let report = match &o.report {
+            Ok(r) => r,
+            Err(why) => {
+                let _ = writeln!(out, "| {} | {deployment} | failed: {why} | | | | |", o.experiment.name);
+                continue;
+            }
+        };
+        let _ = write!(out, "| {} | {deployment} |", o.experiment.name);
+        for (_, key) in cols {
+            let (metric, stat) = METRICS.iter().find(|m| m.0 == key).map(|m| (m.1, m.2)).expect("listed");
+            let ours = report.metrics.get(metric).map(|m| value(m, stat).2);
+            let blis = o.blis.iter().find(|p| p.metric == key).map(|p| p.predicted_ms / p.actual_ms - 1.0);
+            let cell = match (ours, blis) {
+                (Some(e), Some(b)) => format!("{:+.1} % ({:+.1} %)", e * 100.0, b * 100.0),
+                (Some(e), None) => format!("{:+.1} %", e * 100.0),
+                (None, _) => "–".to_owned(),
+            };
+            let _ = write!(out, " {cell} |");
+        }
+        let mape = report
+            .metrics
+            .get("e2e")
+            .map_or_else(|| "–".to_owned(), |m| format!("{:.1} %", m.request_level.mape * 100.0));
+        let _ = writeln!(out, " {mape} |");
+    }
+    out
+}

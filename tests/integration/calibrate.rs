@@ -1,6 +1,7 @@
 //! Calibration: the report's statistics on hand-computed inputs, warm-up,
 //! RTT shift, unmatched requests, TraceV2 input, and the converters.
 
+use crate::parquet_util::read_columns;
 use crate::util::{Dir, TestCommand, rows};
 
 /// A one-node result row: `tokens` latencies in seconds.
@@ -217,4 +218,57 @@ fn request_overhead_delays_the_engine_and_counts_in_ttft() {
     );
     let err = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl"]).fails();
     assert!(err.contains("gemm_efficiency: 2 must be in (0, 1]"), "{err}");
+}
+
+#[test]
+fn a_calibration_plan_replays_each_run_and_writes_the_matrix() {
+    let dir = Dir::new("matrix");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/blis-mini");
+    dir.create(
+        "plan.yaml",
+        &format!("name: m\ncalibration:\n  - {{source: blis-vllm-h100, data: {data}}}\noutput: out\n"),
+    );
+    TestCommand::new(&dir.path, &["plan.yaml", "-q"]).stdout();
+    let rows = read_columns(
+        &dir.join("out/calibration.parquet"),
+        &["experiment", "latency_model", "metric", "real_ms", "error", "blis_error", "pairs"],
+    );
+    let metrics: Vec<&str> = rows.iter().map(|r| r[2].as_str()).collect();
+    assert_eq!(
+        metrics,
+        [
+            "ttft_mean",
+            "ttft_p90",
+            "ttft_p99",
+            "ttft_mape",
+            "itl_mean",
+            "itl_mape",
+            "e2e_mean",
+            "e2e_p90",
+            "e2e_p99",
+            "e2e_mape"
+        ]
+    );
+    for r in &rows {
+        assert_eq!((r[0].as_str(), r[1].as_str(), r[6].as_str()), ("mini", "kernels", "3"), "{r:?}");
+    }
+    // The whole-run row of aggregates_eval38.csv: BLIS predicted 2200 ms for 2000.
+    let e2e = rows.iter().find(|r| r[2] == "e2e_mean").unwrap();
+    assert!((e2e[5].parse::<f64>().unwrap() - 0.1).abs() < 1e-9, "{e2e:?}");
+    // Mean real E2E: (1942 + 1898 + 2010) / 3 ms, and the error is sim / real − 1.
+    assert!((e2e[3].parse::<f64>().unwrap() - 1950.0).abs() < 1e-6, "{e2e:?}");
+    let md = dir.read("out/calibration.md");
+    assert!(md.contains("| mini | Llama-2-7b / H100 / TP1 / kernels |") && md.contains("(+10.0 %)"), "{md}");
+    let report: serde_json::Value = serde_json::from_str(&dir.read("out/reports/mini.json")).unwrap();
+    assert_eq!(report["trace_info"]["matched_pairs"], 3);
+    // A run the source does not have stops the plan before anything runs.
+    dir.create(
+        "bad.yaml",
+        &format!(
+            "name: m\ncalibration:\n  - {{source: blis-vllm-h100, data: {data}, experiments: [nope]}}\noutput: out2\n"
+        ),
+    );
+    let err = TestCommand::new(&dir.path, &["bad.yaml"]).fails();
+    assert!(err.contains("calibration[0].experiments") && err.contains("nope"), "{err}");
+    assert!(!dir.join("out2").exists());
 }

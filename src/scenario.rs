@@ -248,7 +248,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     };
     let latency = match spec.latency_model.unwrap_or(default) {
         LatencySpec::Roofline { constants_file, constants } => {
-            let c = constants_layered(base, RooflineConstants::default(), constants_file.as_deref(), constants)?;
+            let defaults = RooflineConstants::for_gpu(gpu.name);
+            let c = constants_layered(base, defaults, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)))
         }

@@ -98,6 +98,21 @@ impl Default for RooflineConstants {
 }
 
 impl RooflineConstants {
+    /// The constants for `gpu` (catalog name): fitted on real runs where
+    /// `../shared/data` has them and the measured defaults did not already
+    /// match (`roofline/<gpu>.constants.yaml`, written by `blis-sweep fit`),
+    /// else the measured defaults.
+    pub fn for_gpu(gpu: &str) -> RooflineConstants {
+        let text = match gpu {
+            // vLLM 0.19 on two RTX PRO 6000 Blackwell Server GPUs without
+            // NVLink: all-reduces go over PCIe through NCCL, which only the
+            // fit can price (70 µs floor, 16 GB/s).
+            "RTXPRO6000" => include_str!("roofline/rtxpro6000.constants.yaml"),
+            _ => return RooflineConstants::default(),
+        };
+        crate::yaml::parse(text).expect("embedded roofline constants parse")
+    }
+
     /// Checks every constant is finite and in range; the first bad one's name.
     pub fn validate(&self) -> Result<(), String> {
         let fractions = [
@@ -360,6 +375,14 @@ mod tests {
         assert!(tp2 < tp1 * 7 / 10, "{tp1} {tp2}");
         // 2·34e9·2048 FLOP at 81 % of 989 TFLOPS ≈ 171 ms.
         assert!((150_000..220_000).contains(&tp1), "{tp1}");
+    }
+
+    #[test]
+    fn fitted_gpus_have_their_own_constants() {
+        let pro = RooflineConstants::for_gpu("RTXPRO6000");
+        pro.validate().unwrap();
+        assert!(pro.allreduce_floor_us > 10.0 * RooflineConstants::default().allreduce_floor_us);
+        assert_eq!(RooflineConstants::for_gpu("A100-80G"), RooflineConstants::default());
     }
 
     #[test]

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Fits the kernels model's H100 constants on the six non-overloaded real runs
-# of ../shared/data/blis-vllm-h100 (the shipped default,
-# src/latency/kernels/h100.constants.yaml), and the two held-out fits (one
-# model's runs only) that sweeps/calibration-holdout-*.yaml check against the
-# other model:
-#     cargo build --release && bash scripts/fit-kernel-constants.sh [path/to/shared]
+# Fits the per-GPU constants that ship embedded, from the real runs in
+# ../shared/data:
+# * the kernels model's H100 constants on the six non-overloaded runs of
+#   blis-vllm-h100 (src/latency/kernels/h100.constants.yaml), and the two
+#   held-out fits (one model's runs only) that sweeps/calibration-holdout-*.yaml
+#   check against the other model;
+# * the roofline's RTX PRO 6000 constants on the two dense llmservingsim runs
+#   (src/latency/roofline/rtxpro6000.constants.yaml).
+#     cargo build --release && bash scripts/fit-constants.sh [path/to/shared]
 # About 2 minutes per fit on 2 cores. The fit starts from the constants the
 # binary embeds, so rebuild and rerun until they stop moving.
 set -euo pipefail
@@ -14,6 +17,7 @@ bin="$root/target/release/blis-sweep"
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
 "$bin" convert blis-vllm-h100 --data "$shared/data/blis-vllm-h100" --out "$runs" 2>/dev/null
+"$bin" convert llmservingsim --data "$shared/data/llmservingsim-vllm-bench" --out "$runs" 2>/dev/null
 llama="--experiment 20260217-155451-llama-2-7b-tp1-codegen --experiment 20260217-162547-llama-2-7b-tp1-roleplay --experiment 20260217-231439-llama-2-7b-tp1-general"
 codellama="--experiment 20260218-150304-codellama-34b-tp2-general --experiment 20260218-150956-codellama-34b-tp2-codegen --experiment 20260218-155500-codellama-34b-tp2-roleplay"
 params="--params step_overhead_us,per_sequence_us,request_overhead_us,gemm_scale,attention_scale --max-evaluations 150"
@@ -23,3 +27,6 @@ params="--params step_overhead_us,per_sequence_us,request_overhead_us,gemm_scale
 "$bin" fit --runs "$runs" $llama $params --out "$root/sweeps/calibration/h100-fit-llama-2-7b.yaml"
 # shellcheck disable=SC2086
 "$bin" fit --runs "$runs" $codellama $params --out "$root/sweeps/calibration/h100-fit-codellama-34b.yaml"
+"$bin" fit --runs "$runs" --experiment RTXPRO6000__Llama-3.1-8B --experiment RTXPRO6000__Qwen3-32B \
+  --params memory_efficiency,decode_attention_efficiency,step_overhead_us,allreduce_floor_us,allreduce_efficiency \
+  --max-evaluations 200 --out "$root/src/latency/roofline/rtxpro6000.constants.yaml"

@@ -219,7 +219,7 @@ impl ResultSink for ResultWriter<'_> {
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     let rate = if wall_s > 0.0 { m.injected_requests as f64 / wall_s } else { 0.0 };
     format!(
-        "{name}: {model} on {tp}x {gpu} ({dtype}), {blocks} KV blocks of {bs}\n\
+        "{name}: {model} on {tp}x {gpu} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model\n\
          {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished; \
          simulated {sim:.1} s in {wall_s:.2} s wall ({rate:.0} requests/s)\n\
          TTFT mean {ttft:.1} ms, p99 {ttft99:.1} ms | ITL mean {itl:.2} ms, p99 {itl99:.2} ms | \
@@ -232,6 +232,7 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         dtype = d.dtype,
         blocks = d.engine.num_gpu_blocks,
         bs = d.engine.block_size,
+        kind = d.latency.kind(),
         done = m.completed_requests,
         bad = m.dropped_unservable,
         unfinished = m.still_unfinished,

@@ -1,5 +1,5 @@
 //! Simulation speed and memory: N chat requests (Llama-3.1-8B, H100, TP1,
-//! roofline, vLLM serving defaults) arriving open-loop (Poisson) near the
+//! the default measured-kernel latency model, vLLM serving defaults) arriving open-loop (Poisson) near the
 //! deployment's capacity, streamed from a generator into the simulation and
 //! out through the result writer. Prints simulated requests per wall-second
 //! and peak RSS for several N, each in its own process so the peaks are
@@ -26,10 +26,10 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Arrival rate, requests/s: about 93 % of where this deployment saturates.
-/// Swept with `-- one 50000 RATE`: TTFT p99 stays under 60 ms up to 57
-/// req/s, is 0.18 s at 58 and 0.6 s at 60, and diverges from about 62 (the
-/// served rate stops following the offered rate at 62.7 req/s).
-const RATE: f64 = 58.0;
+/// Swept with `-- one 50000 RATE`: TTFT p99 is 74 ms at 50 req/s, 0.26 s at
+/// 52 and 0.8 s at 54, and diverges from 56 (the served rate stops following
+/// the offered rate at 56.2 req/s).
+const RATE: f64 = 52.0;
 
 /// BLIS's `chatbot` preset lengths (`../shared/reference/blis-spec.md` §9.8):
 /// prompt and output gaussian, mean 256, std 100, clamped to [2, 800] and
@@ -161,7 +161,9 @@ fn main() {
         one(args[i + 1].parse().expect("a request count"), rate);
         return;
     }
-    println!("Llama-3.1-8B, H100, TP1, roofline; Poisson {RATE} req/s; results written as JSONL to a counting sink");
+    println!(
+        "Llama-3.1-8B, H100, TP1, default latency model; Poisson {RATE} req/s; results written as JSONL to a counting sink"
+    );
     for n in [10_000u64, 100_000, 300_000] {
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["one", &n.to_string()])

@@ -142,6 +142,21 @@ impl KernelTables {
         lerp(at_m(m0), at_m(m1), tm).max(0.0)
     }
 
+    /// GEMM times of an n×k weight at every measured m, to sum with other
+    /// shapes and read back with [`Self::at_m`]: a deployment's GEMM shapes are
+    /// fixed, so a step's layer needs one lookup in m, not one per GEMM.
+    pub(super) fn gemm_column(&self, n: f64, k: f64) -> Vec<f64> {
+        let g = &self.gemm;
+        let plane = g.n.len() * g.k.len();
+        (0..g.m.len()).map(|i| bilinear(&g.n, &g.k, &g.us[i * plane..(i + 1) * plane], n, k)).collect()
+    }
+
+    /// A column of [`Self::gemm_column`] (or a sum of them) at `m` rows.
+    pub(super) fn at_m(&self, column: &[f64], m: f64) -> f64 {
+        let (m0, m1, t) = bracket(&self.gemm.m, m);
+        lerp(column[m0], column[m1], t).max(0.0)
+    }
+
     fn attention(&self, kind: AttentionKind) -> &Attention {
         match kind {
             AttentionKind::Context => &self.context_attention,
@@ -254,6 +269,17 @@ mod tests {
         // m between 1024 and 1025... and between 2048 and 2049, time rises with m.
         assert!(t.gemm_us(1500.0, 4096.0, 4096.0) > t.gemm_us(1024.0, 4096.0, 4096.0));
         assert!(t.gemm_us(1500.0, 4096.0, 4096.0) < t.gemm_us(2049.0, 4096.0, 4096.0));
+    }
+
+    #[test]
+    fn gemm_columns_sum_shapes_exactly() {
+        let t = h100();
+        let (a, b) = (t.gemm_column(12288.0, 4096.0), t.gemm_column(4096.0, 11008.0));
+        let sum: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        for m in [1.0, 7.5, 100.0, 3000.0, 40000.0] {
+            let direct = t.gemm_us(m, 12288.0, 4096.0) + t.gemm_us(m, 4096.0, 11008.0);
+            assert!((t.at_m(&sum, m) - direct).abs() < 1e-9 * direct, "{m}");
+        }
     }
 
     #[test]

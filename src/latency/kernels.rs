@@ -92,14 +92,12 @@ pub struct Kernels {
     tables: Arc<KernelTables>,
     layers: f64,
     hidden: f64,
-    /// Output columns of the fused QKV projection on one GPU.
-    qkv_out: f64,
-    /// Input columns of the output projection on one GPU.
-    o_in: f64,
-    /// Dense MLP intermediate size on one GPU (0 for MoE).
-    inter: f64,
+    /// A layer's GEMMs at each measured m: QKV, O and, for a dense model,
+    /// the MLP (see [`KernelTables::gemm_column`]).
+    layer_gemms: Arc<[f64]>,
     moe: Option<MoeShape>,
-    vocab: f64,
+    /// The LM head at each measured m.
+    lm_head: Arc<[f64]>,
     tp: u64,
     context: AttentionFit,
     generation: AttentionFit,
@@ -114,10 +112,10 @@ pub struct Kernels {
 struct MoeShape {
     experts: f64,
     top_k: f64,
-    /// One routed expert's intermediate size on one GPU.
-    inter: f64,
-    /// The shared expert's intermediate size on one GPU (0 if none).
-    shared_inter: f64,
+    /// One routed expert's gate-up and down GEMMs at each measured m.
+    expert: Arc<[f64]>,
+    /// The router and the shared expert (if any), at each measured m.
+    router_and_shared: Arc<[f64]>,
 }
 
 /// Elementwise kernels per layer (two RMSNorms, rotary, activation) and
@@ -142,23 +140,44 @@ impl Kernels {
         let d = model.head_dim;
         let fit = |kind| tables.fit_attention(kind, heads, kv_heads, d).ok_or(KernelsError::HeadDim(d));
         let tpf = tp as f64;
+        let hidden = model.hidden_size as f64;
+        let sum = |columns: &[Vec<f64>]| -> Arc<[f64]> {
+            (0..columns[0].len()).map(|i| columns.iter().map(|c| c[i]).sum()).collect()
+        };
+        // Gate-up and down projections of an MLP of `inter` columns.
+        let mlp = |inter: f64| [tables.gemm_column(2.0 * inter, hidden), tables.gemm_column(hidden, inter)];
+        let mut layer = vec![
+            tables.gemm_column(((heads + 2 * kv_heads) * d) as f64, hidden),
+            tables.gemm_column(hidden, (heads * d) as f64),
+        ];
+        let moe = match &model.moe {
+            None => {
+                layer.extend(mlp(model.intermediate_size as f64 / tpf));
+                None
+            }
+            Some(m) => {
+                let mut router = vec![tables.gemm_column(m.num_experts as f64, hidden)];
+                if m.shared_intermediate_size > 0 {
+                    router.extend(mlp(m.shared_intermediate_size as f64 / tpf));
+                }
+                Some(MoeShape {
+                    experts: m.num_experts as f64,
+                    top_k: m.top_k as f64,
+                    expert: sum(&mlp(m.expert_intermediate_size as f64 / tpf)),
+                    router_and_shared: sum(&router),
+                })
+            }
+        };
         Ok(Kernels {
             context: fit(AttentionKind::Context)?,
             generation: fit(AttentionKind::Generation)?,
             kernel_floor_us: tables.gemm_us(1.0, 32.0, 32.0),
+            layer_gemms: sum(&layer),
+            lm_head: sum(&[tables.gemm_column(model.vocab_size as f64 / tpf, hidden)]),
             tables,
             layers: model.num_layers as f64,
-            hidden: model.hidden_size as f64,
-            qkv_out: ((heads + 2 * kv_heads) * d) as f64,
-            o_in: (heads * d) as f64,
-            inter: if model.moe.is_some() { 0.0 } else { model.intermediate_size as f64 / tpf },
-            moe: model.moe.as_ref().map(|m| MoeShape {
-                experts: m.num_experts as f64,
-                top_k: m.top_k as f64,
-                inter: m.expert_intermediate_size as f64 / tpf,
-                shared_inter: m.shared_intermediate_size as f64 / tpf,
-            }),
-            vocab: model.vocab_size as f64 / tpf,
+            hidden,
+            moe,
             tp,
             bandwidth: gpu.memory_bandwidth,
             c,
@@ -175,24 +194,14 @@ impl Kernels {
         Kernels { c, ..self.clone() }
     }
 
-    fn gemm(&self, m: f64, n: f64, k: f64) -> f64 {
-        if m <= 0.0 || n <= 0.0 || k <= 0.0 { 0.0 } else { self.tables.gemm_us(m, n, k) }
-    }
-
-    /// Gate-up and down projections of an MLP of `inter` columns over `m` tokens.
-    fn mlp(&self, m: f64, inter: f64) -> f64 {
-        self.gemm(m, 2.0 * inter, self.hidden) + self.gemm(m, self.hidden, inter)
-    }
-
-    /// The MoE block: router, then each expert the tokens touch as its own
-    /// GEMMs over the tokens routed to it (fused MoE kernels were not in the
-    /// imported tables; per-expert GEMMs read the same weights).
+    /// The MoE block: the router (and shared expert), then each expert the
+    /// tokens touch as its own GEMMs over the tokens routed to it (fused MoE
+    /// kernels were not in the imported tables; per-expert GEMMs read the
+    /// same weights).
     fn moe(&self, m: f64, e: &MoeShape) -> f64 {
         let touched = e.experts * (1.0 - (1.0 - e.top_k / e.experts).powf(m));
         let per_expert = (m * e.top_k / touched).max(1.0);
-        let router = self.gemm(m, e.experts, self.hidden);
-        let shared = if e.shared_inter > 0.0 { self.mlp(m, e.shared_inter) } else { 0.0 };
-        router + touched * self.mlp(per_expert, e.inter) + shared
+        self.tables.at_m(&e.router_and_shared, m) + touched * self.tables.at_m(&e.expert, per_expert)
     }
 
     fn context_attention(&self, batch: &StepBatch) -> f64 {
@@ -235,11 +244,10 @@ impl LatencyModel for Kernels {
         let prefill_tokens: f64 = batch.prefills.iter().map(|c| f64::from(c.new_tokens)).sum();
         let m = prefill_tokens + f64::from(batch.decodes);
         let sampled = f64::from(batch.decodes) + batch.prefills.iter().filter(|c| c.samples).count() as f64;
-        let mut gemms = self.gemm(m, self.qkv_out, self.hidden) + self.gemm(m, self.hidden, self.o_in);
-        gemms += match &self.moe {
-            None => self.mlp(m, self.inter),
-            Some(e) => self.moe(m, e),
-        };
+        let mut gemms = self.tables.at_m(&self.layer_gemms, m);
+        if let Some(e) = &self.moe {
+            gemms += self.moe(m, e);
+        }
         let attention = if batch.prefills.is_empty() { 0.0 } else { self.context_attention(batch) }
             + self.generation_attention(batch);
         let allreduce = if self.tp > 1 { 2.0 * self.tables.allreduce_us(self.tp, m * self.hidden) } else { 0.0 };
@@ -247,7 +255,7 @@ impl LatencyModel for Kernels {
         let elementwise = (elementwise_bytes / (self.bandwidth * super::roofline::MEMORY_EFFICIENCY) * 1e6)
             .max(ELEMENTWISE_KERNELS_PER_LAYER * self.kernel_floor_us);
         let layer = gemms * self.c.gemm_scale + attention * self.c.attention_scale + allreduce + elementwise;
-        let lm_head = if sampled > 0.0 { self.gemm(sampled, self.vocab, self.hidden) * self.c.gemm_scale } else { 0.0 };
+        let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
         let total = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
         total.round().max(1.0) as u64
@@ -366,7 +374,11 @@ mod catalog_coverage {
                     let k = Kernels::new(&m, &g, tp, false, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
                     let decode = StepBatch { prefills: vec![], decodes: 32, decode_context_tokens: 32 * 1000 };
                     let prefill = StepBatch {
-                        prefills: vec![crate::latency::PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
+                        prefills: vec![crate::latency::PrefillChunk {
+                            new_tokens: 2048,
+                            context_tokens: 0,
+                            samples: true,
+                        }],
                         ..StepBatch::default()
                     };
                     let (d, p) = (k.step_time_us(&decode), k.step_time_us(&prefill));

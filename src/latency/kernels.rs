@@ -370,7 +370,7 @@ mod catalog_coverage {
             let m = ModelArch::from_config_json(id, text).unwrap();
             for gpu in ["H100", "H200"] {
                 let g = hardware::lookup(gpu).unwrap();
-                for tp in [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads % tp == 0) {
+                for tp in [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp)) {
                     let k = Kernels::new(&m, &g, tp, false, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
                     let decode = StepBatch { prefills: vec![], decodes: 32, decode_context_tokens: 32 * 1000 };
                     let prefill = StepBatch {

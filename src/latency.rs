@@ -139,3 +139,21 @@ impl StepPricer {
         }
     }
 }
+
+/// Helpers for the latency models' unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::StepBatch;
+    use crate::scenario::{ModelArch, catalog};
+
+    /// A catalog model's architecture.
+    pub(crate) fn model(id: &str) -> ModelArch {
+        let (_, text) = catalog::model_config(id).unwrap();
+        ModelArch::from_config_json(id, text).unwrap()
+    }
+
+    /// A step of `n` decodes, each after `ctx` tokens.
+    pub(crate) fn decode(n: u32, ctx: u32) -> StepBatch {
+        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx) }
+    }
+}

@@ -266,12 +266,8 @@ impl LatencyModel for Kernels {
 mod tests {
     use super::*;
     use crate::latency::PrefillChunk;
+    use crate::latency::test_support::{decode, model};
     use crate::scenario::{catalog, hardware};
-
-    fn model(id: &str) -> ModelArch {
-        let (_, text) = catalog::model_config(id).unwrap();
-        ModelArch::from_config_json(id, text).unwrap()
-    }
 
     fn bare() -> KernelConstants {
         KernelConstants {
@@ -285,10 +281,6 @@ mod tests {
 
     fn kernels(id: &str, gpu: &str, tp: u64) -> Kernels {
         Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, false, bare()).unwrap()
-    }
-
-    fn decode(n: u32, ctx: u32) -> StepBatch {
-        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx) }
     }
 
     #[test]
@@ -353,12 +345,6 @@ mod tests {
         let h100 = hardware::lookup("H100").unwrap();
         assert_eq!(Kernels::new(&m, &h100, 1, true, bare()).unwrap_err(), KernelsError::Fp8);
     }
-}
-
-#[cfg(test)]
-mod catalog_coverage {
-    use super::*;
-    use crate::scenario::{catalog, hardware};
 
     /// Every catalog model prices on H100 and H200 at every TP degree that
     /// divides its heads and has all-reduce measurements: no per-model tables.
@@ -366,22 +352,16 @@ mod catalog_coverage {
     fn every_catalog_model_prices_on_h100_and_h200() {
         let c = KernelConstants::fitted("H100").unwrap();
         for id in catalog::model_ids() {
-            let (_, text) = catalog::model_config(id).unwrap();
-            let m = ModelArch::from_config_json(id, text).unwrap();
+            let m = model(id);
             for gpu in ["H100", "H200"] {
                 let g = hardware::lookup(gpu).unwrap();
                 for tp in [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp)) {
                     let k = Kernels::new(&m, &g, tp, false, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
-                    let decode = StepBatch { prefills: vec![], decodes: 32, decode_context_tokens: 32 * 1000 };
                     let prefill = StepBatch {
-                        prefills: vec![crate::latency::PrefillChunk {
-                            new_tokens: 2048,
-                            context_tokens: 0,
-                            samples: true,
-                        }],
+                        prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
                         ..StepBatch::default()
                     };
-                    let (d, p) = (k.step_time_us(&decode), k.step_time_us(&prefill));
+                    let (d, p) = (k.step_time_us(&decode(32, 1000)), k.step_time_us(&prefill));
                     assert!(d > 1_000 && p > d, "{id} {gpu} tp{tp}: decode {d} µs, prefill {p} µs");
                 }
             }

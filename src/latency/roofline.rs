@@ -333,16 +333,8 @@ impl LatencyModel for Roofline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{catalog, hardware};
-
-    fn model(id: &str) -> ModelArch {
-        let (_, text) = catalog::model_config(id).unwrap();
-        ModelArch::from_config_json(id, text).unwrap()
-    }
-
-    fn decode(n: u32, ctx: u32) -> StepBatch {
-        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx) }
-    }
+    use crate::latency::test_support::{decode, model};
+    use crate::scenario::hardware;
 
     #[test]
     fn decode_is_memory_bound_and_grows_with_context() {

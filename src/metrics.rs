@@ -34,6 +34,7 @@ pub struct MetricsCollector {
     unservable_requests: u64,
     unservable_nodes: u64,
     unfinished: u64,
+    timed_out: u64,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -46,6 +47,7 @@ impl MetricsCollector {
             RequestStatus::Completed => self.completed += 1,
             RequestStatus::Unservable => self.unservable_requests += 1,
             RequestStatus::Unfinished => self.unfinished += 1,
+            RequestStatus::TimedOut => self.timed_out += 1,
         }
         let completed = r.status == RequestStatus::Completed;
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
@@ -93,6 +95,7 @@ impl MetricsCollector {
             dropped_unservable: self.unservable_requests,
             unservable_llm_calls: self.unservable_nodes,
             still_unfinished: self.unfinished,
+            timed_out_requests: self.timed_out,
             total_input_tokens: self.input_tokens,
             total_output_tokens: self.output_tokens,
             sim_duration_s: duration_s,
@@ -149,6 +152,8 @@ pub struct Metrics {
     pub unservable_llm_calls: u64,
     /// Requests cut short by `--horizon`.
     pub still_unfinished: u64,
+    /// Requests the client gave up on (`--timeout`).
+    pub timed_out_requests: u64,
     /// Prompt tokens of the llm calls that ran.
     pub total_input_tokens: u64,
     /// Output tokens emitted.

@@ -29,6 +29,8 @@ pub struct FitRun {
     pub requests: Vec<Request>,
     /// What the real server measured.
     pub real: Observations,
+    /// The real client's request timeout, µs.
+    pub timeout_us: Option<u64>,
 }
 
 /// Errors of one run, as fractions (sim / real − 1).
@@ -90,10 +92,17 @@ pub fn observe(finished: &[FinishedRequest]) -> Observations {
     obs
 }
 
-/// Replays `requests` open loop on `deployment`, priced by `latency`, and
-/// observes them as `calibrate` reads a result file.
-pub fn replay(deployment: &Deployment, latency: StepPricer, requests: &[Request]) -> Observations {
+/// Replays `requests` open loop on `deployment`, priced by `latency`, with
+/// the client's request timeout, and observes them as `calibrate` reads a
+/// result file.
+pub fn replay(
+    deployment: &Deployment,
+    latency: StepPricer,
+    requests: &[Request],
+    timeout_us: Option<u64>,
+) -> Observations {
     let mut sim = Simulation::new(deployment.engine.clone(), latency);
+    sim.set_request_timeout(timeout_us);
     let mut done: Vec<FinishedRequest> = Vec::with_capacity(requests.len());
     for r in requests {
         sim.add_request(r.clone(), &mut done);
@@ -107,7 +116,7 @@ pub fn replay(deployment: &Deployment, latency: StepPricer, requests: &[Request]
 /// measures its errors.
 pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
     let d = &run.deployment;
-    let sim = replay(d, d.latency.with_constants(c)?, &run.requests);
+    let sim = replay(d, d.latency.with_constants(c)?, &run.requests, run.timeout_us);
     let report = compare(&run.real, &sim, &CalibrateOptions::default());
     // Relative error of one (real, sim) pair of aggregates of `metric`.
     let err = |metric: &str, pick: fn(&WorkloadLevel) -> (f64, f64)| {

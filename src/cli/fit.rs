@@ -24,6 +24,10 @@ pub(crate) struct FitArgs {
     /// Constants to fit, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "step_overhead_us,request_overhead_us")]
     params: Vec<String>,
+    /// The real client's request timeout (as `run --timeout`), for runs where
+    /// requests hit it.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
     /// Simulations of the whole set at most.
     #[arg(long, default_value_t = 80)]
     max_evaluations: usize,
@@ -66,7 +70,8 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         let bl = path("baseline.jsonl");
         let f = File::open(&bl).with_context(|| format!("{}: cannot open", bl.display()))?;
         let real = observed::from_results(BufReader::new(f), &bl.display().to_string())?;
-        runs.push(FitRun { name: name.clone(), deployment, requests, real });
+        let timeout_us = args.timeout.filter(|t| t.is_finite() && *t > 0.0).map(crate::workload::seconds_to_us);
+        runs.push(FitRun { name: name.clone(), deployment, requests, real, timeout_us });
     }
     let start = start.expect("at least one experiment");
     let result =

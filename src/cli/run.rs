@@ -51,6 +51,11 @@ pub(crate) struct RunArgs {
     /// Divide every arrival time by this (2 = twice the request rate).
     #[arg(long, value_name = "X")]
     rate_scale: Option<f64>,
+    /// The client gives up on a request this long after sending it (an HTTP
+    /// client's timeout): the server aborts what is still running, and the
+    /// request is reported timed out.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
@@ -62,6 +67,7 @@ pub(crate) struct Traffic {
     pub(crate) client: Client,
     pub(crate) rate_scale: f64,
     pub(crate) horizon_us: Option<u64>,
+    pub(crate) timeout_us: Option<u64>,
 }
 
 impl RunArgs {
@@ -85,7 +91,11 @@ impl RunArgs {
             bail!("--rate-scale: {rate_scale} must be a positive number");
         }
         let horizon_us = self.horizon.map(|h| seconds("horizon", h)).transpose()?;
-        Ok(Traffic { client, rate_scale, horizon_us })
+        let timeout_us = match self.timeout.map(|t| seconds("timeout", t)).transpose()? {
+            Some(0) => bail!("--timeout: must be positive"),
+            t => t,
+        };
+        Ok(Traffic { client, rate_scale, horizon_us, timeout_us })
     }
 }
 
@@ -155,6 +165,7 @@ fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Wri
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     sim.set_client(traffic.client);
     sim.set_horizon(horizon_us);
+    sim.set_request_timeout(traffic.timeout_us);
     for row in Reader::new(open(workload)?.0, file, Format::Workload) {
         let mut request = row?;
         request.arrival_time /= traffic.rate_scale;

@@ -31,6 +31,9 @@ pub enum NodeError {
     Skipped(u32),
     /// The horizon was reached before the node finished.
     Unfinished,
+    /// The client stopped waiting (its request timeout) before the node
+    /// finished.
+    TimedOut,
 }
 
 impl std::fmt::Display for NodeError {
@@ -39,6 +42,7 @@ impl std::fmt::Display for NodeError {
             NodeError::Unservable(why) => f.write_str(why),
             NodeError::Skipped(p) => write!(f, "not run: predecessor {p} failed"),
             NodeError::Unfinished => f.write_str("unfinished: the horizon was reached"),
+            NodeError::TimedOut => f.write_str("timed out: the client stopped waiting"),
         }
     }
 }
@@ -71,6 +75,8 @@ pub enum RequestStatus {
     Unservable,
     /// The horizon cut it short.
     Unfinished,
+    /// The client's request timeout cut it short.
+    TimedOut,
 }
 
 /// A request leaving the simulation.
@@ -153,26 +159,39 @@ pub enum Client {
     },
 }
 
+/// Events name a request by its slot and the slot's generation: a request
+/// that timed out leaves events behind, and they must not touch the request
+/// that reuses its slot.
 #[derive(Debug, Clone, Copy)]
 enum Event {
     NodeStart {
         slot: u32,
+        generation: u32,
         node: u32,
     },
     /// An llm node reaches the engine, after the server's front end.
     EngineEnter {
         slot: u32,
+        generation: u32,
         node: u32,
     },
     ToolDone {
         slot: u32,
+        generation: u32,
         node: u32,
+    },
+    /// The client stops waiting for the request.
+    Timeout {
+        slot: u32,
+        generation: u32,
     },
     StepEnd,
 }
 
 struct Active {
     index: u64,
+    /// The slot's generation when this request took it.
+    generation: u32,
     request: Request,
     arrival_us: u64,
     send_us: u64,
@@ -207,6 +226,10 @@ pub struct Simulation<L> {
     /// Async scheduling: nodes that reached the engine during the step in
     /// flight, held until the step after it has been scheduled.
     held: Vec<(u32, u32)>,
+    /// How many requests each slot has held.
+    slot_generations: Vec<u32>,
+    /// The client gives up on a request this long after sending it, µs.
+    timeout_us: Option<u64>,
 }
 
 impl<L> std::fmt::Debug for Simulation<L> {
@@ -235,6 +258,8 @@ impl<L: LatencyModel> Simulation<L> {
             unsent: VecDeque::new(),
             users_free_at: VecDeque::new(),
             held: Vec::new(),
+            slot_generations: Vec::new(),
+            timeout_us: None,
         }
     }
 
@@ -242,6 +267,14 @@ impl<L: LatencyModel> Simulation<L> {
     /// requests not finished by then are reported unfinished.
     pub fn set_horizon(&mut self, horizon_us: Option<u64>) {
         self.horizon_us = horizon_us.unwrap_or(u64::MAX);
+    }
+
+    /// The client gives up on a request `timeout_us` after sending it (as a
+    /// benchmark client's HTTP timeout does): what it still runs is aborted,
+    /// its KV blocks freed, and it is reported timed out. Set before the
+    /// first request is added.
+    pub fn set_request_timeout(&mut self, timeout_us: Option<u64>) {
+        self.timeout_us = timeout_us;
     }
 
     /// Sets how requests are sent (before the first request is added).
@@ -338,15 +371,22 @@ impl<L: LatencyModel> Simulation<L> {
             Some(s) => s,
             None => {
                 self.active.push(None);
+                self.slot_generations.push(0);
                 self.active.len() as u32 - 1
             }
         };
+        let generation = self.slot_generations[slot as usize].wrapping_add(1);
+        self.slot_generations[slot as usize] = generation;
         for &root in &request.initial {
             let at = send_us + request.sub_requests[root as usize].interval_us();
-            self.queue.push(at, Event::NodeStart { slot, node: root });
+            self.queue.push(at, Event::NodeStart { slot, generation, node: root });
+        }
+        if let Some(t) = self.timeout_us {
+            self.queue.push(send_us + t, Event::Timeout { slot, generation });
         }
         self.active[slot as usize] = Some(Active {
             index: self.next_index,
+            generation,
             request,
             arrival_us,
             send_us,
@@ -484,9 +524,18 @@ impl<L: LatencyModel> Simulation<L> {
 
     fn handle(&mut self, event: Event, sink: &mut dyn ResultSink) {
         match event {
-            Event::NodeStart { slot, node } => self.start_node(slot, node, sink),
-            Event::ToolDone { slot, node } => self.node_done(slot, node, sink),
-            Event::EngineEnter { slot, node } => self.enter_engine(slot, node, sink),
+            Event::NodeStart { slot, generation, node } if self.is_live(slot, generation) => {
+                self.start_node(slot, node, sink)
+            }
+            Event::ToolDone { slot, generation, node } if self.is_live(slot, generation) => {
+                self.node_done(slot, node, sink)
+            }
+            Event::EngineEnter { slot, generation, node } if self.is_live(slot, generation) => {
+                self.enter_engine(slot, node, sink)
+            }
+            Event::Timeout { slot, generation } if self.is_live(slot, generation) => self.time_out(slot, sink),
+            // Left behind by a request that timed out.
+            Event::NodeStart { .. } | Event::ToolDone { .. } | Event::EngineEnter { .. } | Event::Timeout { .. } => {}
             Event::StepEnd => {
                 self.stepping = false;
                 let mut events = std::mem::take(&mut self.events);
@@ -515,7 +564,8 @@ impl<L: LatencyModel> Simulation<L> {
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
                 let end = now + crate::workload::seconds_to_us(*duration);
-                self.queue.push(end, Event::ToolDone { slot, node });
+                let generation = a.generation;
+                self.queue.push(end, Event::ToolDone { slot, generation, node });
             }
             NodeKind::Llm(call) => {
                 if call.tokens_to_emit() == 0 {
@@ -527,7 +577,7 @@ impl<L: LatencyModel> Simulation<L> {
                 // before the engine sees the request; it counts in TTFT.
                 match self.engine.request_overhead_us() {
                     0 => self.enter_engine(slot, node, sink),
-                    delay => self.queue.push(now + delay, Event::EngineEnter { slot, node }),
+                    delay => self.queue.push(now + delay, Event::EngineEnter { slot, generation: a.generation, node }),
                 }
             }
         }
@@ -582,26 +632,58 @@ impl<L: LatencyModel> Simulation<L> {
                     stack.push((s as u32, true));
                 } else {
                     let at = a.ready_us[s] + a.request.sub_requests[s].interval_us();
-                    self.queue.push(at, Event::NodeStart { slot, node: s as u32 });
+                    self.queue.push(at, Event::NodeStart { slot, generation: a.generation, node: s as u32 });
                 }
             }
         }
         if a.unresolved == 0 {
-            let a = self.active[slot as usize].take().expect("live request");
-            self.free_slots.push(slot);
-            self.in_flight -= 1;
             let failed = a.nodes.iter().any(|n| n.error.is_some());
-            let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
-            sink.request_done(FinishedRequest {
-                index: a.index,
-                request: a.request,
-                nodes: a.nodes,
-                arrival_us: a.arrival_us,
-                send_us: a.send_us,
-                finish_us: if failed { None } else { finish_us },
-                status: if failed { RequestStatus::Unservable } else { RequestStatus::Completed },
-            });
-            self.slot_freed();
+            self.complete(slot, if failed { RequestStatus::Unservable } else { RequestStatus::Completed }, sink);
         }
+    }
+
+    /// Whether `slot` still holds the request of `generation`.
+    fn is_live(&self, slot: u32, generation: u32) -> bool {
+        self.active[slot as usize].as_ref().is_some_and(|a| a.generation == generation)
+    }
+
+    /// The request in `slot` leaves with `status`: reported, its slot freed.
+    fn complete(&mut self, slot: u32, status: RequestStatus, sink: &mut dyn ResultSink) {
+        let a = self.active[slot as usize].take().expect("live request");
+        self.free_slots.push(slot);
+        self.in_flight -= 1;
+        let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
+        sink.request_done(FinishedRequest {
+            index: a.index,
+            request: a.request,
+            nodes: a.nodes,
+            arrival_us: a.arrival_us,
+            send_us: a.send_us,
+            finish_us: if status == RequestStatus::Completed { finish_us } else { None },
+            status,
+        });
+        self.slot_freed();
+    }
+
+    /// The client gives up on the request in `slot`: its llm nodes still in
+    /// the engine are aborted (keeping the tokens they streamed), every node
+    /// not finished is marked timed out, and the request leaves now. Events
+    /// it left in the queue find its slot's generation moved on.
+    fn time_out(&mut self, slot: u32, sink: &mut dyn ResultSink) {
+        self.held.retain(|&(s, _)| s != slot);
+        let n = self.active_mut(slot).nodes.len();
+        for node in 0..n {
+            let outcome = &self.active_mut(slot).nodes[node];
+            if outcome.finish_us.is_some() || outcome.error.is_some() {
+                continue;
+            }
+            if outcome.start_us.is_some()
+                && let Some(d) = self.engine.abort(Owner { slot, node: node as u32 })
+            {
+                self.record_departure(d);
+            }
+            self.active_mut(slot).nodes[node].error = Some(NodeError::TimedOut);
+        }
+        self.complete(slot, RequestStatus::TimedOut, sink);
     }
 }

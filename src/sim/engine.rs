@@ -109,6 +109,9 @@ struct Seq {
     preemptions: u32,
     cached_tokens: u32,
     admitted: bool,
+    /// The client gave up while a step computing it was in flight: it
+    /// leaves, unreported, when that step ends.
+    aborted: bool,
     /// Emission time of each token so far; sized for all of them up front.
     token_times_us: Vec<u64>,
 }
@@ -127,6 +130,8 @@ pub(crate) struct Engine<L> {
     hits: Vec<u32>,
     /// Whether this step preempted anything (then nothing is admitted).
     preempted_this_step: bool,
+    /// Whether a step is in flight (between `start_step` and `finish_step`).
+    stepping: bool,
     stats: EngineStats,
 }
 
@@ -152,6 +157,7 @@ impl<L: LatencyModel> Engine<L> {
             batch: StepBatch::default(),
             hits: Vec::new(),
             preempted_this_step: false,
+            stepping: false,
             stats: EngineStats::default(),
         }
     }
@@ -220,6 +226,7 @@ impl<L: LatencyModel> Engine<L> {
             preemptions: 0,
             cached_tokens: 0,
             admitted: false,
+            aborted: false,
             token_times_us: Vec::with_capacity(call.tokens_to_emit() as usize),
         };
         let slot = match self.free_slots.pop() {
@@ -268,6 +275,7 @@ impl<L: LatencyModel> Engine<L> {
             return None;
         }
         self.stats.steps += 1;
+        self.stepping = true;
         Some(self.latency.step_time_us(&self.batch))
     }
 
@@ -334,7 +342,34 @@ impl<L: LatencyModel> Engine<L> {
         self.waiting.clear();
         self.running.clear();
         self.free_slots.clear();
-        self.seqs.drain(..).flatten().map(Seq::departure).collect()
+        self.seqs.drain(..).flatten().filter(|s| !s.aborted).map(Seq::departure).collect()
+    }
+
+    /// The client gave up on `owner` (vLLM aborts a request whose client
+    /// disconnects): it leaves the queues and its KV blocks are freed — at
+    /// once, or when the step in flight that computes it ends. Returns what it
+    /// emitted so far; `None` if it is not in the engine.
+    pub(crate) fn abort(&mut self, owner: Owner) -> Option<Departure> {
+        let slot = self.seqs.iter().position(|s| s.as_ref().is_some_and(|s| s.owner == owner && !s.aborted))? as u32;
+        let in_flight = self.stepping && self.scheduled.iter().any(|&(s, _)| s == slot);
+        let seq = self.seqs[slot as usize].as_mut().expect("found");
+        let departure = Departure {
+            owner,
+            token_times_us: std::mem::take(&mut seq.token_times_us),
+            preemptions: seq.preemptions,
+            cached_tokens: seq.cached_tokens,
+        };
+        if in_flight {
+            seq.aborted = true;
+        } else {
+            self.kv.free(&mut seq.blocks);
+            self.seqs[slot as usize] = None;
+            self.free_slots.push(slot);
+            self.waiting.retain(|&s| s != slot);
+        }
+        // Out of the running list now, so no later step schedules it.
+        self.running.retain(|&s| s != slot);
+        Some(departure)
     }
 
     /// vLLM's preemption loop: preempts the most recently admitted running
@@ -367,10 +402,18 @@ impl<L: LatencyModel> Engine<L> {
     /// Applies the scheduled step: computed tokens advance, requests that
     /// caught up sample a token, finished requests leave and free their blocks.
     pub(crate) fn finish_step(&mut self, now_us: u64, events: &mut Vec<EngineEvent>) {
+        self.stepping = false;
         let mut any_finished = false;
         for k in 0..self.scheduled.len() {
             let (slot, n) = self.scheduled[k];
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            if seq.aborted {
+                self.kv.free(&mut seq.blocks);
+                self.seqs[slot as usize] = None;
+                self.free_slots.push(slot);
+                any_finished = true;
+                continue;
+            }
             seq.num_computed += n;
             if seq.num_computed < seq.num_tokens {
                 continue;

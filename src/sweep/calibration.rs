@@ -177,7 +177,8 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             serde_json::from_value(value).map_err(|x| format!("overrides: {x} (scenario of {})", e.name))?;
         let d = scenario::resolve(spec, &plan.base, &e.name).map_err(|x| format!("{}: scenario: {x}", e.name))?;
         outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind()));
-        let sim = replay(&d, d.latency.clone(), &converted.workload);
+        let timeout_us = converted.client_timeout_s.map(crate::workload::seconds_to_us);
+        let sim = replay(&d, d.latency.clone(), &converted.workload, timeout_us);
         let mut baseline = Vec::new();
         for r in &converted.baseline {
             let lat = &r.sub_requests[0].result.as_ref().expect("baselines carry results").token_latency;

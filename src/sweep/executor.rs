@@ -240,6 +240,7 @@ fn simulate_cell(
         .map_err(|e| format!("scenario {}: {e}", cell.scenario))?;
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     sim.set_client(cell.client(plan));
+    sim.set_request_timeout(plan.timeout_us);
     let results_path = layout.run_dir(&cell.run_id).join("results.jsonl");
     let results_tmp = results_path.with_extension("jsonl.tmp");
     let results = if opts.results_jsonl {

@@ -94,6 +94,8 @@ pub struct Plan {
     pub closed_loop: bool,
     /// Closed loop think time, µs.
     pub think_time_us: u64,
+    /// The client's request timeout, µs.
+    pub timeout_us: Option<u64>,
     /// Override keys, in order (one column each in the tables).
     pub override_keys: Vec<String>,
     /// The runs, in grid order.
@@ -164,6 +166,11 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     }
     if spec.workload.think_time.is_some() && !spec.workload.closed_loop {
         return Err(invalid("workload.think_time", "only a closed loop has a think time".to_owned()));
+    }
+    if let Some(t) = spec.workload.timeout
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(invalid("workload.timeout", format!("{t} is not a positive number of seconds")));
     }
     check_axes(&spec.grid, spec.workload.closed_loop).map_err(|(f, r)| invalid(f, r))?;
     if spec.scenarios.is_empty() {
@@ -242,7 +249,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
             for &concurrency in &spec.grid.concurrency {
                 for &seed in &spec.grid.seed {
                     for &rate_scale in &spec.grid.rate_scale {
-                        let identity = serde_json::json!({
+                        let mut identity = serde_json::json!({
                             "scenario": scenario,
                             "concurrency": concurrency,
                             "seed": seed,
@@ -251,6 +258,10 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                             "closed_loop": spec.workload.closed_loop,
                             "think_time": think_time,
                         });
+                        // Only when set, so plans without one keep their run ids.
+                        if let Some(t) = spec.workload.timeout {
+                            identity["timeout"] = t.into();
+                        }
                         let run_id = format!("{:016x}", hash64(identity.to_string().as_bytes()));
                         cells.push(Cell {
                             index: cells.len(),
@@ -283,6 +294,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         workload,
         closed_loop: spec.workload.closed_loop,
         think_time_us: crate::workload::seconds_to_us(think_time),
+        timeout_us: spec.workload.timeout.map(crate::workload::seconds_to_us),
         override_keys,
         cells,
         plan_hash: format!("{:016x}", hash64(hash_input.as_bytes())),

@@ -49,6 +49,8 @@ pub struct WorkloadSpec {
     pub closed_loop: bool,
     /// Closed loop: seconds between a user's response and its next request.
     pub think_time: Option<f64>,
+    /// Seconds after which the client gives up on a request (as `run --timeout`).
+    pub timeout: Option<f64>,
 }
 
 /// The axes of the grid; the runs are their Cartesian product.

@@ -22,6 +22,9 @@ pub struct Converted {
     pub scenario_yaml: String,
     /// What the conversion assumed (printed for the user).
     pub notes: Vec<String>,
+    /// The real client's request timeout, s, where requests hit it: replay
+    /// with it (`run --timeout`) for the same load.
+    pub client_timeout_s: Option<f64>,
 }
 
 /// Input data that cannot be converted. Fatal.
@@ -271,25 +274,46 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         rcol("ttft_s")?,
         rcol("e2e_s")?,
     );
+    let number_at = |r: &[String], i: usize, c: usize, name: &str| -> Result<f64, ConvertError> {
+        r[c].trim().parse::<f64>().map_err(|_| ConvertError {
+            file: req_file.clone(),
+            line: i as u64 + 2,
+            field: name.to_owned(),
+            reason: format!("`{}` is not a number", r[c]),
+        })
+    };
+    // Failed requests (the client's timeout) record no input length; a pooled
+    // prompt's length is known from any request that sent it and succeeded.
+    let mut pool_lengths = std::collections::BTreeMap::new();
+    let mut failed_e2e = f64::INFINITY;
+    for (i, r) in rrows.iter().enumerate() {
+        if r[c_error].trim() == "1" {
+            failed_e2e = failed_e2e.min(number_at(r, i, c_e2e, "e2e_s").unwrap_or(f64::INFINITY));
+        } else if let Some(p) = prompts {
+            let index = number_at(r, i, c_index, "index")? as u64;
+            pool_lengths.entry(index % p).or_insert(number_at(r, i, c_input, "input_tokens")? as usize);
+        }
+    }
+    // The client gave up at this many whole seconds (aiohttp's 300 s for these runs).
+    let client_timeout_s = failed_e2e.is_finite().then(|| failed_e2e.floor());
     let mut workload = Vec::new();
     let mut baseline = Vec::new();
-    let mut skipped = 0;
+    let (mut skipped, mut failed_replayed) = (0, 0);
     for (i, r) in rrows.iter().enumerate() {
-        let line = i as u64 + 2;
-        let f = |c: usize, name: &str| -> Result<f64, ConvertError> {
-            r[c].trim().parse::<f64>().map_err(|_| ConvertError {
-                file: req_file.clone(),
-                line,
-                field: name.to_owned(),
-                reason: format!("`{}` is not a number", r[c]),
-            })
-        };
-        if r[c_error].trim() == "1" {
-            skipped += 1;
-            continue;
-        }
+        let f = |c: usize, name: &str| number_at(r, i, c, name);
         let index = f(c_index, "index")? as u64;
-        let input = f(c_input, "input_tokens")? as usize;
+        let failed = r[c_error].trim() == "1";
+        let input = if failed {
+            match prompts.and_then(|p| pool_lengths.get(&(index % p))) {
+                Some(&n) => n,
+                None => {
+                    skipped += 1;
+                    continue;
+                }
+            }
+        } else {
+            f(c_input, "input_tokens")? as usize
+        };
         let shared = system_len.min(input.saturating_sub(1));
         // inference-perf sends prompt `index % prompts` (system prompt of its
         // group, then its question); without the pool, every question is new.
@@ -299,8 +323,12 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         };
         let ids: Vec<u32> = token_ids(group, shared).chain(token_ids(question, input - shared)).collect();
         let arrival = f(c_arrival, "arrival_time_us")? / 1e6;
-        let latencies = spread(f(c_ttft, "ttft_s")?, f(c_e2e, "e2e_s")?, output_len);
         workload.push(llm_request(RequestId::Int(index), arrival, ids.clone(), output_len, None));
+        if failed {
+            failed_replayed += 1;
+            continue;
+        }
+        let latencies = spread(f(c_ttft, "ttft_s")?, f(c_e2e, "e2e_s")?, output_len);
         baseline.push(llm_request(RequestId::Int(index), arrival, ids, output_len, Some(latencies)));
     }
     let model = get("model")?;
@@ -318,7 +346,13 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         blocks = number("kv_blocks_total_gpu")?,
     );
     let notes = vec![
-        format!("{skipped} failed requests (has_error) skipped"),
+        match client_timeout_s {
+            Some(t) => format!(
+                "{failed_replayed} failed requests (has_error: the client gave up after {t} s) replayed with their pooled \
+                 prompt's length and a {t} s client timeout, but not compared; {skipped} with no known length skipped"
+            ),
+            None => "no failed requests".to_owned(),
+        },
         format!("output length = the profile's output_len ({output_len}); the recorded counts are unreliable"),
         match prompts {
             Some(p) => format!(
@@ -333,7 +367,7 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         },
         "the baseline spreads E2E - TTFT evenly over the output tokens after the first (the data has no per-token times)".to_owned(),
     ];
-    Ok(Converted { workload, baseline, scenario_yaml, notes })
+    Ok(Converted { workload, baseline, scenario_yaml, notes, client_timeout_s })
 }
 
 /// inference-perf's prompt pool of a `shared_prefix` run: (`num_groups`,
@@ -464,7 +498,7 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
         mbt = count("max_num_batched_tokens").unwrap_or(2048),
         blocks = blocks.map_or_else(String::new, |b| format!("  num_gpu_blocks: {b}\n")),
     );
-    Ok(Converted { workload, baseline, scenario_yaml, notes })
+    Ok(Converted { workload, baseline, scenario_yaml, notes, client_timeout_s: None })
 }
 
 #[cfg(test)]

@@ -75,6 +75,38 @@ fn async_scheduling_delays_a_request_arriving_mid_step_by_one_step() {
     assert_eq!(latencies_us(&rows[1], 0), vec![2920, 1010]);
 }
 
+/// A client timeout aborts the request in the engine (tokens streamed so far
+/// are kept) and frees its KV cache for the next one.
+#[test]
+fn a_client_timeout_aborts_the_request_and_frees_the_engine() {
+    let dir = Dir::new("timeout");
+    let run_with = |workload: &str, extra: &[&str]| {
+        dir.create("s.yaml", LINEAR_SCENARIO);
+        dir.create("w.jsonl", workload);
+        let mut args = vec!["run", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "-q"];
+        args.extend_from_slice(extra);
+        TestCommand::new(&dir.path, &args).stdout();
+        let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
+        (rows(&dir.read("r.jsonl")), m)
+    };
+    // A: prefill ends at 1200 µs, decodes at 2210 and 3220; the client gives
+    // up at 3000, during the step that would end at 3220. B arrives at 3500
+    // to an idle engine.
+    let workload = format!("{}\n{}\n", llm_row(0, 0.0, 100, 5, ""), llm_row(1, 0.0035, 100, 2, ""));
+    let (rows, m) = run_with(&workload, &["--timeout", "0.003"]);
+    assert_eq!(latencies_us(&rows[0], 0), vec![1200, 1010]);
+    assert_eq!(rows[0]["sub_requests"][0]["error"], "timed out: the client stopped waiting");
+    assert_eq!(latencies_us(&rows[1], 0), vec![1200, 1010]);
+    assert_eq!((m["timed_out_requests"].as_u64(), m["completed_requests"].as_u64()), (Some(1), Some(1)));
+    // With one request in flight at most, B is sent when A is given up on
+    // (3000 µs), held through the step in flight (async scheduling), and
+    // prefilled from 3220, when that step ends and frees A's blocks.
+    let workload = format!("{}\n{}\n", llm_row(0, 0.0, 100, 5, ""), llm_row(1, 0.001, 100, 2, ""));
+    let (rows, _) = run_with(&workload, &["--timeout", "0.003", "--concurrency", "1"]);
+    assert_eq!(rows[1]["arrival_time"], 0.003);
+    assert_eq!(latencies_us(&rows[1], 0), vec![1420, 1010]);
+}
+
 #[test]
 fn shared_prefix_cuts_the_second_prefill() {
     let dir = Dir::new("prefix");

@@ -99,9 +99,16 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
             assert!(node.start_us.is_none(), "{ctx}: skipped node ran");
             continue;
         }
+        if matches!(node.error, Some(NodeError::TimedOut)) && node.start_us.is_none() {
+            assert_eq!(r.status, RequestStatus::TimedOut, "{ctx}: timed out in a request that did not");
+            continue;
+        }
         let start = node.start_us.unwrap_or_else(|| panic!("{ctx}: never started"));
         assert!(r.arrival_us <= r.send_us && r.send_us <= start, "{ctx}: arrival ≤ send ≤ start broken");
         match &sub.kind {
+            NodeKind::ToolCall { .. } if matches!(node.error, Some(NodeError::TimedOut)) => {
+                assert!(node.finish_us.is_none(), "{ctx}: a timed-out tool call finished");
+            }
             NodeKind::ToolCall { .. } => assert!(node.finish_us.unwrap() >= start, "{ctx}"),
             NodeKind::Llm(call) => {
                 if let Some(NodeError::Unservable(_)) = node.error {
@@ -110,8 +117,13 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
                     continue;
                 }
                 // A call whose seeded progress holds every token never reaches the engine.
-                assert!(servable(call, e) || call.tokens_to_emit() == 0, "{ctx}: unservable call ran");
                 let times = &node.token_times_us;
+                if let Some(NodeError::TimedOut) = node.error {
+                    assert_eq!(r.status, RequestStatus::TimedOut, "{ctx}");
+                    assert!(times.len() as u32 <= call.tokens_to_emit(), "{ctx}: too many tokens");
+                    continue;
+                }
+                assert!(servable(call, e) || call.tokens_to_emit() == 0, "{ctx}: unservable call ran");
                 assert_eq!(times.len() as u32, call.tokens_to_emit(), "{ctx}: wrong token count");
                 let mut previous = start;
                 for &t in times {
@@ -126,13 +138,15 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
             }
         }
     }
-    assert_eq!(unservable, r.status == RequestStatus::Unservable, "{ctx}: status");
+    if r.status != RequestStatus::TimedOut {
+        assert_eq!(unservable, r.status == RequestStatus::Unservable, "{ctx}: status");
+    }
 }
 
 #[test]
 fn random_workloads_finish_with_consistent_timelines() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0xB115);
-    let mut totals = (0, 0, 0u64);
+    let mut totals = (0, 0, 0u64, 0);
     for case in 0..CASES {
         let engine = random_engine(&mut rng);
         let mut sim = Simulation::new(engine.clone(), random_latency(&mut rng));
@@ -143,6 +157,7 @@ fn random_workloads_finish_with_consistent_timelines() {
             _ => Client::OpenLoop,
         };
         sim.set_client(client);
+        sim.set_request_timeout(rng.random_bool(0.3).then(|| rng.random_range(1_000..400_000)));
         let mut done: Vec<FinishedRequest> = Vec::new();
         let n = rng.random_range(1..=12u64);
         let mut arrival = 0.0;
@@ -169,7 +184,8 @@ fn random_workloads_finish_with_consistent_timelines() {
         totals.0 += done.iter().filter(|r| r.status == RequestStatus::Completed).count() as u64;
         totals.1 += done.iter().filter(|r| r.status == RequestStatus::Unservable).count() as u64;
         totals.2 += sim.engine_stats().preemptions;
+        totals.3 += done.iter().filter(|r| r.status == RequestStatus::TimedOut).count() as u64;
     }
     // The generator must exercise every path, or the properties prove little.
-    assert!(totals.0 > 1000 && totals.1 > 50 && totals.2 > 100, "coverage: {totals:?}");
+    assert!(totals.0 > 1000 && totals.1 > 50 && totals.2 > 100 && totals.3 > 100, "coverage: {totals:?}");
 }

@@ -122,6 +122,27 @@ fn sweep_runs_equal_single_runs() {
 }
 
 #[test]
+fn a_plan_timeout_is_the_run_timeout() {
+    let dir = Dir::new("sweep-timeout");
+    setup(&dir, "  concurrency: [null]");
+    let plan = dir.read("plan.yaml").replace("workload: {path: w.jsonl}", "workload: {path: w.jsonl, timeout: 0.5}");
+    dir.create("plan.yaml", &plan);
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let id = manifest(&dir)["runs"][0]["run_id"].as_str().unwrap().to_owned();
+    TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", "s.yaml", "w.jsonl", "--timeout", "0.5", "-o", "r.jsonl", "--metrics", "m.json"],
+    )
+    .stdout();
+    let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
+    assert!(m["timed_out_requests"].as_u64().unwrap() > 0, "{m}");
+    assert_eq!(dir.read(&format!("out/runs/{id}/metrics.json")), dir.read("m.json"));
+    dir.create("plan.yaml", &plan.replace("timeout: 0.5", "timeout: 0"));
+    let err = TestCommand::new(&dir.path, &["plan.yaml"]).fails();
+    assert!(err.contains("workload.timeout"), "{err}");
+}
+
+#[test]
 fn a_failed_run_is_recorded_beside_the_others() {
     let dir = Dir::new("sweep-fail");
     // Llama-3.1-8B has 32 heads: tp 3 cannot split them.

@@ -2,13 +2,21 @@
 """Compacts NVIDIA aiconfigurator's measured vLLM kernel timings into the tables
 the `kernels` latency model embeds (src/latency/kernels/<gpu>.json):
 
+    python3 -m pip install pyarrow   # reads the Parquet tables
     python3 scripts/import-kernel-tables.py [path/to/shared]
 
-Input: ../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16 (vLLM 0.24 kernels
-measured on H100 SXM and H200 SXM; latencies in ms). Output per GPU, latencies
-in microseconds to 4 significant digits, every table a dense grid:
+Input: ../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16 and, for what the
+CSV subset leaves out (FP8 GEMMs, fused MoE), the verbatim Parquet tables beside
+it (vLLM 0.24 kernels measured on H100 SXM and H200 SXM; latencies in ms).
+Output per GPU, latencies in microseconds to 4 significant digits, every table a
+dense grid:
 
 * gemm: BF16 `torch.nn.functional.linear`, axes m × n × k.
+* gemm_fp8: FP8 (per-tensor scales, `CutlassFP8ScaledMMLinearKernel`, what
+  vLLM's `quantization: fp8` runs on Hopper), same axes.
+* moe: BF16 fused MoE (`vllm_unquantizedfusedmoe_triton_tritonexperts`), the
+  mildly skewed routing of the three measured (power law, alpha 1.01), one
+  line over num_tokens per (hidden, inter, topk, experts, moe_tp, moe_ep).
 * context_attention: FlashAttention prefill (causal, KV bf16), one grid of
   batch × isl per (num_heads, num_kv_heads, head_dim).
 * generation_attention: FlashAttention decode, batch × kv_len per head shape.
@@ -90,9 +98,14 @@ def read(name):
         return list(csv.DictReader(f))
 
 
-def gemm(prefix):
-    rows = read(f"{prefix}_vllm0.24_gemm_bf16.csv")
-    t = {(int(r["m"]), int(r["n"]), int(r["k"])): us(float(r["latency_ms"])) for r in rows}
+def gemm(prefix, dtype="bfloat16"):
+    if dtype == "bfloat16":
+        rows = read(f"{prefix}_vllm0.24_gemm_bf16.csv")
+        t = {(int(r["m"]), int(r["n"]), int(r["k"])): us(float(r["latency_ms"])) for r in rows}
+    else:
+        d = parquet(prefix, "gemm/vllm/0.24.0/gemm_perf.parquet")
+        t = {(d["m"][i], d["n"][i], d["k"][i]): us(d["latency"][i])
+             for i in range(len(d["latency"])) if d["gemm_dtype"][i] == dtype}
     ms, ns, ks = (sorted({key[i] for key in t}) for i in range(3))
     filled = 0
     grid = []
@@ -136,6 +149,30 @@ def attention(prefix, kind, length_col):
     return {"batch": batches, "len": lengths, "shapes": shapes}
 
 
+def parquet(prefix, rel):
+    import pyarrow.parquet as pq
+    return pq.read_table(os.path.join(src, "..", "parquet", prefix, rel)).to_pydict()
+
+
+def moe(prefix):
+    d = parquet(prefix, "moe/vllm/0.24.0/moe_perf.parquet")
+    lines = defaultdict(dict)
+    for i in range(len(d["latency"])):
+        if d["moe_dtype"][i] != "bfloat16" or d["distribution"][i] != "power_law_1.01":
+            continue
+        key = tuple(d[c][i] for c in ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"))
+        lines[key][d["num_tokens"][i]] = us(d["latency"][i])
+    tokens = sorted({n for t in lines.values() for n in t})
+    shapes, filled = [], 0
+    for key, t in sorted(lines.items()):
+        line = [t.get(n) for n in tokens]
+        filled += fill_line(tokens, line)
+        if any(v is None for v in line):
+            continue
+        shapes.append(dict(zip(("hidden", "inter", "topk", "experts", "moe_tp", "moe_ep"), key), us=line))
+    return {"tokens": tokens, "shapes": shapes, "filled": filled}
+
+
 def allreduce(prefix):
     rows = [r for r in read(f"{prefix}_vllm0.24_custom_allreduce.csv") if r["backend"] == "vllm_graph"]
     by_tp = defaultdict(dict)
@@ -155,6 +192,8 @@ for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h20
         "source": f"aiconfigurator-core 0.12.0 measured vLLM 0.24 kernels, {device} "
         "(../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16), compacted by scripts/import-kernel-tables.py",
         "gemm": gemm(prefix),
+        "gemm_fp8": gemm(prefix, "fp8"),
+        "moe": moe(prefix),
         "context_attention": attention(prefix, "context", "isl"),
         "generation_attention": attention(prefix, "generation", "kv_len_step"),
         "allreduce": allreduce(prefix),
@@ -167,6 +206,9 @@ for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h20
     g = table["gemm"]
     ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
     ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
+    g8, m = table["gemm_fp8"], table["moe"]
+    print(f"{path}: fp8 gemm {g8['measured']} measured + {g8['filled']} filled, {g8['envelope']} lowered; "
+          f"moe {len(m['shapes'])} shapes, {m['filled']} filled")
     print(f"{path}: gemm {g['measured']} measured + {g['filled']} filled, {g['envelope']} lowered; context attention "
           f"{len(table['context_attention']['shapes'])} shapes, {ca} filled; generation attention "
           f"{len(table['generation_attention']['shapes'])} shapes, {ga} filled; "

@@ -241,7 +241,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     let fp8 = dtype == Dtype::Fp8;
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment.
-    let default = if KernelConstants::fitted(gpu.name).is_some() && !fp8 {
+    let default = if KernelConstants::fitted(gpu.name).is_some() {
         LatencySpec::Kernels { constants_file: None, constants: None }
     } else {
         LatencySpec::Roofline { constants_file: None, constants: None }
@@ -378,7 +378,6 @@ mod tests {
             ("model: Llama-2-70b\nhardware: RTX4090\n", "tp"),
             ("model: Llama-2-7b\nhardware: H100\nlatency_model: vidur\n", "latency_model"),
             ("model: Llama-2-7b\nhardware: A100\nlatency_model: kernels\n", "latency_model"),
-            ("model: Llama-3.1-8B\nhardware: H100\ndtype: fp8\nlatency_model: kernels\n", "latency_model"),
             (
                 "model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n",
                 "engine.max_num_batched_tokens",

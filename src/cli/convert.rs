@@ -72,6 +72,9 @@ fn write(out: &Path, name: &str, c: &Converted) -> anyhow::Result<()> {
     for note in &c.notes {
         eprintln!("  note: {note}");
     }
+    if let Some(t) = c.client_timeout_s {
+        eprintln!("  note: replay with `blis-sweep run --timeout {t}`, the real client's timeout");
+    }
     Ok(())
 }
 

@@ -19,6 +19,8 @@ use serde::Deserialize;
 #[derive(Deserialize)]
 pub(super) struct KernelTables {
     gemm: Gemm,
+    gemm_fp8: Gemm,
+    moe: Moe,
     context_attention: Attention,
     generation_attention: Attention,
     allreduce: AllReduce,
@@ -28,6 +30,7 @@ impl std::fmt::Debug for KernelTables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KernelTables")
             .field("gemm_points", &self.gemm.us.len())
+            .field("moe_shapes", &self.moe.shapes.len())
             .field("context_shapes", &self.context_attention.shapes.len())
             .field("generation_shapes", &self.generation_attention.shapes.len())
             .finish()
@@ -40,6 +43,32 @@ struct Gemm {
     n: Vec<f64>,
     k: Vec<f64>,
     us: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Moe {
+    tokens: Vec<f64>,
+    shapes: Vec<MoeShape>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MoeShape {
+    hidden: u64,
+    inter: u64,
+    topk: u64,
+    experts: u64,
+    moe_tp: u64,
+    moe_ep: u64,
+    us: Vec<f64>,
+}
+
+/// GEMM precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GemmDtype {
+    /// BF16 (and FP16: the same tensor-core rate).
+    Bf16,
+    /// FP8 weights and activations, per-tensor scales.
+    Fp8,
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,6 +123,10 @@ pub(super) struct AttentionFit {
     pub(super) context_scale: f64,
 }
 
+/// A measured fused-MoE line (see [`KernelTables::moe_line`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct MoeLine(usize);
+
 /// GPUs with measured kernel tables, by catalog name.
 pub(super) const MEASURED_GPUS: [&str; 2] = ["H100", "H200"];
 
@@ -133,6 +166,13 @@ fn bilinear(xs: &[f64], ys: &[f64], values: &[f64], x: f64, y: f64) -> f64 {
 }
 
 impl KernelTables {
+    fn gemm_table(&self, dtype: GemmDtype) -> &Gemm {
+        match dtype {
+            GemmDtype::Bf16 => &self.gemm,
+            GemmDtype::Fp8 => &self.gemm_fp8,
+        }
+    }
+
     /// BF16 GEMM of an m×k activation by a k×n weight, µs.
     pub(super) fn gemm_us(&self, m: f64, n: f64, k: f64) -> f64 {
         let g = &self.gemm;
@@ -145,16 +185,37 @@ impl KernelTables {
     /// GEMM times of an n×k weight at every measured m, to sum with other
     /// shapes and read back with [`Self::at_m`]: a deployment's GEMM shapes are
     /// fixed, so a step's layer needs one lookup in m, not one per GEMM.
-    pub(super) fn gemm_column(&self, n: f64, k: f64) -> Vec<f64> {
-        let g = &self.gemm;
+    pub(super) fn gemm_column(&self, dtype: GemmDtype, n: f64, k: f64) -> Vec<f64> {
+        let g = self.gemm_table(dtype);
         let plane = g.n.len() * g.k.len();
         (0..g.m.len()).map(|i| bilinear(&g.n, &g.k, &g.us[i * plane..(i + 1) * plane], n, k)).collect()
     }
 
     /// A column of [`Self::gemm_column`] (or a sum of them) at `m` rows.
+    /// (Both GEMM tables share their m axis.)
     pub(super) fn at_m(&self, column: &[f64], m: f64) -> f64 {
         let (m0, m1, t) = bracket(&self.gemm.m, m);
         lerp(column[m0], column[m1], t).max(0.0)
+    }
+
+    /// The measured fused-MoE kernel (BF16) for this expert shape, split
+    /// `moe_tp` ways (vLLM shards experts like the dense MLP under TP).
+    pub(super) fn moe_line(&self, hidden: u64, inter: u64, topk: u64, experts: u64, moe_tp: u64) -> Option<MoeLine> {
+        self.moe
+            .shapes
+            .iter()
+            .position(|s| {
+                (s.hidden, s.inter, s.topk, s.experts, s.moe_tp, s.moe_ep) == (hidden, inter, topk, experts, moe_tp, 1)
+            })
+            .map(MoeLine)
+    }
+
+    /// One fused-MoE layer (every routed expert's gate-up, activation and
+    /// down projection) over `tokens` tokens, µs.
+    pub(super) fn moe_us(&self, line: MoeLine, tokens: f64) -> f64 {
+        let (i0, i1, t) = bracket(&self.moe.tokens, tokens);
+        let us = &self.moe.shapes[line.0].us;
+        lerp(us[i0], us[i1], t).max(0.0)
     }
 
     fn attention(&self, kind: AttentionKind) -> &Attention {
@@ -274,12 +335,28 @@ mod tests {
     #[test]
     fn gemm_columns_sum_shapes_exactly() {
         let t = h100();
-        let (a, b) = (t.gemm_column(12288.0, 4096.0), t.gemm_column(4096.0, 11008.0));
+        let (a, b) = (t.gemm_column(GemmDtype::Bf16, 12288.0, 4096.0), t.gemm_column(GemmDtype::Bf16, 4096.0, 11008.0));
         let sum: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
         for m in [1.0, 7.5, 100.0, 3000.0, 40000.0] {
             let direct = t.gemm_us(m, 12288.0, 4096.0) + t.gemm_us(m, 4096.0, 11008.0);
             assert!((t.at_m(&sum, m) - direct).abs() < 1e-9 * direct, "{m}");
         }
+    }
+
+    #[test]
+    fn fp8_gemms_and_fused_moe_are_measured() {
+        let t = h100();
+        // CutlassFP8ScaledMMLinearKernel, m = 2048, n = k = 4096: 0.07731 ms
+        // (gemm_perf.parquet), against 0.08669 ms in BF16.
+        let fp8 = t.gemm_column(GemmDtype::Fp8, 4096.0, 4096.0);
+        assert_eq!(t.at_m(&fp8, 2048.0), 77.31);
+        assert!(t.at_m(&fp8, 2048.0) < t.gemm_us(2048.0, 4096.0, 4096.0));
+        // Mixtral-8x7B's experts on one GPU: 256.3 µs at one token, 1054 µs at
+        // 64 (moe_perf.parquet, BF16, power law 1.01).
+        let line = t.moe_line(4096, 14336, 2, 8, 1).unwrap();
+        assert_eq!(t.moe_us(line, 1.0), 256.3);
+        assert_eq!(t.moe_us(line, 64.0), 1054.0);
+        assert!(t.moe_line(4096, 14336, 2, 8, 3).is_none());
     }
 
     #[test]

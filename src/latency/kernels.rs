@@ -1,5 +1,6 @@
 //! Measured-kernel model: a step costs what vLLM's own kernels measured on
-//! the GPU for the shapes the step runs (GEMMs by m, n, k; FlashAttention
+//! the GPU for the shapes the step runs (BF16 or FP8 GEMMs by m, n, k; the
+//! fused MoE kernel by tokens for the expert shapes measured; FlashAttention
 //! prefill and decode by batch and length; custom all-reduce by message size
 //! and TP), interpolated between measured points (see [`super::kernel_tables`]),
 //! plus the CPU time of a step that no kernel table holds. Layers are
@@ -13,7 +14,7 @@
 
 use std::sync::Arc;
 
-use super::kernel_tables::{self, AttentionFit, AttentionKind, KernelTables};
+use super::kernel_tables::{self, AttentionFit, AttentionKind, GemmDtype, KernelTables, MoeLine};
 use super::{LatencyModel, StepBatch};
 use crate::scenario::{Gpu, ModelArch};
 
@@ -75,9 +76,6 @@ pub enum KernelsError {
     /// No tables for this GPU.
     #[error("no measured kernel tables for {0}; measured: {list}", list = kernel_tables::MEASURED_GPUS.join(", "))]
     Gpu(String),
-    /// The tables hold BF16 kernels only.
-    #[error("the kernel tables hold 16-bit GEMMs only; use the roofline model for fp8")]
-    Fp8,
     /// No attention kernel was measured for this head size.
     #[error("no measured attention kernel with head_dim {0}")]
     HeadDim(u64),
@@ -112,10 +110,20 @@ pub struct Kernels {
 struct MoeShape {
     experts: f64,
     top_k: f64,
-    /// One routed expert's gate-up and down GEMMs at each measured m.
-    expert: Arc<[f64]>,
+    routed: Routed,
     /// The router and the shared expert (if any), at each measured m.
     router_and_shared: Arc<[f64]>,
+}
+
+/// How the routed experts are priced.
+#[derive(Debug, Clone)]
+enum Routed {
+    /// vLLM's fused MoE kernel, measured for this expert shape and TP.
+    Fused(MoeLine),
+    /// No measurement for the shape (or FP8): each expert the tokens touch
+    /// as its own gate-up and down GEMMs (at each measured m), which read the
+    /// same weights.
+    PerExpert(Arc<[f64]>),
 }
 
 /// Elementwise kernels per layer (two RMSNorms, rotary, activation) and
@@ -126,12 +134,12 @@ const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
 
 impl Kernels {
-    /// Prices steps of `model` on `tp` GPUs of kind `gpu` at 16-bit weights.
+    /// Prices steps of `model` on `tp` GPUs of kind `gpu`; `fp8` runs the
+    /// linear layers on FP8 GEMMs (vLLM keeps the router and LM head in 16
+    /// bits, and the KV cache here stays 16-bit).
     pub fn new(model: &ModelArch, gpu: &Gpu, tp: u64, fp8: bool, c: KernelConstants) -> Result<Kernels, KernelsError> {
         let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
-        if fp8 {
-            return Err(KernelsError::Fp8);
-        }
+        let dtype = if fp8 { GemmDtype::Fp8 } else { GemmDtype::Bf16 };
         if tp > 1 && !tables.has_allreduce(tp) {
             return Err(KernelsError::Tp(tp, tables.allreduce_tps()));
         }
@@ -145,10 +153,11 @@ impl Kernels {
             (0..columns[0].len()).map(|i| columns.iter().map(|c| c[i]).sum()).collect()
         };
         // Gate-up and down projections of an MLP of `inter` columns.
-        let mlp = |inter: f64| [tables.gemm_column(2.0 * inter, hidden), tables.gemm_column(hidden, inter)];
+        let mlp =
+            |inter: f64| [tables.gemm_column(dtype, 2.0 * inter, hidden), tables.gemm_column(dtype, hidden, inter)];
         let mut layer = vec![
-            tables.gemm_column(((heads + 2 * kv_heads) * d) as f64, hidden),
-            tables.gemm_column(hidden, (heads * d) as f64),
+            tables.gemm_column(dtype, ((heads + 2 * kv_heads) * d) as f64, hidden),
+            tables.gemm_column(dtype, hidden, (heads * d) as f64),
         ];
         let moe = match &model.moe {
             None => {
@@ -156,14 +165,20 @@ impl Kernels {
                 None
             }
             Some(m) => {
-                let mut router = vec![tables.gemm_column(m.num_experts as f64, hidden)];
+                let mut router = vec![tables.gemm_column(GemmDtype::Bf16, m.num_experts as f64, hidden)];
                 if m.shared_intermediate_size > 0 {
                     router.extend(mlp(m.shared_intermediate_size as f64 / tpf));
                 }
+                let fused = tables
+                    .moe_line(model.hidden_size, m.expert_intermediate_size, m.top_k, m.num_experts, tp)
+                    .filter(|_| !fp8);
                 Some(MoeShape {
                     experts: m.num_experts as f64,
                     top_k: m.top_k as f64,
-                    expert: sum(&mlp(m.expert_intermediate_size as f64 / tpf)),
+                    routed: match fused {
+                        Some(line) => Routed::Fused(line),
+                        None => Routed::PerExpert(sum(&mlp(m.expert_intermediate_size as f64 / tpf))),
+                    },
                     router_and_shared: sum(&router),
                 })
             }
@@ -173,7 +188,7 @@ impl Kernels {
             generation: fit(AttentionKind::Generation)?,
             kernel_floor_us: tables.gemm_us(1.0, 32.0, 32.0),
             layer_gemms: sum(&layer),
-            lm_head: sum(&[tables.gemm_column(model.vocab_size as f64 / tpf, hidden)]),
+            lm_head: sum(&[tables.gemm_column(GemmDtype::Bf16, model.vocab_size as f64 / tpf, hidden)]),
             tables,
             layers: model.num_layers as f64,
             hidden,
@@ -194,14 +209,17 @@ impl Kernels {
         Kernels { c, ..self.clone() }
     }
 
-    /// The MoE block: the router (and shared expert), then each expert the
-    /// tokens touch as its own GEMMs over the tokens routed to it (fused MoE
-    /// kernels were not in the imported tables; per-expert GEMMs read the
-    /// same weights).
+    /// The MoE block: the router (and shared expert), then the routed experts.
     fn moe(&self, m: f64, e: &MoeShape) -> f64 {
-        let touched = e.experts * (1.0 - (1.0 - e.top_k / e.experts).powf(m));
-        let per_expert = (m * e.top_k / touched).max(1.0);
-        self.tables.at_m(&e.router_and_shared, m) + touched * self.tables.at_m(&e.expert, per_expert)
+        let routed = match &e.routed {
+            Routed::Fused(line) => self.tables.moe_us(*line, m),
+            Routed::PerExpert(expert) => {
+                let touched = e.experts * (1.0 - (1.0 - e.top_k / e.experts).powf(m));
+                let per_expert = (m * e.top_k / touched).max(1.0);
+                touched * self.tables.at_m(expert, per_expert)
+            }
+        };
+        self.tables.at_m(&e.router_and_shared, m) + routed
     }
 
     fn context_attention(&self, batch: &StepBatch) -> f64 {
@@ -338,16 +356,35 @@ mod tests {
     }
 
     #[test]
+    fn fp8_gemms_and_fused_moe_price_their_layers() {
+        let h100 = hardware::lookup("H100").unwrap();
+        let m = model("Llama-3.1-70B");
+        let bf16 = Kernels::new(&m, &h100, 4, false, bare()).unwrap().step_time_us(&decode(32, 500));
+        let fp8 = Kernels::new(&m, &h100, 4, true, bare()).unwrap().step_time_us(&decode(32, 500));
+        // Half the weight bytes to stream: FP8 decode is well under BF16's.
+        assert!(fp8 * 10 < bf16 * 8, "{bf16} {fp8}");
+        // Mixtral-8x7B on one GPU: the measured fused MoE kernel, 256.3 µs a
+        // layer at one token, against per-expert GEMMs in FP8.
+        let k = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, false, bare()).unwrap();
+        let Some(e) = &k.moe else { panic!("Mixtral is MoE") };
+        assert!(matches!(e.routed, Routed::Fused(_)));
+        assert!((k.moe(1.0, e) - k.tables.at_m(&e.router_and_shared, 1.0) - 256.3).abs() < 1e-9);
+        let k8 = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, true, bare()).unwrap();
+        assert!(matches!(k8.moe.as_ref().unwrap().routed, Routed::PerExpert(_)));
+    }
+
+    #[test]
     fn uncovered_deployments_are_refused() {
         let m = model("Llama-3.1-8B");
         let a100 = hardware::lookup("A100-80G").unwrap();
         assert_eq!(Kernels::new(&m, &a100, 1, false, bare()).unwrap_err(), KernelsError::Gpu("A100-80G".into()));
         let h100 = hardware::lookup("H100").unwrap();
-        assert_eq!(Kernels::new(&m, &h100, 1, true, bare()).unwrap_err(), KernelsError::Fp8);
+        assert!(matches!(Kernels::new(&m, &h100, 6, false, bare()), Err(KernelsError::Tp(6, _))));
     }
 
-    /// Every catalog model prices on H100 and H200 at every TP degree that
-    /// divides its heads and has all-reduce measurements: no per-model tables.
+    /// Every catalog model prices on H100 and H200, BF16 and FP8, at every TP
+    /// degree that divides its heads and has all-reduce measurements: no
+    /// per-model tables.
     #[test]
     fn every_catalog_model_prices_on_h100_and_h200() {
         let c = KernelConstants::fitted("H100").unwrap();
@@ -355,8 +392,9 @@ mod tests {
             let m = model(id);
             for gpu in ["H100", "H200"] {
                 let g = hardware::lookup(gpu).unwrap();
-                for tp in [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp)) {
-                    let k = Kernels::new(&m, &g, tp, false, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
+                let tps = [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp));
+                for (tp, fp8) in tps.flat_map(|tp| [(tp, false), (tp, true)]) {
+                    let k = Kernels::new(&m, &g, tp, fp8, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
                     let prefill = StepBatch {
                         prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
                         ..StepBatch::default()

@@ -47,7 +47,7 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Turn real vLLM runs into a workload, a baseline and a scenario.
     Convert(convert::ConvertArgs),
-    /// Fit the roofline's per-GPU constants to converted real runs.
+    /// Fit a latency model's per-GPU constants to converted real runs.
     Fit(fit::FitArgs),
 }
 

@@ -469,24 +469,15 @@ impl<L: LatencyModel> Simulation<L> {
         while let Some((request, arrival_us)) = self.unsent.pop_front() {
             self.send(request, arrival_us, arrival_us);
         }
-        for slot in 0..self.active.len() {
-            if let Some(mut a) = self.active[slot].take() {
-                for node in &mut a.nodes {
-                    if node.finish_us.is_none() && node.error.is_none() {
-                        node.error = Some(NodeError::Unfinished);
-                    }
+        for slot in 0..self.active.len() as u32 {
+            let Some(a) = self.active[slot as usize].as_mut() else { continue };
+            for node in &mut a.nodes {
+                if node.finish_us.is_none() && node.error.is_none() {
+                    node.error = Some(NodeError::Unfinished);
                 }
-                self.in_flight -= 1;
-                sink.request_done(FinishedRequest {
-                    index: a.index,
-                    request: a.request,
-                    nodes: a.nodes,
-                    arrival_us: a.arrival_us,
-                    send_us: a.send_us,
-                    finish_us: None,
-                    status: RequestStatus::Unfinished,
-                });
             }
+            // (The client sends nothing more: its queue is empty by now.)
+            self.complete(slot, RequestStatus::Unfinished, sink);
         }
     }
 

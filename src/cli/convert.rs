@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use super::atomic::write_file;
 use crate::workload::convert::{self, Converted};
-use crate::workload::writer::{write_result_row, write_workload_row};
+use crate::workload::writer::write_workload_row;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConvertArgs {
@@ -50,23 +50,7 @@ fn write(out: &Path, name: &str, c: &Converted) -> anyhow::Result<()> {
         write_workload_row(&mut buf, r);
     }
     write_file(&out.join(format!("{name}.workload.jsonl")), &buf)?;
-    buf.clear();
-    for r in &c.baseline {
-        let result = r.sub_requests[0].result.as_ref().expect("baselines carry results");
-        let times: Vec<u64> = result
-            .token_latency
-            .iter()
-            .scan(0.0f64, |t, &l| {
-                *t += l;
-                Some((*t * 1e6).round() as u64)
-            })
-            .collect();
-        let start = 0;
-        write_result_row(&mut buf, r, &mut |_| {
-            Some(crate::workload::writer::NodeTokens { start_us: start, token_times_us: &times, error: None })
-        });
-    }
-    write_file(&out.join(format!("{name}.baseline.jsonl")), &buf)?;
+    write_file(&out.join(format!("{name}.baseline.jsonl")), &c.baseline_jsonl())?;
     write_file(&out.join(format!("{name}.scenario.yaml")), c.scenario_yaml.as_bytes())?;
     eprintln!("{name}: {} requests -> {}", c.workload.len(), out.display());
     for note in &c.notes {

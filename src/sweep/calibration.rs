@@ -37,7 +37,6 @@ use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
 use crate::workload::convert::{self, Published, Source};
-use crate::workload::writer::{NodeTokens, write_result_row};
 
 /// The plan file.
 #[derive(Debug, Clone, Deserialize)]
@@ -179,20 +178,7 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind()));
         let timeout_us = converted.client_timeout_s.map(crate::workload::seconds_to_us);
         let sim = replay(&d, d.latency.clone(), &converted.workload, timeout_us);
-        let mut baseline = Vec::new();
-        for r in &converted.baseline {
-            let lat = &r.sub_requests[0].result.as_ref().expect("baselines carry results").token_latency;
-            let times: Vec<u64> = lat
-                .iter()
-                .scan(0.0, |t, &l| {
-                    *t += l;
-                    Some((*t * 1e6f64).round() as u64)
-                })
-                .collect();
-            write_result_row(&mut baseline, r, &mut |_| {
-                Some(NodeTokens { start_us: 0, token_times_us: &times, error: None })
-            });
-        }
+        let baseline = converted.baseline_jsonl();
         let real =
             observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;
         Ok(compare(&real, &sim, &CalibrateOptions::default()))

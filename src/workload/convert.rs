@@ -27,6 +27,29 @@ pub struct Converted {
     pub client_timeout_s: Option<f64>,
 }
 
+impl Converted {
+    /// The baseline as result JSONL (the format `calibrate --real` reads):
+    /// each request's measured latencies, from its send.
+    pub fn baseline_jsonl(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in &self.baseline {
+            let result = r.sub_requests[0].result.as_ref().expect("baselines carry results");
+            let times: Vec<u64> = result
+                .token_latency
+                .iter()
+                .scan(0.0f64, |t, &l| {
+                    *t += l;
+                    Some((*t * 1e6).round() as u64)
+                })
+                .collect();
+            super::writer::write_result_row(&mut out, r, &mut |_| {
+                Some(super::writer::NodeTokens { start_us: 0, token_times_us: &times, error: None })
+            });
+        }
+        out
+    }
+}
+
 /// Input data that cannot be converted. Fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {field}: {reason}")]

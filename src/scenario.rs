@@ -8,12 +8,14 @@ pub mod hardware;
 mod kv_capacity;
 pub mod model;
 pub mod spec;
+mod vllm_version;
 
 use std::path::Path;
 
 pub use hardware::Gpu;
 pub use model::ModelArch;
 pub use spec::{Dtype, LatencySpec, ScenarioSpec};
+pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
 use crate::sim::EngineConfig;
@@ -31,6 +33,8 @@ pub struct Deployment {
     pub tp: u64,
     /// Serving dtype.
     pub dtype: Dtype,
+    /// The vLLM release whose scheduler the engine behaves as.
+    pub vllm_version: VllmVersion,
     /// Scheduler and KV-cache settings.
     pub engine: EngineConfig,
     /// `gpu_memory_utilization` used for the KV capacity.
@@ -238,6 +242,11 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         // would refuse to start; a capacity planner wants the run).
         None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
     };
+    let vllm_version = match &e.vllm_version {
+        Some(v) => VllmVersion::parse(v).map_err(|reason| InvalidValue { field: "engine.vllm_version".to_owned(), reason })?,
+        None => DEFAULT_VLLM_VERSION,
+    };
+    let release = vllm_version.behaviour();
     let fp8 = dtype == Dtype::Fp8;
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment.
@@ -287,7 +296,13 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             enable_prefix_caching: e.enable_prefix_caching.unwrap_or(true),
             long_prefill_token_threshold: e.long_prefill_token_threshold.unwrap_or(0),
             async_scheduling: e.async_scheduling.unwrap_or(true),
+            scheduler_reserve_full_isl: e.scheduler_reserve_full_isl.unwrap_or(release.scheduler_reserve_full_isl),
+            lone_request_skips_prefill_threshold: e
+                .lone_request_skips_prefill_threshold
+                .unwrap_or(release.lone_request_skips_prefill_threshold),
+            free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
         },
+        vllm_version,
         gpu_memory_utilization: util,
         kv_capacity_computed: computed,
         latency,

@@ -9,7 +9,9 @@ mod engine;
 mod kv_cache;
 mod order;
 mod queue;
+mod step_trace;
 
 pub use driver::{Client, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, Simulation};
 pub use engine::{EngineConfig, EngineStats};
 pub use order::InputOrder;
+pub use step_trace::{EngineStep, NodeRef};

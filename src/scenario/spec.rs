@@ -77,6 +77,19 @@ pub struct EngineSpec {
     /// `--async-scheduling` / `--no-async-scheduling` (default on, as in
     /// vLLM since vllm-project/vllm#27614, before the 0.15 the data covers).
     pub async_scheduling: Option<bool>,
+    /// The vLLM release whose scheduler behaviour to model (default: the
+    /// newest the conformance suite checks); the next three keys override
+    /// what it sets.
+    pub vllm_version: Option<String>,
+    /// `--scheduler-reserve-full-isl` (vLLM ≥ 0.19): admit a waiting request
+    /// only if its whole prompt fits in the KV cache.
+    pub scheduler_reserve_full_isl: Option<bool>,
+    /// A lone running or waiting request ignores
+    /// `long_prefill_token_threshold` (vLLM ≥ 0.31; no vLLM flag).
+    pub lone_request_skips_prefill_threshold: Option<bool>,
+    /// Freed KV blocks without a prefix-cache hash are reused first
+    /// (vLLM ≥ 0.28; no vLLM flag).
+    pub free_uncached_blocks_first: Option<bool>,
 }
 
 /// `latency_model:` either a bare name (`roofline`) or a mapping with `kind:`

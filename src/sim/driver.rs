@@ -13,11 +13,17 @@
 //! Events at the same microsecond are handled in the order they were
 //! scheduled; the engine starts its next step only after all of them, so a
 //! node that starts at the instant a step ends joins the next step.
+//!
+//! With async scheduling (vLLM's default), the engine pipelines: when a step
+//! starts executing, the step after it is scheduled at once, before the
+//! first one's results are in. A request that reaches the engine while a
+//! step executes is therefore first scheduled two steps later.
 
 use std::collections::VecDeque;
 
-use super::engine::{Departure, Engine, EngineConfig, EngineEvent, EngineStats, Owner};
+use super::engine::{Batch, Departure, Engine, EngineConfig, EngineEvent, EngineStats, Owner};
 use super::queue::EventQueue;
+use super::step_trace::{EngineStep, NodeRef};
 use crate::latency::LatencyModel;
 use crate::workload::{NodeKind, Request};
 
@@ -127,6 +133,10 @@ impl FinishedRequest {
 pub trait ResultSink {
     /// Called once per request, in completion order.
     fn request_done(&mut self, request: FinishedRequest);
+
+    /// Called once per engine step when the step trace is on
+    /// ([`Simulation::set_step_trace`]), in execution order.
+    fn engine_step(&mut self, _step: &EngineStep) {}
 }
 
 impl ResultSink for Vec<FinishedRequest> {
@@ -211,10 +221,13 @@ pub struct Simulation<L> {
     free_slots: Vec<u32>,
     in_flight: usize,
     next_index: u64,
-    stepping: bool,
-    /// When the step in flight started, µs.
-    step_started_us: u64,
     events: Vec<EngineEvent>,
+    /// Step trace on: the records of the step executing and of the one
+    /// queued after it (async scheduling), named when they were scheduled.
+    tracing: bool,
+    trace_executing: EngineStep,
+    trace_queued: EngineStep,
+    steps_started: u64,
     check_invariants: bool,
     client: Client,
     /// Nothing happens after this time, µs (`u64::MAX`: no horizon).
@@ -223,9 +236,6 @@ pub struct Simulation<L> {
     unsent: VecDeque<(Request, u64)>,
     /// Closed loop: when each idle user sends next, ascending.
     users_free_at: VecDeque<u64>,
-    /// Async scheduling: nodes that reached the engine during the step in
-    /// flight, held until the step after it has been scheduled.
-    held: Vec<(u32, u32)>,
     /// How many requests each slot has held.
     slot_generations: Vec<u32>,
     /// The client gives up on a request this long after sending it, µs.
@@ -249,15 +259,16 @@ impl<L: LatencyModel> Simulation<L> {
             free_slots: Vec::new(),
             in_flight: 0,
             next_index: 0,
-            stepping: false,
-            step_started_us: 0,
             events: Vec::new(),
+            tracing: false,
+            trace_executing: EngineStep::default(),
+            trace_queued: EngineStep::default(),
+            steps_started: 0,
             check_invariants: false,
             client: Client::OpenLoop,
             horizon_us: u64::MAX,
             unsent: VecDeque::new(),
             users_free_at: VecDeque::new(),
-            held: Vec::new(),
             slot_generations: Vec::new(),
             timeout_us: None,
         }
@@ -284,6 +295,13 @@ impl<L: LatencyModel> Simulation<L> {
         if let Client::ClosedLoop { users, .. } = client {
             self.users_free_at.extend(std::iter::repeat_n(0, users.max(1) as usize));
         }
+    }
+
+    /// Reports every engine step to the sink's [`ResultSink::engine_step`].
+    /// Off by default: building the records costs a little per step.
+    pub fn set_step_trace(&mut self, on: bool) {
+        self.tracing = on;
+        self.engine.set_tracing(on);
     }
 
     /// Verifies the KV cache's block accounting after every step and panics
@@ -431,26 +449,8 @@ impl<L: LatencyModel> Simulation<L> {
             let (_, event) = self.queue.pop().expect("peeked");
             self.handle(event, sink);
         }
-        if !self.stepping && self.engine.has_work() {
-            self.start_step();
-        }
-        if !self.held.is_empty() && !self.stepping_since(t) {
-            // The step after the one they arrived in is scheduled (or the
-            // engine is idle): from now on they can be scheduled.
-            for (slot, node) in std::mem::take(&mut self.held) {
-                self.admit(slot, node, sink);
-            }
-            if !self.stepping && self.engine.has_work() {
-                self.start_step();
-            }
-        }
+        self.start_step(sink);
         true
-    }
-
-    /// Whether the step in flight was already running before `t` (so
-    /// requests arriving now arrived during it).
-    fn stepping_since(&self, t: u64) -> bool {
-        self.stepping && self.step_started_us < t
     }
 
     /// Runs to the end (or to the horizon), then reports every request still
@@ -486,20 +486,67 @@ impl<L: LatencyModel> Simulation<L> {
         self.queue.len()
     }
 
-    fn start_step(&mut self) {
+    /// If the engine is idle, starts its next step: the one queued (async
+    /// scheduling), else a newly scheduled one; with async scheduling, the
+    /// step after it is then scheduled at once.
+    fn start_step(&mut self, sink: &mut dyn ResultSink) {
+        if self.engine.stepping() {
+            return;
+        }
         let mut events = std::mem::take(&mut self.events);
-        let duration = self.engine.start_step(&mut events);
+        let duration = match self.engine.start_queued() {
+            Some(d) => {
+                std::mem::swap(&mut self.trace_executing, &mut self.trace_queued);
+                Some(d)
+            }
+            None if self.engine.has_work() => {
+                let d = self.engine.start_step(&mut events);
+                if d.is_some() && self.tracing {
+                    let mut record = std::mem::take(&mut self.trace_executing);
+                    self.describe(self.engine.executing(), &mut record);
+                    self.trace_executing = record;
+                }
+                d
+            }
+            None => None,
+        };
+        if let Some(d) = duration {
+            self.queue.push(self.now + d, Event::StepEnd);
+            if self.tracing {
+                self.trace_executing.index = self.steps_started;
+                self.trace_executing.start_us = self.now;
+                sink.engine_step(&self.trace_executing);
+            }
+            self.steps_started += 1;
+            if self.engine.config().async_scheduling && self.engine.queue_step(&mut events) && self.tracing {
+                let mut record = std::mem::take(&mut self.trace_queued);
+                self.describe(self.engine.last_scheduled(), &mut record);
+                self.trace_queued = record;
+            }
+        }
         for e in events.drain(..) {
             if let EngineEvent::Scheduled(owner) = e {
                 self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us = Some(self.now);
             }
         }
         self.events = events;
-        if let Some(d) = duration {
-            self.stepping = true;
-            self.step_started_us = self.now;
-            self.queue.push(self.now + d, Event::StepEnd);
-        }
+    }
+
+    /// Names the requests of a step just scheduled, for the step trace.
+    fn describe(&self, batch: &Batch, record: &mut EngineStep) {
+        let name = |slot: u32| {
+            let owner = self.engine.owner(slot);
+            let a = self.active[owner.slot as usize].as_ref().expect("live request");
+            NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
+        };
+        record.duration_us = batch.duration_us;
+        record.kv_blocks_used = batch.kv_blocks_used;
+        record.scheduled.clear();
+        record.scheduled.extend(batch.entries.iter().map(|e| (name(e.slot), e.tokens)));
+        record.admitted.clear();
+        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (name(slot), cached)));
+        record.preempted.clear();
+        record.preempted.extend(batch.preempted.iter().map(|&slot| name(slot)));
     }
 
     fn record_departure(&mut self, d: Departure) {
@@ -528,7 +575,6 @@ impl<L: LatencyModel> Simulation<L> {
             // Left behind by a request that timed out.
             Event::NodeStart { .. } | Event::ToolDone { .. } | Event::EngineEnter { .. } | Event::Timeout { .. } => {}
             Event::StepEnd => {
-                self.stepping = false;
                 let mut events = std::mem::take(&mut self.events);
                 self.engine.finish_step(self.now, &mut events);
                 if self.check_invariants
@@ -575,14 +621,6 @@ impl<L: LatencyModel> Simulation<L> {
     }
 
     fn enter_engine(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
-        if self.engine.config().async_scheduling && self.stepping {
-            self.held.push((slot, node));
-        } else {
-            self.admit(slot, node, sink);
-        }
-    }
-
-    fn admit(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
         let a = self.active[slot as usize].as_mut().expect("live request");
         let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
             unreachable!("only llm nodes enter the engine")
@@ -661,7 +699,6 @@ impl<L: LatencyModel> Simulation<L> {
     /// not finished is marked timed out, and the request leaves now. Events
     /// it left in the queue find its slot's generation moved on.
     fn time_out(&mut self, slot: u32, sink: &mut dyn ResultSink) {
-        self.held.retain(|&(s, _)| s != slot);
         let n = self.active_mut(slot).nodes.len();
         for node in 0..n {
             let outcome = &self.active_mut(slot).nodes[node];

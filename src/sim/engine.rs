@@ -36,9 +36,20 @@ pub struct EngineConfig {
     pub enable_prefix_caching: bool,
     /// Cap on one prefill chunk; 0 = none.
     pub long_prefill_token_threshold: u32,
-    /// vLLM's async scheduling: step N+1 is scheduled while step N runs, so
-    /// a request that arrives during a step waits for the next one too.
+    /// vLLM's async scheduling: step N+1 is scheduled when step N starts
+    /// executing, before N's results are in (`async_scheduler.py`), so a
+    /// request that arrives during step N is first scheduled in step N+2.
     pub async_scheduling: bool,
+    /// vLLM ≥ 0.19 `scheduler_reserve_full_isl`: a waiting request is
+    /// admitted only if blocks for its whole prompt are free, not only for
+    /// its first chunk.
+    pub scheduler_reserve_full_isl: bool,
+    /// vLLM ≥ 0.31: `long_prefill_token_threshold` does not apply while only
+    /// one request is running or waiting ("nobody to starve").
+    pub lone_request_skips_prefill_threshold: bool,
+    /// vLLM ≥ 0.28: freed blocks without a prefix-cache hash go to the head of
+    /// the free queue, to be reused first.
+    pub free_uncached_blocks_first: bool,
 }
 
 /// Counters over the whole run.
@@ -63,7 +74,7 @@ pub(crate) struct Owner {
     pub(crate) node: u32,
 }
 
-/// What a step did, reported to the driver.
+/// What scheduling or a step did, reported to the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EngineEvent {
     /// First admission of the request (scheduling delay ends here).
@@ -72,14 +83,43 @@ pub(crate) enum EngineEvent {
     Finished(Departure),
 }
 
-/// A request leaving the engine (finished, or cut off by the horizon), with
-/// the emission time of every token it produced.
+/// A request leaving the engine (finished, aborted, or cut off by the
+/// horizon), with the emission time of every token it produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Departure {
     pub(crate) owner: Owner,
     pub(crate) token_times_us: Vec<u64>,
     pub(crate) preemptions: u32,
     pub(crate) cached_tokens: u32,
+}
+
+struct Seq {
+    owner: Owner,
+    /// Sequence length known so far: prompt plus tokens sampled and applied.
+    num_tokens: u32,
+    /// Prompt plus every output token.
+    total_len: u32,
+    /// Tokens computed or scheduled to be (vLLM advances
+    /// `num_computed_tokens` when it schedules them).
+    num_computed: u32,
+    /// Tokens to be sampled by scheduled steps not applied yet (vLLM's
+    /// `num_output_placeholders`; async scheduling only).
+    pending: u32,
+    /// Tokens scheduled in steps not applied yet (`num_in_flight_tokens`).
+    in_flight_tokens: u32,
+    /// `num_tokens` at the last admission: below it the request is prefilling.
+    prefill_end: u32,
+    /// Seeded tokens whose KV is resident at first admission.
+    seeded_kv: u32,
+    hashes: Vec<u64>,
+    blocks: SeqBlocks,
+    preemptions: u32,
+    cached_tokens: u32,
+    admitted: bool,
+    /// The client gave up: it leaves at the next step boundary, unreported.
+    aborted: bool,
+    /// Emission time of each token so far; sized for all of them up front.
+    token_times_us: Vec<u64>,
 }
 
 impl Seq {
@@ -93,27 +133,39 @@ impl Seq {
     }
 }
 
-struct Seq {
-    owner: Owner,
-    /// Sequence length so far: prompt plus tokens generated.
-    num_tokens: u32,
-    /// Prompt plus every output token.
-    total_len: u32,
-    num_computed: u32,
-    /// `num_tokens` at the last admission: below it the request is prefilling.
-    prefill_end: u32,
-    /// Seeded tokens whose KV is resident at first admission.
-    seeded_kv: u32,
-    hashes: Vec<u64>,
-    blocks: SeqBlocks,
-    preemptions: u32,
-    cached_tokens: u32,
-    admitted: bool,
-    /// The client gave up while a step computing it was in flight: it
-    /// leaves, unreported, when that step ends.
-    aborted: bool,
-    /// Emission time of each token so far; sized for all of them up front.
-    token_times_us: Vec<u64>,
+/// One request's share of a step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub(crate) slot: u32,
+    pub(crate) tokens: u32,
+    /// The step's computation reaches the end of the known sequence: it
+    /// samples a token.
+    samples: bool,
+    /// The request was aborted after this step was scheduled.
+    dead: bool,
+}
+
+/// One scheduled step: who computes how many tokens, its price, and (when
+/// traced) what scheduling it did.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) duration_us: u64,
+    /// Admissions, with the prefix-cache hit (tokens) of each.
+    pub(crate) admitted: Vec<(u32, u32)>,
+    /// Preempted slots, in order.
+    pub(crate) preempted: Vec<u32>,
+    /// KV blocks referenced once scheduled.
+    pub(crate) kv_blocks_used: u32,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.admitted.clear();
+        self.preempted.clear();
+        self.duration_us = 0;
+    }
 }
 
 /// The scheduler, KV cache and latency model of one engine.
@@ -125,13 +177,23 @@ pub(crate) struct Engine<L> {
     free_slots: Vec<u32>,
     waiting: VecDeque<u32>,
     running: Vec<u32>,
-    scheduled: Vec<(u32, u32)>,
+    /// The step executing (valid while `stepping`).
+    executing: Batch,
+    /// Async scheduling: the step scheduled to run after `executing`.
+    queued: Batch,
+    has_queued: bool,
+    /// Where the next step is scheduled into.
+    building: Batch,
     batch: StepBatch,
     hits: Vec<u32>,
+    /// Aborted while a step was executing: freed at its end.
+    pending_aborts: Vec<u32>,
     /// Whether this step preempted anything (then nothing is admitted).
     preempted_this_step: bool,
-    /// Whether a step is in flight (between `start_step` and `finish_step`).
+    /// Whether a step is executing (between starting it and `finish_step`).
     stepping: bool,
+    /// Record admissions and preemptions for the step trace.
+    tracing: bool,
     stats: EngineStats,
 }
 
@@ -144,7 +206,8 @@ impl<L: LatencyModel> Engine<L> {
     pub(crate) fn new(config: EngineConfig, latency: L) -> Self {
         // vLLM takes one block out of the pool as the null block.
         let usable = config.num_gpu_blocks.saturating_sub(1);
-        let kv = KvCache::new(usable, config.block_size, config.enable_prefix_caching);
+        let kv =
+            KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
         Engine {
             config,
             kv,
@@ -153,13 +216,23 @@ impl<L: LatencyModel> Engine<L> {
             free_slots: Vec::new(),
             waiting: VecDeque::new(),
             running: Vec::new(),
-            scheduled: Vec::new(),
+            executing: Batch::default(),
+            queued: Batch::default(),
+            has_queued: false,
+            building: Batch::default(),
             batch: StepBatch::default(),
             hits: Vec::new(),
+            pending_aborts: Vec::new(),
             preempted_this_step: false,
             stepping: false,
+            tracing: false,
             stats: EngineStats::default(),
         }
+    }
+
+    /// Records admissions and preemptions in each [`Batch`].
+    pub(crate) fn set_tracing(&mut self, on: bool) {
+        self.tracing = on;
     }
 
     pub(crate) fn request_overhead_us(&self) -> u64 {
@@ -174,12 +247,32 @@ impl<L: LatencyModel> Engine<L> {
         !self.running.is_empty() || !self.waiting.is_empty()
     }
 
+    pub(crate) fn stepping(&self) -> bool {
+        self.stepping
+    }
+
     pub(crate) fn num_running(&self) -> usize {
         self.running.len()
     }
 
     pub(crate) fn num_waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// The step executing now.
+    pub(crate) fn executing(&self) -> &Batch {
+        &self.executing
+    }
+
+    /// The step scheduled last (by [`Engine::start_step`] or
+    /// [`Engine::queue_step`]).
+    pub(crate) fn last_scheduled(&self) -> &Batch {
+        if self.has_queued { &self.queued } else { &self.executing }
+    }
+
+    /// The request in `slot`, for the step trace.
+    pub(crate) fn owner(&self, slot: u32) -> Owner {
+        self.seqs[slot as usize].as_ref().expect("live slot").owner
     }
 
     pub(crate) fn check_kv(&self) -> Result<(), String> {
@@ -219,6 +312,8 @@ impl<L: LatencyModel> Engine<L> {
             num_tokens,
             total_len,
             num_computed: 0,
+            pending: 0,
+            in_flight_tokens: 0,
             prefill_end: num_tokens,
             seeded_kv,
             hashes,
@@ -243,62 +338,122 @@ impl<L: LatencyModel> Engine<L> {
         Ok(())
     }
 
-    /// Schedules one step and returns its duration in µs, or `None` when
-    /// there is nothing to run.
+    /// Schedules a step and starts executing it; returns its duration in µs,
+    /// or `None` when there is nothing to run.
     pub(crate) fn start_step(&mut self, events: &mut Vec<EngineEvent>) -> Option<u64> {
-        self.scheduled.clear();
+        debug_assert!(!self.stepping && !self.has_queued);
+        if !self.schedule(events) {
+            return None;
+        }
+        std::mem::swap(&mut self.executing, &mut self.building);
+        self.stepping = true;
+        Some(self.executing.duration_us)
+    }
+
+    /// Async scheduling: schedules the step after the one executing, whose
+    /// samples are placeholders until it ends. False when there is nothing
+    /// to schedule.
+    pub(crate) fn queue_step(&mut self, events: &mut Vec<EngineEvent>) -> bool {
+        debug_assert!(self.stepping && !self.has_queued);
+        if !self.schedule(events) {
+            return false;
+        }
+        std::mem::swap(&mut self.queued, &mut self.building);
+        self.has_queued = true;
+        true
+    }
+
+    /// Async scheduling: the queued step starts executing; returns its
+    /// duration, or `None` when none was queued.
+    pub(crate) fn start_queued(&mut self) -> Option<u64> {
+        debug_assert!(!self.stepping);
+        if !self.has_queued {
+            return None;
+        }
+        std::mem::swap(&mut self.executing, &mut self.queued);
+        self.has_queued = false;
+        self.stepping = true;
+        Some(self.executing.duration_us)
+    }
+
+    /// vLLM's `schedule()` into `self.building`: running requests first, then
+    /// waiting ones. False when it scheduled nothing.
+    fn schedule(&mut self, events: &mut Vec<EngineEvent>) -> bool {
+        self.building.clear();
         self.batch.clear();
         self.preempted_this_step = false;
-        let lpt = self.config.long_prefill_token_threshold;
-        let clamp = |n: u32, budget: u32| {
-            let n = if lpt > 0 { n.min(lpt) } else { n };
-            n.min(budget)
-        };
+        let mut lpt = self.config.long_prefill_token_threshold;
+        // scheduler.py (0.31+): "When it is the only request there is nobody
+        // to starve, so let it use the whole budget".
+        if self.config.lone_request_skips_prefill_threshold && self.running.len() + self.waiting.len() <= 1 {
+            lpt = 0;
+        }
         let mut budget = self.config.max_num_batched_tokens;
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
-            let n = clamp(seq.num_tokens - seq.num_computed, budget);
+            // Async: its last token is being sampled by a step in flight
+            // (scheduler.py: "Avoid scheduling an extra step when we are sure
+            // that the previous step has reached request.max_tokens").
+            if seq.pending > 0 && seq.num_tokens + seq.pending >= seq.total_len {
+                i += 1;
+                continue;
+            }
+            let mut n = seq.num_tokens + seq.pending - seq.num_computed;
+            if lpt > 0 {
+                n = n.min(lpt);
+            }
+            n = n.min(budget);
+            // (vLLM also caps n at max_model_len − num_computed − 1, which
+            // never binds: `add` refuses sequences longer than max_model_len.)
             let target = seq.num_computed + n;
-            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target) && !self.preempt_for(slot, target) {
+            let known = seq.num_tokens;
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target, known) && !self.preempt_for(slot, target) {
                 break;
             }
-            self.schedule(slot, n);
+            self.schedule_tokens(slot, n);
             budget -= n;
             i += 1;
         }
         if !self.preempted_this_step {
-            self.admit_waiting(&mut budget, events);
+            self.admit_waiting(&mut budget, lpt, events);
         }
-        if self.scheduled.is_empty() {
-            return None;
+        if self.building.entries.is_empty() {
+            return false;
         }
         self.stats.steps += 1;
-        self.stepping = true;
-        Some(self.latency.step_time_us(&self.batch))
+        self.building.duration_us = self.latency.step_time_us(&self.batch);
+        self.building.kv_blocks_used = self.kv.num_used();
+        true
     }
 
-    /// Adds `n` tokens of `slot` to this step, and its chunk to the batch the
-    /// latency model prices.
-    fn schedule(&mut self, slot: u32, n: u32) {
-        let seq = self.seqs[slot as usize].as_ref().expect("live slot");
+    /// Adds `n` tokens of `slot` to the step being built, and its chunk to
+    /// the batch the latency model prices. Like vLLM's
+    /// `_update_after_schedule`, the tokens count as computed from now on.
+    fn schedule_tokens(&mut self, slot: u32, n: u32) {
+        let async_scheduling = self.config.async_scheduling;
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         if seq.num_computed >= seq.prefill_end {
             self.batch.decodes += 1;
             self.batch.decode_context_tokens += u64::from(seq.num_computed);
-        } else {
-            self.batch.prefills.push(PrefillChunk {
-                new_tokens: n,
-                context_tokens: seq.num_computed,
-                samples: seq.num_computed + n == seq.num_tokens,
-            });
         }
-        self.scheduled.push((slot, n));
+        let known_end = seq.num_tokens + seq.pending;
+        let samples = seq.num_computed + n >= known_end;
+        if seq.num_computed < seq.prefill_end {
+            self.batch.prefills.push(PrefillChunk { new_tokens: n, context_tokens: seq.num_computed, samples });
+        }
+        seq.num_computed += n;
+        seq.in_flight_tokens += n;
+        if samples {
+            seq.pending += 1;
+        }
+        debug_assert!(async_scheduling || seq.pending <= 1);
+        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false });
         self.stats.computed_tokens += u64::from(n);
     }
 
-    fn admit_waiting(&mut self, budget: &mut u32, events: &mut Vec<EngineEvent>) {
-        let lpt = self.config.long_prefill_token_threshold;
+    fn admit_waiting(&mut self, budget: &mut u32, lpt: u32, events: &mut Vec<EngineEvent>) {
         let block_size = self.kv.block_size();
         while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
             let Some(&slot) = self.waiting.front() else { break };
@@ -315,7 +470,14 @@ impl<L: LatencyModel> Engine<L> {
                 n = n.min(lpt);
             }
             n = n.min(*budget);
-            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n) {
+            // kv_cache_manager.py allocate_slots(full_sequence_must_fit):
+            // blocks for min(num_tokens, max_model_len) must be free.
+            if self.config.scheduler_reserve_full_isl
+                && !self.kv.fits(&self.hits, seq.num_tokens.min(self.config.max_model_len))
+            {
+                break;
+            }
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n, seq.num_tokens) {
                 break;
             }
             self.waiting.pop_front();
@@ -331,7 +493,10 @@ impl<L: LatencyModel> Engine<L> {
                 seq.cached_tokens = hit_tokens;
                 events.push(EngineEvent::Scheduled(seq.owner));
             }
-            self.schedule(slot, n);
+            if self.tracing {
+                self.building.admitted.push((slot, computed));
+            }
+            self.schedule_tokens(slot, n);
             *budget -= n;
         }
     }
@@ -342,16 +507,18 @@ impl<L: LatencyModel> Engine<L> {
         self.waiting.clear();
         self.running.clear();
         self.free_slots.clear();
+        self.has_queued = false;
+        self.stepping = false;
         self.seqs.drain(..).flatten().filter(|s| !s.aborted).map(Seq::departure).collect()
     }
 
     /// The client gave up on `owner` (vLLM aborts a request whose client
-    /// disconnects): it leaves the queues and its KV blocks are freed — at
-    /// once, or when the step in flight that computes it ends. Returns what it
-    /// emitted so far; `None` if it is not in the engine.
+    /// disconnects). Returns what it emitted so far; `None` if it is not in
+    /// the engine. The engine sees the abort at the next step boundary, as
+    /// vLLM's engine core handles aborts between steps: then the request
+    /// leaves its queue and its KV blocks are freed.
     pub(crate) fn abort(&mut self, owner: Owner) -> Option<Departure> {
         let slot = self.seqs.iter().position(|s| s.as_ref().is_some_and(|s| s.owner == owner && !s.aborted))? as u32;
-        let in_flight = self.stepping && self.scheduled.iter().any(|&(s, _)| s == slot);
         let seq = self.seqs[slot as usize].as_mut().expect("found");
         let departure = Departure {
             owner,
@@ -359,17 +526,29 @@ impl<L: LatencyModel> Engine<L> {
             preemptions: seq.preemptions,
             cached_tokens: seq.cached_tokens,
         };
-        if in_flight {
-            seq.aborted = true;
+        seq.aborted = true;
+        if self.stepping {
+            self.pending_aborts.push(slot);
         } else {
-            self.kv.free(&mut seq.blocks);
-            self.seqs[slot as usize] = None;
-            self.free_slots.push(slot);
-            self.waiting.retain(|&s| s != slot);
+            self.remove(slot);
         }
-        // Out of the running list now, so no later step schedules it.
-        self.running.retain(|&s| s != slot);
         Some(departure)
+    }
+
+    /// vLLM's `finish_requests(.., FINISHED_ABORTED)`: `slot` leaves its
+    /// queue, its blocks are freed, and a queued step computes nothing for it.
+    fn remove(&mut self, slot: u32) {
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        self.kv.free(&mut seq.blocks);
+        self.seqs[slot as usize] = None;
+        self.free_slots.push(slot);
+        self.running.retain(|&s| s != slot);
+        self.waiting.retain(|&s| s != slot);
+        if self.has_queued {
+            for e in self.queued.entries.iter_mut().filter(|e| e.slot == slot) {
+                e.dead = true;
+            }
+        }
     }
 
     /// vLLM's preemption loop: preempts the most recently admitted running
@@ -384,53 +563,75 @@ impl<L: LatencyModel> Engine<L> {
                 return false;
             }
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
-            if self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target) {
+            let known = seq.num_tokens;
+            if self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target, known) {
                 return true;
             }
         }
     }
 
+    /// `_preempt_request`: blocks freed, everything to be recomputed, back to
+    /// the front of the waiting queue. A token a step in flight samples for
+    /// it is still delivered (vLLM's stale output).
     fn preempt(&mut self, slot: u32) {
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         self.kv.free(&mut seq.blocks);
         seq.num_computed = 0;
+        seq.pending = 0;
         seq.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
+        if self.tracing {
+            self.building.preempted.push(slot);
+        }
     }
 
-    /// Applies the scheduled step: computed tokens advance, requests that
-    /// caught up sample a token, finished requests leave and free their blocks.
+    /// The executing step ends at `now` (vLLM's `update_from_output`):
+    /// requests that sampled get their token, finished requests leave and
+    /// free their blocks in step order; then aborts that came in during the
+    /// step take effect.
     pub(crate) fn finish_step(&mut self, now_us: u64, events: &mut Vec<EngineEvent>) {
         self.stepping = false;
         let mut any_finished = false;
-        for k in 0..self.scheduled.len() {
-            let (slot, n) = self.scheduled[k];
+        for k in 0..self.executing.entries.len() {
+            let Entry { slot, tokens, samples, dead } = self.executing.entries[k];
+            if dead {
+                continue;
+            }
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
-            if seq.aborted {
-                self.kv.free(&mut seq.blocks);
-                self.seqs[slot as usize] = None;
-                self.free_slots.push(slot);
-                any_finished = true;
+            seq.in_flight_tokens -= tokens;
+            if !samples {
                 continue;
             }
-            seq.num_computed += n;
-            if seq.num_computed < seq.num_tokens {
-                continue;
-            }
+            seq.pending = seq.pending.saturating_sub(1);
             seq.num_tokens += 1;
-            seq.token_times_us.push(now_us);
+            if !seq.aborted {
+                seq.token_times_us.push(now_us);
+            }
             if seq.num_tokens == seq.total_len {
                 self.kv.free(&mut seq.blocks);
                 let seq = self.seqs[slot as usize].take().expect("live slot");
-                events.push(EngineEvent::Finished(seq.departure()));
+                if seq.aborted {
+                    self.pending_aborts.retain(|&s| s != slot);
+                } else {
+                    events.push(EngineEvent::Finished(seq.departure()));
+                }
                 self.free_slots.push(slot);
                 any_finished = true;
+            } else if self.config.async_scheduling && seq.num_computed > 0 {
+                // update_from_output: with placeholders, blocks that the
+                // sampled token completes are registered now.
+                let upto = (seq.num_computed - seq.in_flight_tokens).min(seq.num_tokens);
+                self.kv.register(&mut seq.blocks, &seq.hashes, upto);
             }
         }
         if any_finished {
             let seqs = &self.seqs;
             self.running.retain(|&s| seqs[s as usize].is_some());
+            self.waiting.retain(|&s| seqs[s as usize].is_some());
+        }
+        for slot in std::mem::take(&mut self.pending_aborts) {
+            self.remove(slot);
         }
     }
 }

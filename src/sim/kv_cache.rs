@@ -1,13 +1,19 @@
 //! Paged KV cache with automatic prefix caching, after vLLM V1's
-//! `block_pool.py` and `kv_cache_manager.py`.
+//! `block_pool.py`, `kv_cache_manager.py` and `single_type_kv_cache_manager.py`.
 //!
 //! Blocks hold `block_size` tokens. A full block whose tokens are known is
 //! identified by a hash chained over every token before it, and registered in
-//! a hash → block map. A freed block keeps its hash and goes to the *tail* of
-//! the free queue, so it can still be hit until it is reused; new blocks are
-//! taken from the *head* (least recently freed first), evicting the hash they
-//! carried. A request's blocks are freed in reverse, so its last blocks are
-//! evicted before its first ones, as in vLLM.
+//! a hash → blocks map as soon as it is full, whichever step filled it (a
+//! prefill chunk, or decodes). Two requests computing the same prefix at the
+//! same time register two blocks under one hash; lookups return the first
+//! still registered (vLLM's `BlockHashToBlockMap` does not de-duplicate).
+//!
+//! The free queue: new blocks are taken from the head, evicting the hash they
+//! carried. A request's blocks are freed last block first. Freed blocks that
+//! carry a hash go to the tail, so they can still be hit until they are
+//! reused (LRU); blocks without one go to the head when
+//! `free_uncached_blocks_first` is set (vLLM ≥ 0.28: `block_pool.py`
+//! `free_blocks`, "LIFO reuse of non-cached blocks"), else to the tail too.
 //!
 //! Invariant, checked by [`KvCache::check`]: every block is either referenced
 //! (`ref_count > 0`) or in the free queue, never both.
@@ -34,7 +40,8 @@ struct Block {
 #[derive(Debug, Default)]
 pub(crate) struct SeqBlocks {
     pub(crate) blocks: Vec<u32>,
-    /// How many leading blocks have been registered in the prefix cache.
+    /// How many leading blocks have been registered in the prefix cache (or
+    /// were claimed from it): vLLM's `num_cached_block[request]`.
     num_hashed: usize,
 }
 
@@ -68,12 +75,19 @@ pub(crate) struct KvCache {
     head: u32,
     tail: u32,
     num_free: u32,
+    /// The first block registered under each hash (the one lookups return).
     cached: HashMap<u64, u32>,
+    /// Later blocks registered under a hash already in `cached`, in
+    /// registration order. Rare: only concurrent prefills of one prefix.
+    duplicates: HashMap<u64, Vec<u32>>,
     prefix_caching: bool,
+    free_uncached_first: bool,
+    /// Scratch for [`KvCache::free`]: freed blocks without a hash.
+    uncached: Vec<u32>,
 }
 
 impl KvCache {
-    pub(crate) fn new(num_blocks: u32, block_size: u32, prefix_caching: bool) -> KvCache {
+    pub(crate) fn new(num_blocks: u32, block_size: u32, prefix_caching: bool, free_uncached_first: bool) -> KvCache {
         let mut cache = KvCache {
             block_size,
             blocks: vec![Block { hash: NO_HASH, ref_count: 0, prev: NONE, next: NONE }; num_blocks as usize],
@@ -81,7 +95,10 @@ impl KvCache {
             tail: NONE,
             num_free: 0,
             cached: HashMap::new(),
+            duplicates: HashMap::new(),
             prefix_caching,
+            free_uncached_first,
+            uncached: Vec::new(),
         };
         for b in 0..num_blocks {
             cache.push_back(b);
@@ -91,6 +108,11 @@ impl KvCache {
 
     pub(crate) fn num_blocks(&self) -> u32 {
         self.blocks.len() as u32
+    }
+
+    /// Blocks referenced by requests (not in the free queue).
+    pub(crate) fn num_used(&self) -> u32 {
+        self.num_blocks() - self.num_free
     }
 
     #[cfg(test)]
@@ -116,24 +138,42 @@ impl KvCache {
         }
     }
 
+    /// Whether a request holding nothing, with prefix-cache `hits`, could get
+    /// blocks for all of its `num_tokens` now: vLLM ≥ 0.19's admission gate
+    /// (`kv_cache_manager.py` `allocate_slots(full_sequence_must_fit=True)`),
+    /// which counts hit blocks still in the free queue as taken.
+    pub(crate) fn fits(&self, hits: &[u32], num_tokens: u32) -> bool {
+        let wanted = num_tokens.div_ceil(self.block_size) as usize;
+        let new = wanted.saturating_sub(hits.len());
+        let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();
+        new + hits_in_free_queue <= self.num_free as usize
+    }
+
     /// Makes `seq` hold blocks for `num_tokens` tokens, first claiming the
     /// prefix-cache `hits` (only when `seq` holds nothing yet). All or
     /// nothing: false, with nothing changed, when the free queue is too short.
-    /// Full blocks covered by `hashes` are then registered for reuse.
+    /// Then every block full within the first `known` tokens is registered
+    /// for reuse (vLLM caches `min(computed + new, request.num_tokens)`:
+    /// tokens not sampled yet have no hash).
     #[inline]
-    pub(crate) fn allocate(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32) -> bool {
+    pub(crate) fn allocate(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32, known: u32) -> bool {
         // Fast path, taken by most decode steps: the last block has room and
         // there is nothing new to register.
         if hits.is_empty()
             && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
-            && (!self.prefix_caching || seq.num_hashed >= hashes.len())
+            && (!self.prefix_caching || seq.num_hashed >= self.num_full(hashes, num_tokens.min(known)))
         {
             return true;
         }
-        self.allocate_blocks(seq, hashes, hits, num_tokens)
+        self.allocate_blocks(seq, hashes, hits, num_tokens, known)
     }
 
-    fn allocate_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32) -> bool {
+    /// Full blocks within `tokens` that have a hash.
+    fn num_full(&self, hashes: &[u64], tokens: u32) -> usize {
+        ((tokens / self.block_size) as usize).min(hashes.len())
+    }
+
+    fn allocate_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32, known: u32) -> bool {
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(seq.blocks.len() + hits.len());
         let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();
@@ -147,39 +187,94 @@ impl KvCache {
             self.blocks[b as usize].ref_count += 1;
             seq.blocks.push(b);
         }
-        seq.num_hashed = seq.num_hashed.max(seq.blocks.len());
+        // Hit blocks are registered already. Only hits advance the count
+        // here: a partly filled last block is registered when it fills up.
+        if !hits.is_empty() {
+            seq.num_hashed = seq.blocks.len();
+        }
         for _ in 0..new {
             let b = self.head;
             self.unlink(b);
             let block = &mut self.blocks[b as usize];
             let h = std::mem::replace(&mut block.hash, NO_HASH);
             block.ref_count = 1;
-            if h != NO_HASH && self.cached.get(&h) == Some(&b) {
-                self.cached.remove(&h);
+            if h != NO_HASH {
+                self.unregister(h, b);
             }
             seq.blocks.push(b);
         }
-        if self.prefix_caching {
-            let full = ((num_tokens / self.block_size) as usize).min(hashes.len());
-            let start = seq.num_hashed.min(full);
-            for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {
-                self.blocks[b as usize].hash = h;
-                self.cached.entry(h).or_insert(b);
-            }
-            seq.num_hashed = seq.num_hashed.max(full);
-        }
+        self.register(seq, hashes, num_tokens.min(known));
         true
     }
 
-    /// Releases every block of `seq`, last block first.
+    /// Registers every block of `seq` full within its first `tokens` tokens
+    /// that is not registered yet (vLLM's `cache_blocks`).
+    pub(crate) fn register(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
+        if !self.prefix_caching {
+            return;
+        }
+        let full = self.num_full(hashes, tokens).min(seq.blocks.len());
+        for i in seq.num_hashed..full {
+            let (b, h) = (seq.blocks[i], hashes[i]);
+            self.blocks[b as usize].hash = h;
+            match self.cached.entry(h) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(b);
+                }
+                std::collections::hash_map::Entry::Occupied(_) => self.duplicates.entry(h).or_default().push(b),
+            }
+        }
+        seq.num_hashed = seq.num_hashed.max(full);
+    }
+
+    /// Block `b`, registered under `h`, is reused for new tokens: it leaves
+    /// the prefix cache; the next block registered under `h`, if any, is
+    /// the one found from now on.
+    fn unregister(&mut self, h: u64, b: u32) {
+        if self.cached.get(&h) == Some(&b) {
+            match self.duplicates.get_mut(&h) {
+                Some(dups) => {
+                    let next = dups.remove(0);
+                    if dups.is_empty() {
+                        self.duplicates.remove(&h);
+                    }
+                    self.cached.insert(h, next);
+                }
+                None => {
+                    self.cached.remove(&h);
+                }
+            }
+        } else if let Some(dups) = self.duplicates.get_mut(&h) {
+            dups.retain(|&d| d != b);
+            if dups.is_empty() {
+                self.duplicates.remove(&h);
+            }
+        }
+    }
+
+    /// Releases every block of `seq`, last block first. Blocks with a hash
+    /// go to the tail of the free queue in that order; blocks without one to
+    /// the head (keeping that order) or, without `free_uncached_first`, to
+    /// the tail like the others.
     pub(crate) fn free(&mut self, seq: &mut SeqBlocks) {
+        let mut uncached = std::mem::take(&mut self.uncached);
         for &b in seq.blocks.iter().rev() {
-            let rc = &mut self.blocks[b as usize].ref_count;
-            *rc -= 1;
-            if *rc == 0 {
+            let block = &mut self.blocks[b as usize];
+            block.ref_count -= 1;
+            if block.ref_count > 0 {
+                continue;
+            }
+            if self.free_uncached_first && (block.hash == NO_HASH || !self.prefix_caching) {
+                uncached.push(b);
+            } else {
                 self.push_back(b);
             }
         }
+        for &b in uncached.iter().rev() {
+            self.push_front(b);
+        }
+        uncached.clear();
+        self.uncached = uncached;
         seq.blocks.clear();
         seq.num_hashed = 0;
     }
@@ -217,6 +312,18 @@ impl KvCache {
         self.num_free += 1;
     }
 
+    fn push_front(&mut self, b: u32) {
+        self.blocks[b as usize].prev = NONE;
+        self.blocks[b as usize].next = self.head;
+        if self.head == NONE {
+            self.tail = b;
+        } else {
+            self.blocks[self.head as usize].prev = b;
+        }
+        self.head = b;
+        self.num_free += 1;
+    }
+
     fn unlink(&mut self, b: u32) {
         let (p, n) = (self.blocks[b as usize].prev, self.blocks[b as usize].next);
         if p == NONE {
@@ -247,11 +354,11 @@ mod tests {
 
     #[test]
     fn shared_prefix_is_hit_after_the_owner_frees_it() {
-        let mut kv = KvCache::new(8, 4, true);
+        let mut kv = KvCache::new(8, 4, true, false);
         let h = hashes(0..10);
         assert_eq!(h.len(), 2);
         let mut a = SeqBlocks::default();
-        assert!(kv.allocate(&mut a, &h, &[], 10));
+        assert!(kv.allocate(&mut a, &h, &[], 10, 10));
         assert_eq!(kv.num_free(), 5);
         kv.free(&mut a);
         kv.check().unwrap();
@@ -259,22 +366,22 @@ mod tests {
         kv.find_cached(&h, 2, &mut hits);
         assert_eq!(hits.len(), 2);
         let mut b = SeqBlocks::default();
-        assert!(kv.allocate(&mut b, &h, &hits, 10));
+        assert!(kv.allocate(&mut b, &h, &hits, 10, 10));
         assert_eq!(kv.num_free(), 5);
         kv.check().unwrap();
     }
 
     #[test]
     fn allocation_is_all_or_nothing_and_evicts_lru_first() {
-        let mut kv = KvCache::new(3, 4, true);
+        let mut kv = KvCache::new(3, 4, true, false);
         let mut a = SeqBlocks::default();
-        assert!(kv.allocate(&mut a, &hashes(0..8), &[], 8));
+        assert!(kv.allocate(&mut a, &hashes(0..8), &[], 8, 8));
         let mut b = SeqBlocks::default();
-        assert!(!kv.allocate(&mut b, &[], &[], 12));
+        assert!(!kv.allocate(&mut b, &[], &[], 12, 12));
         assert_eq!(kv.num_free(), 1);
         kv.free(&mut a);
         // Taking two fresh blocks evicts the free block first, then a's last block.
-        assert!(kv.allocate(&mut b, &[], &[], 8));
+        assert!(kv.allocate(&mut b, &[], &[], 8, 8));
         let mut hits = Vec::new();
         kv.find_cached(&hashes(0..8), 2, &mut hits);
         assert_eq!(hits.len(), 1);
@@ -283,12 +390,85 @@ mod tests {
 
     #[test]
     fn disabled_prefix_caching_never_hits() {
-        let mut kv = KvCache::new(4, 4, false);
+        let mut kv = KvCache::new(4, 4, false, false);
         let mut a = SeqBlocks::default();
-        assert!(kv.allocate(&mut a, &hashes(0..8), &[], 8));
+        assert!(kv.allocate(&mut a, &hashes(0..8), &[], 8, 8));
         kv.free(&mut a);
         let mut hits = Vec::new();
         kv.find_cached(&hashes(0..8), 2, &mut hits);
         assert!(hits.is_empty());
+    }
+
+    #[test]
+    fn a_block_filled_by_a_later_chunk_is_registered() {
+        // D1: a prefill split inside a block (6 of 8 tokens, then the rest)
+        // registers that block when the second chunk fills it, so a request
+        // sharing the prefix past the split hits both blocks.
+        let mut kv = KvCache::new(8, 4, true, false);
+        let h = hashes(0..9);
+        let mut a = SeqBlocks::default();
+        assert!(kv.allocate(&mut a, &h, &[], 6, 9));
+        assert!(kv.allocate(&mut a, &h, &[], 9, 9));
+        let mut hits = Vec::new();
+        kv.find_cached(&h, 2, &mut hits);
+        assert_eq!(hits, a.blocks[..2]);
+        // Decodes fill blocks too: the third block fills at token 12.
+        let h = hashes(0..13);
+        assert!(kv.allocate(&mut a, &h, &[], 12, 12));
+        hits.clear();
+        kv.find_cached(&h, 3, &mut hits);
+        assert_eq!(hits.len(), 3);
+        kv.check().unwrap();
+    }
+
+    #[test]
+    fn every_block_registered_under_a_hash_can_be_found() {
+        // D5: two requests compute the same prefix at once; when the first
+        // one's copy is evicted, the second copy is still found.
+        let mut kv = KvCache::new(4, 4, true, false);
+        let h = hashes(0..4);
+        let (mut a, mut b) = (SeqBlocks::default(), SeqBlocks::default());
+        assert!(kv.allocate(&mut a, &h, &[], 4, 4));
+        assert!(kv.allocate(&mut b, &h, &[], 4, 4));
+        kv.free(&mut a);
+        // Take every free block, evicting a's copy.
+        let mut c = SeqBlocks::default();
+        assert!(kv.allocate(&mut c, &[], &[], 12, 12));
+        assert!(!c.blocks.contains(&b.blocks[0]));
+        let mut hits = Vec::new();
+        kv.find_cached(&h, 1, &mut hits);
+        assert_eq!(hits, b.blocks);
+        kv.check().unwrap();
+    }
+
+    #[test]
+    fn uncached_blocks_are_reused_first_when_asked() {
+        // D4: with free_uncached_first, a freed block without a hash goes to
+        // the head of the free queue and is taken before cached ones.
+        for first in [false, true] {
+            let mut kv = KvCache::new(4, 4, true, first);
+            let mut a = SeqBlocks::default();
+            assert!(kv.allocate(&mut a, &hashes(0..6), &[], 6, 6));
+            let partial = a.blocks[1];
+            kv.free(&mut a);
+            let mut b = SeqBlocks::default();
+            assert!(kv.allocate(&mut b, &[], &[], 4, 4));
+            assert_eq!(b.blocks[0] == partial, first, "free_uncached_first = {first}");
+            kv.check().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_full_prompt_gate_counts_evictable_hits() {
+        let mut kv = KvCache::new(4, 4, true, false);
+        let h = hashes(0..8);
+        let mut a = SeqBlocks::default();
+        assert!(kv.allocate(&mut a, &h, &[], 8, 8));
+        kv.free(&mut a);
+        let mut hits = Vec::new();
+        kv.find_cached(&h, 2, &mut hits);
+        // 16 tokens = 4 blocks: 2 hits (both in the free queue) + 2 new ≤ 4 free.
+        assert!(kv.fits(&hits, 16));
+        assert!(!kv.fits(&hits, 17));
     }
 }

@@ -90,21 +90,26 @@ fn a_client_timeout_aborts_the_request_and_frees_the_engine() {
         (rows(&dir.read("r.jsonl")), m)
     };
     // A: prefill ends at 1200 µs, decodes at 2210 and 3220; the client gives
-    // up at 3000, during the step that would end at 3220. B arrives at 3500
-    // to an idle engine.
+    // up at 3000, during the step that would end at 3220. The step after it
+    // (A's next decode, scheduled at 2210 under async scheduling) still runs
+    // until 4230; B, arriving at 3500, is prefilled from then.
     let workload = format!("{}\n{}\n", llm_row(0, 0.0, 100, 5, ""), llm_row(1, 0.0035, 100, 2, ""));
     let (rows, m) = run_with(&workload, &["--timeout", "0.003"]);
     assert_eq!(latencies_us(&rows[0], 0), vec![1200, 1010]);
     assert_eq!(rows[0]["sub_requests"][0]["error"], "timed out: the client stopped waiting");
-    assert_eq!(latencies_us(&rows[1], 0), vec![1200, 1010]);
+    assert_eq!(latencies_us(&rows[1], 0), vec![1930, 1010]);
     assert_eq!((m["timed_out_requests"].as_u64(), m["completed_requests"].as_u64()), (Some(1), Some(1)));
     // With one request in flight at most, B is sent when A is given up on
-    // (3000 µs), held through the step in flight (async scheduling), and
-    // prefilled from 3220, when that step ends and frees A's blocks.
+    // (3000 µs). With async scheduling the engine sees the abort at 3220,
+    // when the step in flight ends; the step after it (A's next decode) was
+    // scheduled when that one started, and still runs (3220–4230), as in
+    // vLLM. B is scheduled at 3220 into the step after, and prefilled from
+    // 4230: TTFT 5430 − 3000 µs; its client gives up at 6000, before the
+    // second token (6440).
     let workload = format!("{}\n{}\n", llm_row(0, 0.0, 100, 5, ""), llm_row(1, 0.001, 100, 2, ""));
     let (rows, _) = run_with(&workload, &["--timeout", "0.003", "--concurrency", "1"]);
     assert_eq!(rows[1]["arrival_time"], 0.003);
-    assert_eq!(latencies_us(&rows[1], 0), vec![1420, 1010]);
+    assert_eq!(latencies_us(&rows[1], 0), vec![2430]);
 }
 
 #[test]

@@ -22,6 +22,9 @@ fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         enable_prefix_caching: rng.random_bool(0.7),
         long_prefill_token_threshold: if rng.random_bool(0.3) { rng.random_range(1..=64) } else { 0 },
         async_scheduling: rng.random_bool(0.5),
+        scheduler_reserve_full_isl: rng.random_bool(0.5),
+        lone_request_skips_prefill_threshold: rng.random_bool(0.5),
+        free_uncached_blocks_first: rng.random_bool(0.5),
     }
 }
 

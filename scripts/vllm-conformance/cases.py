@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Writes the vLLM conformance case specs (deterministic, no dependencies).
+
+    python3 scripts/vllm-conformance/cases.py [--out DIR]
+
+One JSON file per case in tests/data/vllm-conformance/cases/<name>.json (the
+directory is emptied of *.json first). The format and the token-id rule are in
+scripts/vllm-conformance/README.md; `prompt_token_ids` below is the one
+implementation of that rule on the Python side (driver.py imports it).
+"""
+import argparse
+import json
+import math
+import random
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEFAULT_OUT = ROOT / "tests" / "data" / "vllm-conformance" / "cases"
+
+M = 2**64 - 1
+SAMPLED_TOKEN = 7  # what the fake sampler always samples; prompts never contain it
+BLOCK = 16
+
+
+def splitmix64(x):
+    z = (x + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+
+
+def tok(seed, stream, i):
+    return 100 + splitmix64((seed << 40) ^ (stream << 20) ^ i) % 30000
+
+
+def prompt_token_ids(case, r):
+    """Prompt of request r of `case` (a parsed case spec)."""
+    req = case["requests"][r]
+    if "copy_of" in req:
+        return prompt_token_ids(case, req["copy_of"])
+    seed = case["seed"]
+    n = req["prompt_len"]
+    plen = 0
+    if "prefix" in req:
+        g = req["prefix"]
+        plen = case["prefixes"][g]
+        assert plen < n
+    return [
+        tok(seed, (1 << 19) + req["prefix"], i) if i < plen else tok(seed, r, i)
+        for i in range(n)
+    ]
+
+
+def engine(max_num_seqs=8, max_num_batched_tokens=256, long_prefill_token_threshold=0,
+           num_gpu_blocks=4000, block_size=BLOCK, enable_prefix_caching=True,
+           max_model_len=4096):
+    return {
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "long_prefill_token_threshold": long_prefill_token_threshold,
+        "num_gpu_blocks": num_gpu_blocks,
+        "block_size": block_size,
+        "enable_prefix_caching": enable_prefix_caching,
+        "max_model_len": max_model_len,
+    }
+
+
+def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None):
+    r = {"arrival_step": arrival_step, "prompt_len": prompt_len, "output_len": output_len}
+    if prefix is not None:
+        r["prefix"] = prefix
+    if copy_of is not None:
+        r["copy_of"] = copy_of
+    return r
+
+
+def case(name, eng, requests, seed, prefixes=(), timeout_steps=None):
+    return {
+        "name": name,
+        "engine": eng,
+        "timeout_steps": timeout_steps,
+        "seed": seed,
+        "prefixes": list(prefixes),
+        "requests": requests,
+    }
+
+
+def blocks_needed(r):
+    """Blocks one request needs at its longest (the last sampled token has no KV)."""
+    return math.ceil((r["prompt_len"] + r["output_len"] - 1) / BLOCK)
+
+
+def workload(rng, n, mean_gap, prompt_range, output_range, prefixes, prefix_share,
+             copy_share=0.0, max_extra_tail=200):
+    """Exponential inter-arrivals (in steps, floored), uniform lengths, a share of the
+    requests opening with one of `prefixes`, and a share that repeat an earlier prompt."""
+    reqs = []
+    t = 0.0
+    for r in range(n):
+        if r > 0:
+            t += rng.expovariate(1.0 / mean_gap)
+        arrival = int(t)
+        out = rng.randint(*output_range)
+        if r > 0 and rng.random() < copy_share:
+            k = rng.randrange(r)
+            reqs.append(req(arrival, reqs[k]["prompt_len"], out, copy_of=k))
+            continue
+        plen = rng.randint(*prompt_range)
+        if prefixes and rng.random() < prefix_share:
+            g = rng.randrange(len(prefixes))
+            if prefixes[g] >= plen:
+                plen = prefixes[g] + rng.randint(1, max_extra_tail)
+            reqs.append(req(arrival, plen, out, prefix=g))
+        else:
+            reqs.append(req(arrival, plen, out))
+    return reqs
+
+
+def named_cases():
+    out = []
+
+    # a: one long prompt, chunked by the budget.
+    a = [req(0, 1000, 20)]
+    out.append(case("a", engine(), a, seed=1))
+    out.append(case("a_lpt", engine(long_prefill_token_threshold=128), a, seed=1))
+
+    # b: 20 requests at once, prompts longer than the budget, max_num_seqs binds.
+    rng = random.Random(2)
+    b = [req(0, rng.randint(300, 700), rng.randint(5, 40)) for _ in range(20)]
+    out.append(case("b", engine(), b, seed=2))
+    out.append(case("b_lpt", engine(long_prefill_token_threshold=64), b, seed=2))
+
+    # c: shared system prompts (not block aligned) with unique tails, an exact repeat,
+    # a block-multiple prompt sent twice, and an idle gap before the second wave.
+    c = [
+        req(0, 260, 20, prefix=0),
+        req(0, 389, 12, prefix=1),
+        req(1, 150, 30, prefix=2),
+        req(2, 300, 8),
+        req(4, 400, 15, prefix=1),
+        req(5, 230, 25, prefix=0),
+        req(6, 100, 10, prefix=2),
+        req(8, 256, 6),                 # 256 tokens = 16 full blocks
+        req(10, 389, 3, copy_of=1),     # exact repeat of r1
+        req(12, 345, 18, prefix=1),
+        req(15, 90, 22, prefix=2),
+        req(18, 210, 9, prefix=0),
+        req(20, 500, 5),
+        # second wave, after the engine has been idle for a while
+        req(60, 256, 4, copy_of=7),     # the 256-token prompt again
+        req(62, 373, 10, prefix=1),
+        req(65, 201, 7, prefix=0),      # one token past its 200-token prefix
+        req(70, 260, 6, copy_of=0),
+        req(75, 80, 12, prefix=2),
+        req(80, 300, 5, copy_of=3),
+    ]
+    out.append(case("c", engine(), c, seed=3, prefixes=[200, 333, 64]))
+
+    # d: 8 long-output requests, 2 arrivals per step, 48 blocks: forced preemption.
+    rng = random.Random(4)
+    d = [req(i // 2, rng.randint(80, 200), rng.randint(100, 220)) for i in range(8)]
+    out.append(case("d", engine(num_gpu_blocks=48), d, seed=4))
+
+    # e: 200 requests, a 700-block cache, shared prefixes.
+    rng = random.Random(5)
+    e_prefixes = [rng.randint(16, 400) for _ in range(5)]
+    e = workload(rng, 200, 3.0, (8, 900), (1, 200), e_prefixes, 0.4)
+    e_eng = dict(max_num_seqs=16, max_num_batched_tokens=512, num_gpu_blocks=700)
+    out.append(case("e", engine(**e_eng), e, seed=5, prefixes=e_prefixes))
+    out.append(case("e_lpt", engine(**{**e_eng, "long_prefill_token_threshold": 128}),
+                    e, seed=5, prefixes=e_prefixes))
+    out.append(case("e_roomy", engine(**{**e_eng, "num_gpu_blocks": 20000}),
+                    e, seed=5, prefixes=e_prefixes))
+    out.append(case("e_nocache", engine(**{**e_eng, "enable_prefix_caching": False}),
+                    e, seed=5, prefixes=e_prefixes))
+
+    # abort: client timeouts of 25 steps with a small budget (long prefills span many
+    # steps), bursts that queue requests, and a cache small enough to preempt.
+    rng = random.Random(6)
+    ab_prefixes = [180, 90]
+    ab = workload(rng, 30, 1.5, (100, 1100), (5, 60), ab_prefixes, 0.3)
+    out.append(case("abort", engine(max_num_seqs=6, max_num_batched_tokens=128,
+                                    num_gpu_blocks=120),
+                    ab, seed=6, prefixes=ab_prefixes, timeout_steps=25))
+
+    # abort_tight: timeouts while a tight cache preempts.
+    rng = random.Random(7)
+    abt = workload(rng, 24, 2.0, (50, 400), (20, 150), [120], 0.3)
+    out.append(case("abort_tight", engine(num_gpu_blocks=45), abt, seed=7,
+                    prefixes=[120], timeout_steps=30))
+
+    # mml: max_model_len 256. Totals of exactly 256, just below, and a few above
+    # (rejected before they reach the scheduler).
+    mml = [
+        req(0, 200, 56),    # 256
+        req(0, 255, 1),     # 256
+        req(1, 100, 156),   # 256
+        req(1, 250, 5),     # 255
+        req(2, 256, 1),     # 257: rejected
+        req(2, 128, 127),   # 255
+        req(3, 16, 240),    # 256
+        req(3, 240, 17),    # 257: rejected
+        req(4, 130, 126),   # 256
+        req(5, 200, 100),   # 300: rejected
+        req(6, 255, 1, copy_of=1),  # 256
+        req(8, 64, 191),    # 255
+    ]
+    out.append(case("mml", engine(max_num_seqs=4, max_num_batched_tokens=64,
+                                  num_gpu_blocks=200, max_model_len=256), mml, seed=8))
+
+    # split_prefix: a 40-token budget splits prefills inside blocks; later requests
+    # share the prefix past the split (and one shares it while it is being computed).
+    sp = [
+        req(0, 230, 5, prefix=0),
+        req(1, 120, 3, prefix=1),
+        req(2, 170, 6, prefix=0),
+        req(12, 190, 4, prefix=0),
+        req(20, 100, 3, prefix=1),
+        req(20, 230, 2, copy_of=0),
+        req(30, 300, 2, prefix=0),
+        req(31, 151, 3, prefix=0),
+    ]
+    out.append(case("split_prefix", engine(max_num_seqs=4, max_num_batched_tokens=40),
+                    sp, seed=9, prefixes=[150, 77]))
+    return out
+
+
+def random_case(i):
+    rng = random.Random(1000 + i)
+    n = rng.randint(15, 60)
+    mean_gap = rng.uniform(0.5, 4.0)
+    prefixes = [rng.randint(16, 300) for _ in range(rng.randint(2, 5))]
+    reqs = workload(rng, n, mean_gap, (8, 600), (1, 64), prefixes, 0.4,
+                    copy_share=0.06, max_extra_tail=100)
+    need = max(blocks_needed(r) for r in reqs) + 1
+    total = sum(blocks_needed(r) for r in reqs) + 1
+    kind = rng.choice(["tight", "tight", "medium", "roomy"])
+    if kind == "tight":
+        blocks = need + rng.randint(0, need)
+    elif kind == "medium":
+        blocks = rng.randint(need, max(need, total // 2))
+    else:
+        blocks = total + rng.randint(0, 200)
+    eng = engine(
+        max_num_seqs=rng.randint(2, 16),
+        max_num_batched_tokens=rng.randint(64, 512),
+        long_prefill_token_threshold=rng.choice([0, 0, 16, 64, 128]),
+        num_gpu_blocks=blocks,
+        enable_prefix_caching=rng.random() < 0.8,
+    )
+    timeout = rng.randint(10, 60) if rng.random() < 0.25 else None
+    return case(f"rand-{i:03d}", eng, reqs, seed=100 + i, prefixes=prefixes,
+                timeout_steps=timeout)
+
+
+def all_cases():
+    return named_cases() + [random_case(i) for i in range(50)]
+
+
+def check(c):
+    e = c["engine"]
+    reqs = c["requests"]
+    last = 0
+    for r, q in enumerate(reqs):
+        assert q["arrival_step"] >= last, (c["name"], r)
+        last = q["arrival_step"]
+        assert q["prompt_len"] >= 1 and q["output_len"] >= 1
+        if "copy_of" in q:
+            k = q["copy_of"]
+            assert k < r and reqs[k]["prompt_len"] == q["prompt_len"] and "prefix" not in q
+        if "prefix" in q:
+            assert c["prefixes"][q["prefix"]] < q["prompt_len"]
+        if q["prompt_len"] + q["output_len"] <= e["max_model_len"]:
+            # every admissible request fits in the cache on its own (null block aside)
+            assert math.ceil((q["prompt_len"] + q["output_len"] - 1) / e["block_size"]) \
+                <= e["num_gpu_blocks"] - 1, (c["name"], r)
+        assert SAMPLED_TOKEN not in prompt_token_ids(c, r)
+
+
+def dump(c):
+    """Stable, diff-friendly JSON: one request per line."""
+    head = {k: v for k, v in c.items() if k != "requests"}
+    lines = [json.dumps(head, separators=(", ", ": "))[:-1] + ', "requests": [']
+    rows = [json.dumps(q, separators=(", ", ": ")) for q in c["requests"]]
+    lines.append(",\n".join("  " + row for row in rows))
+    lines.append("]}")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for old in args.out.glob("*.json"):
+        old.unlink()
+    cases = all_cases()
+    names = set()
+    for c in cases:
+        assert c["name"] not in names
+        names.add(c["name"])
+        check(c)
+        text = dump(c)
+        assert json.loads(text) == c
+        (args.out / f"{c['name']}.json").write_text(text)
+    print(f"wrote {len(cases)} cases to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

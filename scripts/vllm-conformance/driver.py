@@ -1,0 +1,411 @@
+#!/usr/bin/env python
+"""Drives vLLM's real V1 scheduler over the conformance cases and writes golden traces.
+
+Run with the python of a venv that has vllm installed (CPU only, no weights):
+
+    VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 <venv>/bin/python \
+        scripts/vllm-conformance/driver.py --mode sync|async --model DIR
+
+DIR holds only a config.json (Llama-2-7b-hf's). Every case in
+tests/data/vllm-conformance/cases/ is run in this one process, against
+vllm.v1.core.sched.scheduler.Scheduler (sync) or
+vllm.v1.core.sched.async_scheduler.AsyncScheduler (async), with a fake model
+runner that samples token 7 whenever a step's computation reaches the end of
+the sequence known at schedule time. The trace goes to
+tests/data/vllm-conformance/golden/<vllm version>-<mode>.jsonl.
+See scripts/vllm-conformance/README.md for the loop and the format.
+"""
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+from cases import SAMPLED_TOKEN, prompt_token_ids  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "vllm-conformance"
+VERSIONS = ("0.15.1", "0.19.0", "0.33.0")
+MAX_STEPS = 200_000
+
+
+class VllmApi:
+    """The few version-dependent entry points, resolved once per process."""
+
+    def __init__(self):
+        import torch
+        import vllm
+        from vllm.config import (CacheConfig, DeviceConfig, ModelConfig,
+                                 SchedulerConfig, VllmConfig)
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import sha256
+        from vllm.v1.core.kv_cache_utils import (get_request_block_hasher,
+                                                 init_none_hash)
+        from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+        from vllm.v1.core.sched.scheduler import Scheduler
+        from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
+                                                KVCacheGroupSpec)
+        from vllm.v1.outputs import ModelRunnerOutput
+        from vllm.v1.request import Request, RequestStatus
+        from vllm.v1.structured_output import StructuredOutputManager
+
+        self.version = vllm.__version__
+        self.torch = torch
+        self.CacheConfig, self.DeviceConfig = CacheConfig, DeviceConfig
+        self.ModelConfig, self.SchedulerConfig, self.VllmConfig = (
+            ModelConfig, SchedulerConfig, VllmConfig)
+        self.SamplingParams = SamplingParams
+        self.sha256 = sha256
+        self.get_request_block_hasher = get_request_block_hasher
+        self.Scheduler, self.AsyncScheduler = Scheduler, AsyncScheduler
+        self.FullAttentionSpec = FullAttentionSpec
+        self.KVCacheConfig, self.KVCacheGroupSpec = KVCacheConfig, KVCacheGroupSpec
+        self.ModelRunnerOutput = ModelRunnerOutput
+        self.Request, self.RequestStatus = Request, RequestStatus
+        self.StructuredOutputManager = StructuredOutputManager
+        init_none_hash(sha256)
+        # vLLM <= 0.15 takes the EOS id in Request(); later versions read it from
+        # the sampling params. ignore_eos makes it irrelevant either way.
+        self.request_takes_eos = "eos_token_id" in inspect.signature(Request).parameters
+        # ModelRunnerOutput fields differ across versions: fill every field that has
+        # no default (req_ids, req_id_to_index in all three) and pass the rest only
+        # if the installed dataclass has it.
+        self.mro_fields = {f.name: f for f in dataclasses.fields(ModelRunnerOutput)}
+        self.model_configs = {}
+
+    def model_config(self, model_dir, max_model_len):
+        key = (model_dir, max_model_len)
+        if key not in self.model_configs:
+            self.model_configs[key] = self.ModelConfig(
+                model=model_dir, tokenizer=model_dir, skip_tokenizer_init=True,
+                max_model_len=max_model_len, seed=0)
+        return self.model_configs[key]
+
+    def scheduler(self, eng, mode, model_dir):
+        model_config = self.model_config(model_dir, eng["max_model_len"])
+        sched_config = self.SchedulerConfig(
+            max_num_seqs=eng["max_num_seqs"],
+            max_num_batched_tokens=eng["max_num_batched_tokens"],
+            long_prefill_token_threshold=eng["long_prefill_token_threshold"],
+            enable_chunked_prefill=True,
+            max_model_len=eng["max_model_len"],
+            is_encoder_decoder=False,
+            async_scheduling=(mode == "async"),
+        )
+        cache_config = self.CacheConfig(
+            block_size=eng["block_size"],
+            enable_prefix_caching=eng["enable_prefix_caching"],
+        )
+        vllm_config = self.VllmConfig(
+            model_config=model_config,
+            scheduler_config=sched_config,
+            cache_config=cache_config,
+            device_config=self.DeviceConfig(device="cpu"),
+        )
+        n = eng["num_gpu_blocks"]
+        vllm_config.cache_config.num_gpu_blocks = n
+        spec = self.FullAttentionSpec(block_size=eng["block_size"], num_kv_heads=1,
+                                      head_size=1, dtype=self.torch.float32)
+        kv_cache_config = self.KVCacheConfig(
+            num_blocks=n, kv_cache_tensors=[],
+            kv_cache_groups=[self.KVCacheGroupSpec(["layer.0"], spec)])
+        cls = self.AsyncScheduler if mode == "async" else self.Scheduler
+        s = cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
+                structured_output_manager=self.StructuredOutputManager(vllm_config),
+                block_size=eng["block_size"], log_stats=False)
+        # The configs can rewrite settings; make sure the scheduler runs the case's.
+        sc = s.scheduler_config
+        assert s.max_num_running_reqs == eng["max_num_seqs"]
+        assert s.max_num_scheduled_tokens == eng["max_num_batched_tokens"]
+        assert sc.long_prefill_token_threshold == eng["long_prefill_token_threshold"]
+        assert s.max_model_len == eng["max_model_len"]
+        assert s.kv_cache_manager.enable_caching == eng["enable_prefix_caching"]
+        assert s.kv_cache_manager.block_pool.num_gpu_blocks == n
+        assert s.policy.value == "fcfs"
+        assert s.num_spec_tokens == 0 and s.connector is None
+        return s
+
+    def request(self, rid, prompt, output_len, block_size, arrival):
+        kw = dict(
+            request_id=rid, prompt_token_ids=prompt,
+            sampling_params=self.SamplingParams(ignore_eos=True, max_tokens=output_len),
+            pooling_params=None, arrival_time=float(arrival),
+            block_hasher=self.get_request_block_hasher(block_size, self.sha256))
+        if self.request_takes_eos:
+            kw["eos_token_id"] = 2
+        return self.Request(**kw)
+
+    def runner_output(self, req_ids, sampled):
+        kw = {
+            "req_ids": req_ids,
+            "req_id_to_index": {r: i for i, r in enumerate(req_ids)},
+            # fresh lists: update_from_output trims them in place
+            "sampled_token_ids": [[SAMPLED_TOKEN] if sampled[r] else [] for r in req_ids],
+        }
+        for name, f in self.mro_fields.items():
+            if name in kw:
+                continue
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                kw[name] = None
+        return self.ModelRunnerOutput(**kw)
+
+
+class CaseRun:
+    def __init__(self, api, case, mode, model_dir):
+        self.api = api
+        self.case = case
+        self.mode = mode
+        eng = case["engine"]
+        self.eng = eng
+        self.s = api.scheduler(eng, mode, model_dir)
+        reqs = case["requests"]
+        self.n = len(reqs)
+        T = case["timeout_steps"]
+        self.abort_time = [None if T is None else q["arrival_step"] + T - 0.5 for q in reqs]
+        self.rejected = [r for r, q in enumerate(reqs)
+                         if q["prompt_len"] + q["output_len"] > eng["max_model_len"]]
+        rej = set(self.rejected)
+        self.pending = [r for r in range(self.n) if r not in rej]  # arrival order
+        self.next_pending = 0
+        self.tokens = [[] for _ in range(self.n)]
+        self.steps = []
+        self.aborted = set()
+        self.num_aborts_by_state = {"waiting": 0, "prefill": 0, "decode": 0}
+        self.num_dropped_tokens = 0
+        self.preempted = []
+        orig = self.s._preempt_request
+
+        def preempt_and_record(request, *args, **kwargs):
+            self.preempted.append(int(request.request_id))
+            return orig(request, *args, **kwargs)
+
+        self.s._preempt_request = preempt_and_record
+
+    # -- events ----------------------------------------------------------------
+    def arrivals_left(self):
+        return self.next_pending < len(self.pending)
+
+    def next_arrival(self):
+        return self.case["requests"][self.pending[self.next_pending]]["arrival_step"]
+
+    def add_arrivals(self, t):
+        reqs = self.case["requests"]
+        while self.arrivals_left() and self.next_arrival() <= t:
+            r = self.pending[self.next_pending]
+            self.next_pending += 1
+            q = reqs[r]
+            self.s.add_request(self.api.request(
+                str(r), prompt_token_ids(self.case, r), q["output_len"],
+                self.eng["block_size"], q["arrival_step"]))
+
+    def unfinished(self):
+        return [rid for rid, rq in self.s.requests.items() if not rq.is_finished()]
+
+    def abort_due(self, t):
+        due = []
+        for rid in self.unfinished():
+            r = int(rid)
+            at = self.abort_time[r]
+            if at is not None and at <= t and r not in self.aborted:
+                due.append(rid)
+        if not due:
+            return
+        status = self.api.RequestStatus
+        for rid in due:
+            rq = self.s.requests[rid]
+            if rq.status == status.RUNNING:
+                state = "decode" if rq.num_output_tokens > 0 else "prefill"
+            else:
+                state = "waiting"
+            self.num_aborts_by_state[state] += 1
+            self.aborted.add(int(rid))
+        self.s.finish_requests(due, status.FINISHED_ABORTED)
+
+    # -- one schedule() call -----------------------------------------------------
+    def schedule(self, t):
+        """schedule(); returns (out, sampled) and records the row for step t, or
+        (out, None) if nothing was scheduled."""
+        s = self.s
+        running_before = {rq.request_id for rq in s.running}
+        # End of each sequence as known now: prompt + generated + pending placeholders.
+        seq_end = {rid: (rq.num_tokens + rq.num_output_placeholders, rq.num_output_placeholders)
+                   for rid, rq in s.requests.items()}
+        self.preempted = []
+        out = s.schedule()
+        preempted = self.preempted
+        if out.total_num_scheduled_tokens == 0:
+            assert not preempted
+            return out, None
+        scheduled, admitted, sampled = [], [], {}
+        for rid, n in out.num_scheduled_tokens.items():
+            rq = s.requests[rid]
+            scheduled.append([int(rid), n])
+            if rid not in running_before:
+                admitted.append([int(rid), rq.num_computed_tokens - n])
+            end, ph_before = seq_end[rid]
+            assert rq.num_computed_tokens <= end
+            sampled[rid] = rq.num_computed_tokens == end
+            if self.mode == "async":
+                # vLLM's own view: a placeholder is added iff the step samples.
+                assert (rq.num_output_placeholders > ph_before) == sampled[rid], rid
+        kv_used = (self.eng["num_gpu_blocks"] - 1) - \
+            s.kv_cache_manager.block_pool.get_num_free_blocks()
+        self.steps.append([t, scheduled, admitted, preempted, kv_used])
+        return out, sampled
+
+    def update(self, out, sampled, t):
+        """update_from_output for the step that ran at t; its tokens arrive at t + 1."""
+        mro = self.api.runner_output(list(out.num_scheduled_tokens), sampled)
+        eco = self.s.update_from_output(out, mro)
+        for outputs in eco.values():
+            for o in outputs.outputs:
+                r = int(o.request_id)
+                at = self.abort_time[r]
+                for tk in o.new_token_ids:
+                    assert tk == SAMPLED_TOKEN
+                    if at is not None and t + 1 > at:
+                        self.num_dropped_tokens += 1  # the client has gone
+                        continue
+                    self.tokens[r].append(t)
+
+    def idle(self, t):
+        """Nothing was scheduled at t: returns the next time, or None when done."""
+        left = self.unfinished()
+        if not left and not self.arrivals_left():
+            return None
+        assert not self.s.running, f"{self.case['name']}: empty step at {t} with running"
+        assert not left, f"{self.case['name']}: stuck at {t} with {left} waiting"
+        return self.next_arrival()
+
+    # -- the two loops -------------------------------------------------------------
+    def run_sync(self):
+        t = 0
+        while True:
+            assert len(self.steps) < MAX_STEPS
+            self.add_arrivals(t)
+            self.abort_due(t)
+            out, sampled = self.schedule(t)
+            if sampled is None:
+                t = self.idle(t)
+                if t is None:
+                    return
+                continue
+            self.update(out, sampled, t)
+            t += 1
+
+    def run_async(self):
+        t = 0
+        in_flight = None
+        while True:
+            assert len(self.steps) < MAX_STEPS
+            if in_flight is None:
+                self.add_arrivals(t)
+                self.abort_due(t)
+                out, sampled = self.schedule(t)
+                if sampled is None:
+                    t = self.idle(t)
+                    if t is None:
+                        return
+                    continue
+                in_flight = (out, sampled, t)
+            # Scheduled while in_flight executes: it sees in_flight's placeholders.
+            # Its row is for the step that starts when in_flight ends.
+            nxt_t = in_flight[2] + 1
+            nxt, nxt_sampled = self.schedule(nxt_t)
+            self.update(*in_flight)
+            t = nxt_t
+            self.add_arrivals(t)
+            self.abort_due(t)
+            in_flight = None if nxt_sampled is None else (nxt, nxt_sampled, t)
+
+    def run(self):
+        (self.run_async if self.mode == "async" else self.run_sync)()
+        assert not self.s.requests, "requests left in the scheduler"
+        reqs = self.case["requests"]
+        for r, q in enumerate(reqs):
+            if r in self.aborted or self.abort_time[r] is not None or r in self.rejected:
+                continue
+            assert len(self.tokens[r]) == q["output_len"], (self.case["name"], r)
+        return {
+            "case": self.case["name"],
+            "vllm": self.api.version,
+            "mode": self.mode,
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "rejected": self.rejected,
+        }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=("sync", "async"), required=True)
+    ap.add_argument("--model", required=True, help="directory holding only config.json")
+    ap.add_argument("--cases", type=Path, default=DATA / "cases")
+    ap.add_argument("--out", type=Path, default=DATA / "golden")
+    ap.add_argument("--only", nargs="*", help="case names (default: all); writes "
+                    "<version>-<mode>.partial.jsonl instead of the golden file")
+    ap.add_argument("--any-version", action="store_true",
+                    help=f"allow a vLLM other than {', '.join(VERSIONS)}")
+    args = ap.parse_args()
+
+    t0 = time.monotonic()
+    api = VllmApi()
+    if api.version not in VERSIONS and not args.any_version:
+        sys.exit(f"vllm {api.version} is not one of the pinned versions {VERSIONS}")
+    print(f"vllm {api.version} {args.mode}: imported in {time.monotonic() - t0:.1f} s",
+          file=sys.stderr, flush=True)
+
+    files = sorted(args.cases.glob("*.json"))
+    cases = [json.loads(f.read_text()) for f in files]
+    cases.sort(key=lambda c: c["name"])
+    if args.only:
+        want = set(args.only)
+        cases = [c for c in cases if c["name"] in want]
+        missing = want - {c["name"] for c in cases}
+        if missing:
+            sys.exit(f"no such case: {sorted(missing)}")
+    if not cases:
+        sys.exit(f"no cases in {args.cases}")
+
+    lines = []
+    for c in cases:
+        t1 = time.monotonic()
+        run = CaseRun(api, c, args.mode, args.model)
+        trace = run.run()
+        lines.append(json.dumps(trace, separators=(",", ":")))
+        npre = sum(len(row[3]) for row in trace["steps"])
+        hits = sum(h for row in trace["steps"] for _, h in row[2])
+        extra = ""
+        if c["timeout_steps"] is not None:
+            a = run.num_aborts_by_state
+            extra = (f" aborts {len(run.aborted)} (waiting {a['waiting']}, prefill "
+                     f"{a['prefill']}, decode {a['decode']}), dropped tokens "
+                     f"{run.num_dropped_tokens}")
+        if trace["rejected"]:
+            extra += f" rejected {trace['rejected']}"
+        print(f"  {c['name']:<14} steps {len(trace['steps']):5d}  last "
+              f"{trace['steps'][-1][0] if trace['steps'] else -1:5d}  preemptions {npre:4d}"
+              f"  hit tokens {hits:6d}{extra}  ({time.monotonic() - t1:.1f} s)",
+              file=sys.stderr, flush=True)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    suffix = ".partial.jsonl" if args.only else ".jsonl"
+    path = args.out / f"{api.version}-{args.mode}{suffix}"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+    print(f"wrote {path} ({path.stat().st_size} bytes, {len(lines)} cases) in "
+          f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

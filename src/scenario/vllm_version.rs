@@ -1,0 +1,107 @@
+//! Which vLLM release the engine behaves as. Scheduler behaviour changed
+//! between releases in ways that move preemptions and prefix-cache hits; a
+//! scenario names its release (`engine.vllm_version`) and gets that
+//! release's behaviour, each setting still overridable by its own key. The
+//! release boundaries were found by reading each release's wheel
+//! (`../shared/reference/vllm-scheduler-diff.md`, D2–D4) and are checked
+//! step for step against vLLM's own scheduler by the conformance suite
+//! (`scripts/vllm-conformance/`, `tests/data/vllm-conformance/`).
+
+use std::fmt;
+
+/// A vLLM release, `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VllmVersion {
+    major: u32,
+    minor: u32,
+    patch: u32,
+}
+
+/// The release the engine models when a scenario names none: the newest
+/// one the conformance suite checks.
+pub const DEFAULT_VLLM_VERSION: VllmVersion = VllmVersion::new(0, 33, 0);
+
+/// The oldest release modelled: the scheduler as of 0.15.1, the release of
+/// the oldest real runs in `../shared/data`.
+const OLDEST: VllmVersion = VllmVersion::new(0, 15, 0);
+
+/// The scheduler behaviours a release fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseBehaviour {
+    /// `scheduler_reserve_full_isl`, on by default from 0.19.0
+    /// (`vllm/config/scheduler.py`; absent up to 0.18.1).
+    pub scheduler_reserve_full_isl: bool,
+    /// A lone request ignores `long_prefill_token_threshold`, from 0.31.0
+    /// (`vllm/v1/core/sched/scheduler.py`, `num_eligible_reqs`; absent in
+    /// 0.30.0).
+    pub lone_request_skips_prefill_threshold: bool,
+    /// Freed blocks without a hash are reused first, from 0.28.0
+    /// (`vllm/v1/core/block_pool.py`, `free_blocks`; 0.27.1 appends all).
+    pub free_uncached_blocks_first: bool,
+}
+
+impl VllmVersion {
+    /// `major.minor.patch`.
+    pub const fn new(major: u32, minor: u32, patch: u32) -> VllmVersion {
+        VllmVersion { major, minor, patch }
+    }
+
+    /// Parses `0.19.0` or `0.19` (patch 0); a local suffix such as
+    /// `0.15.1+cu128` is ignored.
+    pub fn parse(text: &str) -> Result<VllmVersion, String> {
+        let core = text.trim().split(['+', '-']).next().unwrap_or("");
+        let parts: Vec<&str> = core.split('.').collect();
+        let num = |s: &str| s.parse::<u32>().ok();
+        let version = match parts.as_slice() {
+            [a, b] => num(a).zip(num(b)).map(|(a, b)| VllmVersion::new(a, b, 0)),
+            [a, b, c] => match (num(a), num(b), num(c)) {
+                (Some(a), Some(b), Some(c)) => Some(VllmVersion::new(a, b, c)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let version = version.ok_or_else(|| format!("`{text}` is not a vLLM release such as 0.19.0"))?;
+        if version < OLDEST {
+            return Err(format!("{version} predates the oldest release modelled ({OLDEST})"));
+        }
+        Ok(version)
+    }
+
+    /// The scheduler behaviours of this release.
+    pub fn behaviour(self) -> ReleaseBehaviour {
+        ReleaseBehaviour {
+            scheduler_reserve_full_isl: self >= VllmVersion::new(0, 19, 0),
+            lone_request_skips_prefill_threshold: self >= VllmVersion::new(0, 31, 0),
+            free_uncached_blocks_first: self >= VllmVersion::new(0, 28, 0),
+        }
+    }
+}
+
+impl fmt::Display for VllmVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_parse_and_set_their_behaviour() {
+        let v = |s: &str| VllmVersion::parse(s).unwrap();
+        assert_eq!(v("0.15.1+cu128").to_string(), "0.15.1");
+        assert_eq!(v("0.19"), VllmVersion::new(0, 19, 0));
+        let b = v("0.15.1").behaviour();
+        assert!(!b.scheduler_reserve_full_isl && !b.lone_request_skips_prefill_threshold && !b.free_uncached_blocks_first);
+        let b = v("0.19.0").behaviour();
+        assert!(b.scheduler_reserve_full_isl && !b.free_uncached_blocks_first);
+        assert!(v("0.28.0").behaviour().free_uncached_blocks_first);
+        assert!(!v("0.30.0").behaviour().lone_request_skips_prefill_threshold);
+        let b = DEFAULT_VLLM_VERSION.behaviour();
+        assert!(b.scheduler_reserve_full_isl && b.lone_request_skips_prefill_threshold && b.free_uncached_blocks_first);
+        for bad in ["", "0.x", "1", "0.14.9", "0.19.0.1"] {
+            assert!(VllmVersion::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

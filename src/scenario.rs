@@ -243,7 +243,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
     };
     let vllm_version = match &e.vllm_version {
-        Some(v) => VllmVersion::parse(v).map_err(|reason| InvalidValue { field: "engine.vllm_version".to_owned(), reason })?,
+        Some(v) => {
+            VllmVersion::parse(v).map_err(|reason| InvalidValue { field: "engine.vllm_version".to_owned(), reason })?
+        }
         None => DEFAULT_VLLM_VERSION,
     };
     let release = vllm_version.behaviour();

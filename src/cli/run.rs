@@ -33,6 +33,11 @@ pub(crate) struct RunArgs {
     /// Metrics JSON (written atomically). Without it, and with -o, metrics go to stdout.
     #[arg(long, value_name = "METRICS.json")]
     metrics: Option<PathBuf>,
+    /// Step trace JSONL (written atomically): one row per engine step with
+    /// its start, duration, tokens scheduled per request, admissions with
+    /// their prefix-cache hit, preemptions and KV blocks in use.
+    #[arg(long, value_name = "STEPS.jsonl")]
+    step_trace: Option<PathBuf>,
     /// Stop at this simulated time (seconds): later arrivals are not read,
     /// requests still running are reported unfinished.
     #[arg(long, value_name = "SECONDS")]
@@ -105,21 +110,25 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let file = args.workload.display().to_string();
     let rows = open(&args.workload)?.count_valid(&file)?;
     let wall = Instant::now();
+    let mut steps = args.step_trace.as_deref().map(AtomicFile::create).transpose()?;
     let outcome = match &args.output {
         Some(path) => {
             let mut out = AtomicFile::create(path)?;
-            let outcome = simulate(&deployment, &args.workload, traffic, &mut out)?;
+            let outcome = simulate(&deployment, &args.workload, traffic, &mut out, steps.as_mut())?;
             out.commit()?;
             outcome
         }
         None => {
             let stdout = io::stdout();
             let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-            let outcome = simulate(&deployment, &args.workload, traffic, &mut out)?;
+            let outcome = simulate(&deployment, &args.workload, traffic, &mut out, steps.as_mut())?;
             out.flush().context("stdout")?;
             outcome
         }
     };
+    if let Some(steps) = steps {
+        steps.commit()?;
+    }
     let wall_s = wall.elapsed().as_secs_f64();
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');
@@ -153,7 +162,13 @@ impl Workload {
     }
 }
 
-fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Write) -> anyhow::Result<Metrics> {
+fn simulate(
+    d: &Deployment,
+    workload: &Path,
+    traffic: Traffic,
+    out: &mut dyn Write,
+    steps: Option<&mut AtomicFile>,
+) -> anyhow::Result<Metrics> {
     let horizon_us = traffic.horizon_us;
     let file = workload.display().to_string();
     let mut sink = InputOrder::new(ResultWriter {
@@ -161,8 +176,10 @@ fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Wri
         buf: Vec::with_capacity(1 << 21),
         metrics: MetricsCollector::default(),
         error: None,
+        steps: steps.map(|f| (f as &mut dyn Write, Vec::with_capacity(1 << 16))),
     });
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
+    sim.set_step_trace(sink.inner.steps.is_some());
     sim.set_client(traffic.client);
     sim.set_horizon(horizon_us);
     sim.set_request_timeout(traffic.timeout_us);
@@ -184,6 +201,11 @@ fn simulate(d: &Deployment, workload: &Path, traffic: Traffic, out: &mut dyn Wri
     {
         sink.error = Some(e);
     }
+    if let Some((f, buf)) = &mut sink.steps
+        && let Err(e) = f.write_all(buf)
+    {
+        return Err(e).context("writing the step trace");
+    }
     if let Some(e) = sink.error.take() {
         return Err(e).context("writing results");
     }
@@ -197,6 +219,8 @@ struct ResultWriter<'a> {
     buf: Vec<u8>,
     metrics: MetricsCollector,
     error: Option<io::Error>,
+    /// The step trace's file and its buffer, when asked for.
+    steps: Option<(&'a mut dyn Write, Vec<u8>)>,
 }
 
 impl ResultWriter<'_> {
@@ -216,6 +240,19 @@ impl ResultWriter<'_> {
 }
 
 impl ResultSink for ResultWriter<'_> {
+    fn engine_step(&mut self, step: &crate::sim::EngineStep) {
+        let Some((f, buf)) = &mut self.steps else { return };
+        step.write_jsonl(buf);
+        if buf.len() >= 1 << 20 {
+            if let Err(e) = f.write_all(buf)
+                && self.error.is_none()
+            {
+                self.error = Some(e);
+            }
+            buf.clear();
+        }
+    }
+
     fn request_done(&mut self, mut r: FinishedRequest) {
         self.metrics.observe(&r);
         r.rewrite_arrival_as_sent();

@@ -33,6 +33,10 @@ pub(crate) struct SweepArgs {
     /// Also write each run's result JSONL to runs/<run_id>/results.jsonl.
     #[arg(long)]
     results_jsonl: bool,
+    /// Also write each run's step trace (one row per engine step, as `run
+    /// --step-trace`) to runs/<run_id>/steps.jsonl.
+    #[arg(long)]
+    step_trace: bool,
     /// Run a deterministic share of the grid, for several machines: `I/N`
     /// (0 ≤ I < N) takes the runs whose index is I modulo N and writes under
     /// `OUTPUT/shard=I/`; `auto` reads JOB_COMPLETION_INDEX and --shard-count
@@ -139,7 +143,14 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
     let report = executor::run(
         &plan,
-        &SweepOptions { jobs, force: args.force, tokens: args.tokens, results_jsonl: args.results_jsonl, shard },
+        &SweepOptions {
+            jobs,
+            force: args.force,
+            tokens: args.tokens,
+            results_jsonl: args.results_jsonl,
+            step_trace: args.step_trace,
+            shard,
+        },
         &mut on_run,
     )?;
     bar.finish_and_clear();

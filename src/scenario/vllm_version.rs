@@ -93,7 +93,9 @@ mod tests {
         assert_eq!(v("0.15.1+cu128").to_string(), "0.15.1");
         assert_eq!(v("0.19"), VllmVersion::new(0, 19, 0));
         let b = v("0.15.1").behaviour();
-        assert!(!b.scheduler_reserve_full_isl && !b.lone_request_skips_prefill_threshold && !b.free_uncached_blocks_first);
+        assert!(
+            !b.scheduler_reserve_full_isl && !b.lone_request_skips_prefill_threshold && !b.free_uncached_blocks_first
+        );
         let b = v("0.19.0").behaviour();
         assert!(b.scheduler_reserve_full_isl && !b.free_uncached_blocks_first);
         assert!(v("0.28.0").behaviour().free_uncached_blocks_first);

@@ -156,7 +156,14 @@ impl KvCache {
     /// for reuse (vLLM caches `min(computed + new, request.num_tokens)`:
     /// tokens not sampled yet have no hash).
     #[inline]
-    pub(crate) fn allocate(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32, known: u32) -> bool {
+    pub(crate) fn allocate(
+        &mut self,
+        seq: &mut SeqBlocks,
+        hashes: &[u64],
+        hits: &[u32],
+        num_tokens: u32,
+        known: u32,
+    ) -> bool {
         // Fast path, taken by most decode steps: the last block has room and
         // there is nothing new to register.
         if hits.is_empty()
@@ -173,7 +180,14 @@ impl KvCache {
         ((tokens / self.block_size) as usize).min(hashes.len())
     }
 
-    fn allocate_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], hits: &[u32], num_tokens: u32, known: u32) -> bool {
+    fn allocate_blocks(
+        &mut self,
+        seq: &mut SeqBlocks,
+        hashes: &[u64],
+        hits: &[u32],
+        num_tokens: u32,
+        known: u32,
+    ) -> bool {
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(seq.blocks.len() + hits.len());
         let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::driver::{FinishedRequest, ResultSink};
+use super::step_trace::EngineStep;
 
 /// Reorders finished requests by their input index before `inner` sees them.
 #[derive(Debug)]
@@ -30,6 +31,11 @@ impl<S: ResultSink> InputOrder<S> {
 }
 
 impl<S: ResultSink> ResultSink for InputOrder<S> {
+    fn engine_step(&mut self, step: &EngineStep) {
+        // Steps are already in order: they pass straight through.
+        self.inner.engine_step(step);
+    }
+
     fn request_done(&mut self, r: FinishedRequest) {
         if r.index != self.next {
             self.pending.insert(r.index, r);

@@ -35,6 +35,8 @@ pub struct SweepOptions {
     pub tokens: bool,
     /// Also write each run's result JSONL to `runs/<run_id>/results.jsonl`.
     pub results_jsonl: bool,
+    /// Also write each run's step trace to `runs/<run_id>/steps.jsonl`.
+    pub step_trace: bool,
     /// Run only this deterministic share of the grid: `(i, n)` takes the runs
     /// whose grid index is `i` modulo `n`, and writes under `shard=i/`.
     pub shard: Option<(usize, usize)>,
@@ -166,12 +168,24 @@ struct RunSink<'a> {
     requests: RequestRows,
     tokens: Option<TokenRows>,
     results: Option<(std::io::BufWriter<File>, Vec<u8>)>,
+    steps: Option<(std::io::BufWriter<File>, Vec<u8>)>,
     metrics: MetricsCollector,
     tx: &'a Sender<Message>,
     error: Option<String>,
 }
 
 impl ResultSink for RunSink<'_> {
+    fn engine_step(&mut self, step: &crate::sim::EngineStep) {
+        let Some((file, buf)) = &mut self.steps else { return };
+        buf.clear();
+        step.write_jsonl(buf);
+        if let Err(e) = file.write_all(buf)
+            && self.error.is_none()
+        {
+            self.error = Some(format!("steps.jsonl: {e}"));
+        }
+    }
+
     fn request_done(&mut self, mut r: FinishedRequest) {
         self.metrics.observe(&r);
         self.requests.push(&r);
@@ -243,18 +257,25 @@ fn simulate_cell(
     sim.set_request_timeout(plan.timeout_us);
     let results_path = layout.run_dir(&cell.run_id).join("results.jsonl");
     let results_tmp = results_path.with_extension("jsonl.tmp");
-    let results = if opts.results_jsonl {
+    let steps_path = layout.run_dir(&cell.run_id).join("steps.jsonl");
+    let steps_tmp = steps_path.with_extension("jsonl.tmp");
+    let open = |on: bool, tmp: &Path| -> Result<Option<(std::io::BufWriter<File>, Vec<u8>)>, String> {
+        if !on {
+            return Ok(None);
+        }
         std::fs::create_dir_all(layout.run_dir(&cell.run_id)).map_err(|e| e.to_string())?;
-        let f = File::create(&results_tmp).map_err(|e| format!("{}: {e}", results_tmp.display()))?;
-        Some((std::io::BufWriter::with_capacity(1 << 20, f), Vec::new()))
-    } else {
-        None
+        let f = File::create(tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        Ok(Some((std::io::BufWriter::with_capacity(1 << 20, f), Vec::new())))
     };
+    let results = open(opts.results_jsonl, &results_tmp)?;
+    let steps = open(opts.step_trace, &steps_tmp)?;
+    sim.set_step_trace(steps.is_some());
     let mut sink = InputOrder::new(RunSink {
         cell,
         requests: RequestRows::new(grid),
         tokens: opts.tokens.then(|| TokenRows::new(grid)),
         results,
+        steps,
         metrics: MetricsCollector::default(),
         tx,
         error: None,
@@ -281,11 +302,15 @@ fn simulate_cell(
     if let Some(e) = sink.error {
         return Err(e);
     }
-    if let Some((file, _)) = sink.results.take() {
-        file.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|_| std::fs::rename(&results_tmp, &results_path))
-            .map_err(|e| format!("{}: {e}", results_path.display()))?;
+    for (out, tmp, path) in
+        [(sink.results.take(), &results_tmp, &results_path), (sink.steps.take(), &steps_tmp, &steps_path)]
+    {
+        if let Some((file, _)) = out {
+            file.into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|_| std::fs::rename(tmp, path))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
 }

@@ -112,6 +112,40 @@ fn a_client_timeout_aborts_the_request_and_frees_the_engine() {
     assert_eq!(latencies_us(&rows[1], 0), vec![2430]);
 }
 
+/// `run --step-trace`: one row per step, with what the scheduler did.
+#[test]
+fn the_step_trace_records_every_step() {
+    let dir = Dir::new("step-trace");
+    let a: Vec<u32> = (0..40).collect();
+    let ids = format!(r#", "input_token_ids": {a:?}"#);
+    let workload = format!("{}\n{}\n", llm_row(0, 0.0, 40, 3, &ids), llm_row(1, 0.01, 40, 2, &ids));
+    dir.create("s.yaml", &LINEAR_SCENARIO.replace("engine:\n", "engine:\n  async_scheduling: false\n"));
+    dir.create("w.jsonl", &workload);
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--step-trace", "t.jsonl"])
+        .stdout();
+    let steps = rows(&dir.read("t.jsonl"));
+    // A: prefill (1000 + 2·40 µs), two decodes; B: prefill after a 32-token
+    // hit (two full blocks), one decode.
+    let summary: Vec<(u64, u64, String)> = steps
+        .iter()
+        .map(|s| (s["start_us"].as_u64().unwrap(), s["duration_us"].as_u64().unwrap(), s["scheduled"].to_string()))
+        .collect();
+    let sched = |id: u64, n: u64| format!(r#"[{{"node":0,"request_id":{id},"tokens":{n}}}]"#);
+    assert_eq!(
+        summary,
+        vec![
+            (0, 1080, sched(0, 40)),
+            (1080, 1010, sched(0, 1)),
+            (2090, 1010, sched(0, 1)),
+            (10000, 1016, sched(1, 8)),
+            (11016, 1010, sched(1, 1)),
+        ]
+    );
+    assert_eq!(steps[3]["admitted"][0]["cached_tokens"], 32);
+    assert_eq!(steps[0]["kv_blocks_used"], 3);
+    assert_eq!(steps.iter().map(|s| s["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+}
+
 #[test]
 fn shared_prefix_cuts_the_second_prefill() {
     let dir = Dir::new("prefix");

@@ -85,12 +85,25 @@ fn the_grid_expands_with_stable_run_ids() {
 fn sweep_runs_equal_single_runs() {
     let dir = Dir::new("sweep-equal");
     setup(&dir, "  concurrency: [null, 3]\n  rate_scale: [2.0]");
-    TestCommand::new(&dir.path, &["-q", "--tokens", "--results-jsonl", "plan.yaml"]).stdout();
+    TestCommand::new(&dir.path, &["-q", "--tokens", "--results-jsonl", "--step-trace", "plan.yaml"]).stdout();
     let m = manifest(&dir);
     for run in m["runs"].as_array().unwrap() {
         let id = run["run_id"].as_str().unwrap();
-        let mut args =
-            vec!["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--rate-scale", "2"];
+        let mut args = vec![
+            "run",
+            "-q",
+            "-s",
+            "s.yaml",
+            "w.jsonl",
+            "-o",
+            "r.jsonl",
+            "--metrics",
+            "m.json",
+            "--rate-scale",
+            "2",
+            "--step-trace",
+            "steps.jsonl",
+        ];
         let conc = run["concurrency"].as_u64().map(|c| c.to_string());
         if let Some(c) = &conc {
             args.extend(["--concurrency", c.as_str()]);
@@ -99,6 +112,7 @@ fn sweep_runs_equal_single_runs() {
         // The per-run metrics and result rows are the same bytes.
         assert_eq!(dir.read(&format!("out/runs/{id}/metrics.json")), dir.read("m.json"), "run {id}");
         assert!(dir.read(&format!("out/runs/{id}/results.jsonl")) == dir.read("r.jsonl"), "run {id}");
+        assert!(dir.read(&format!("out/runs/{id}/steps.jsonl")) == dir.read("steps.jsonl"), "run {id}");
         let tokens =
             crate::parquet_util::read_columns(&dir.join(&format!("out/tokens/part-{id}.parquet")), &["request_id"]);
         assert_eq!(tokens.len(), 200);

@@ -1,0 +1,236 @@
+//! Step-for-step conformance with vLLM's own scheduler. The golden traces
+//! in `tests/data/vllm-conformance/golden/` were recorded by driving vLLM's
+//! real `Scheduler` / `AsyncScheduler` (pinned releases from PyPI, CPU
+//! platform, a fake model runner) with `scripts/vllm-conformance/record.sh`;
+//! here the same workloads run in the simulator with every step costing
+//! 1000 µs, so a step's start time is its index, and every step must agree:
+//! tokens scheduled per request, admissions with their prefix-cache hit,
+//! preemptions, KV blocks in use, and the step of every token delivered.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use blis_sweep::latency::{Linear, StepPricer};
+use blis_sweep::scenario::VllmVersion;
+use blis_sweep::sim::{EngineConfig, EngineStep, FinishedRequest, RequestStatus, ResultSink, Simulation};
+use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+use serde_json::Value;
+
+/// The releases and modes recorded, each a golden file.
+const GOLDEN: [&str; 6] = ["0.15.1-sync", "0.15.1-async", "0.19.0-sync", "0.19.0-async", "0.33.0-sync", "0.33.0-async"];
+/// Every step costs this much: step k starts at k·STEP_US.
+const STEP_US: u64 = 1000;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vllm-conformance")
+}
+
+/// The recorder's token ids (`scripts/vllm-conformance/cases.py`, `tok`).
+fn tok(seed: u64, stream: u64, i: u64) -> u32 {
+    let mut z = ((seed << 40) ^ (stream << 20) ^ i).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    100 + (z % 30000) as u32
+}
+
+/// The case's prompts, as the recorder builds them.
+fn prompts(case: &Value) -> Vec<Vec<u32>> {
+    let seed = case["seed"].as_u64().unwrap();
+    let prefixes: Vec<u64> =
+        case["prefixes"].as_array().map_or(vec![], |a| a.iter().map(|v| v.as_u64().unwrap()).collect());
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    for (r, req) in case["requests"].as_array().unwrap().iter().enumerate() {
+        if let Some(k) = req["copy_of"].as_u64() {
+            out.push(out[k as usize].clone());
+            continue;
+        }
+        let len = req["prompt_len"].as_u64().unwrap();
+        let prefix = req["prefix"].as_u64().map(|g| (g, prefixes[g as usize]));
+        out.push(
+            (0..len)
+                .map(|i| match prefix {
+                    Some((g, plen)) if i < plen => tok(seed, (1 << 19) + g, i),
+                    _ => tok(seed, r as u64, i),
+                })
+                .collect(),
+        );
+    }
+    out
+}
+
+fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
+    let e = &case["engine"];
+    let n = |k: &str| e[k].as_u64().unwrap() as u32;
+    let release = VllmVersion::parse(version).unwrap().behaviour();
+    EngineConfig {
+        max_num_seqs: n("max_num_seqs"),
+        max_num_batched_tokens: n("max_num_batched_tokens"),
+        max_model_len: n("max_model_len"),
+        block_size: n("block_size"),
+        num_gpu_blocks: n("num_gpu_blocks"),
+        enable_prefix_caching: e["enable_prefix_caching"].as_bool().unwrap(),
+        long_prefill_token_threshold: n("long_prefill_token_threshold"),
+        async_scheduling,
+        scheduler_reserve_full_isl: release.scheduler_reserve_full_isl,
+        lone_request_skips_prefill_threshold: release.lone_request_skips_prefill_threshold,
+        free_uncached_blocks_first: release.free_uncached_blocks_first,
+    }
+}
+
+/// A step as both sides record it: `[t, [[req, tokens]], [[req, hit]], [req], kv_blocks_used]`.
+type Row = (u64, Vec<(u64, u32)>, Vec<(u64, u32)>, Vec<u64>, u32);
+
+#[derive(Default)]
+struct Recorder {
+    steps: Vec<Row>,
+    done: Vec<FinishedRequest>,
+}
+
+fn id(r: &RequestId) -> u64 {
+    match r {
+        RequestId::Int(n) => *n,
+        RequestId::Str(s) => panic!("unexpected id {s}"),
+    }
+}
+
+impl ResultSink for Recorder {
+    fn request_done(&mut self, request: FinishedRequest) {
+        self.done.push(request);
+    }
+
+    fn engine_step(&mut self, s: &EngineStep) {
+        assert_eq!(s.start_us % STEP_US, 0, "a step started off the step grid");
+        assert_eq!(s.duration_us, STEP_US);
+        self.steps.push((
+            s.start_us / STEP_US,
+            s.scheduled.iter().map(|(n, k)| (id(&n.request_id), *k)).collect(),
+            s.admitted.iter().map(|(n, k)| (id(&n.request_id), *k)).collect(),
+            s.preempted.iter().map(|n| id(&n.request_id)).collect(),
+            s.kv_blocks_used,
+        ));
+    }
+}
+
+/// Replays `case` in the simulator: (steps, token steps per request, rejected).
+fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, Vec<Vec<u64>>, Vec<u64>) {
+    let latency = StepPricer::Linear(Linear::new(&[STEP_US as f64, 0.0, 0.0]).unwrap());
+    let mut sim = Simulation::new(engine(case, version, async_scheduling), latency);
+    sim.set_step_trace(true);
+    sim.check_invariants(true);
+    // The recorder aborts a request during the step ending at arrival + T
+    // steps: half a step before that boundary.
+    let timeout = case["timeout_steps"].as_u64().map(|t| t * STEP_US - STEP_US / 2);
+    sim.set_request_timeout(timeout);
+    let mut rec = Recorder::default();
+    let requests = case["requests"].as_array().unwrap();
+    for (r, (req, prompt)) in requests.iter().zip(prompts(case)).enumerate() {
+        let output_tokens = req["output_len"].as_u64().unwrap() as u32;
+        let call = LlmCall {
+            input_tokens: prompt.len() as u32,
+            output_tokens,
+            input_token_ids: Some(prompt),
+            // The fake model runner always samples token 7.
+            output_token_ids: Some(vec![7; output_tokens as usize]),
+            seeded: None,
+            model: None,
+        };
+        let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
+        let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;
+        let request = Request {
+            request_id: RequestId::Int(r as u64),
+            arrival_time: arrival,
+            initial: vec![0],
+            sub_requests: vec![sub],
+        };
+        assert!(sim.add_request(request, &mut rec));
+    }
+    sim.finish(&mut rec);
+    let mut tokens = vec![Vec::new(); requests.len()];
+    let mut rejected = Vec::new();
+    for r in &rec.done {
+        let i = id(&r.request.request_id);
+        if r.status == RequestStatus::Unservable {
+            rejected.push(i);
+        }
+        tokens[i as usize] = r.nodes[0].token_times_us.iter().map(|t| t / STEP_US - 1).collect();
+    }
+    rejected.sort_unstable();
+    (rec.steps, tokens, rejected)
+}
+
+fn golden_row(v: &Value) -> Row {
+    let pairs = |v: &Value| -> Vec<(u64, u32)> {
+        v.as_array().unwrap().iter().map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap() as u32)).collect()
+    };
+    (
+        v[0].as_u64().unwrap(),
+        pairs(&v[1]),
+        pairs(&v[2]),
+        v[3].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect(),
+        v[4].as_u64().unwrap() as u32,
+    )
+}
+
+/// Where the two sides first differ, or `None`.
+fn compare(case: &Value, golden: &Value, version: &str, async_scheduling: bool) -> Option<String> {
+    let (steps, tokens, rejected) = simulate(case, version, async_scheduling);
+    let want: Vec<Row> = golden["steps"].as_array().unwrap().iter().map(golden_row).collect();
+    for (i, (got, want)) in steps.iter().zip(&want).enumerate() {
+        if got != want {
+            let from = i.saturating_sub(3);
+            let context: Vec<String> = steps[from..i].iter().map(|r| format!("    both {r:?}")).collect();
+            return Some(format!("step row {i}:\n{}\n    vLLM {want:?}\n    simulator {got:?}", context.join("\n")));
+        }
+    }
+    if steps.len() != want.len() {
+        return Some(format!("{} steps in vLLM, {} in the simulator", want.len(), steps.len()));
+    }
+    for (r, want) in golden["tokens"].as_array().unwrap().iter().enumerate() {
+        let want: Vec<u64> = want.as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+        if tokens[r] != want {
+            return Some(format!("request {r} token steps: vLLM {want:?}, simulator {:?}", tokens[r]));
+        }
+    }
+    let want: Vec<u64> = golden["rejected"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    (rejected != want).then(|| format!("rejected: vLLM {want:?}, simulator {rejected:?}"))
+}
+
+fn cases() -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(data_dir().join("cases")).unwrap() {
+        let path = entry.unwrap().path();
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        out.insert(case["name"].as_str().unwrap().to_owned(), case);
+    }
+    out
+}
+
+#[test]
+fn every_recorded_workload_agrees_with_vllm_step_for_step() {
+    let cases = cases();
+    assert!(cases.keys().filter(|k| k.starts_with("rand-")).count() >= 50, "at least 50 random workloads");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for name in GOLDEN {
+        let (version, mode) = name.split_once('-').unwrap();
+        let path = data_dir().join(format!("golden/{name}.jsonl"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            failures.push(format!("{name}: {} missing", path.display()));
+            continue;
+        };
+        let mut seen = 0;
+        for line in text.lines() {
+            let golden: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(golden["vllm"], version);
+            let case = &cases[golden["case"].as_str().unwrap()];
+            if let Some(why) = compare(case, &golden, version, mode == "async") {
+                failures.push(format!("{name} {}: {why}", golden["case"]));
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, cases.len(), "{name}: every case recorded");
+        checked += seen;
+    }
+    assert!(failures.is_empty(), "{} of {checked} runs diverge:\n{}", failures.len(), failures.join("\n"));
+}

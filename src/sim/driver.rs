@@ -227,6 +227,9 @@ pub struct Simulation<L> {
     tracing: bool,
     trace_executing: EngineStep,
     trace_queued: EngineStep,
+    /// Preempted by a scheduling that scheduled nothing: reported with the
+    /// next step.
+    trace_carried: Vec<NodeRef>,
     steps_started: u64,
     check_invariants: bool,
     client: Client,
@@ -263,6 +266,7 @@ impl<L: LatencyModel> Simulation<L> {
             tracing: false,
             trace_executing: EngineStep::default(),
             trace_queued: EngineStep::default(),
+            trace_carried: Vec::new(),
             steps_started: 0,
             check_invariants: false,
             client: Client::OpenLoop,
@@ -501,10 +505,15 @@ impl<L: LatencyModel> Simulation<L> {
             }
             None if self.engine.has_work() => {
                 let d = self.engine.start_step(&mut events);
-                if d.is_some() && self.tracing {
-                    let mut record = std::mem::take(&mut self.trace_executing);
-                    self.describe(self.engine.executing(), &mut record);
-                    self.trace_executing = record;
+                if self.tracing {
+                    if d.is_some() {
+                        let mut record = std::mem::take(&mut self.trace_executing);
+                        self.describe(self.engine.executing(), &mut record);
+                        record.preempted.splice(0..0, self.trace_carried.drain(..));
+                        self.trace_executing = record;
+                    } else {
+                        self.carry_preemptions();
+                    }
                 }
                 d
             }
@@ -518,10 +527,16 @@ impl<L: LatencyModel> Simulation<L> {
                 sink.engine_step(&self.trace_executing);
             }
             self.steps_started += 1;
-            if self.engine.config().async_scheduling && self.engine.queue_step(&mut events) && self.tracing {
-                let mut record = std::mem::take(&mut self.trace_queued);
-                self.describe(self.engine.last_scheduled(), &mut record);
-                self.trace_queued = record;
+            if self.engine.config().async_scheduling {
+                let queued = self.engine.queue_step(&mut events);
+                if queued && self.tracing {
+                    let mut record = std::mem::take(&mut self.trace_queued);
+                    self.describe(self.engine.last_scheduled(), &mut record);
+                    record.preempted.splice(0..0, self.trace_carried.drain(..));
+                    self.trace_queued = record;
+                } else if self.tracing {
+                    self.carry_preemptions();
+                }
             }
         }
         for e in events.drain(..) {
@@ -530,6 +545,15 @@ impl<L: LatencyModel> Simulation<L> {
             }
         }
         self.events = events;
+    }
+
+    /// Names the requests a scheduling that scheduled nothing preempted.
+    fn carry_preemptions(&mut self) {
+        for k in 0..self.engine.preempted_unscheduled().len() {
+            let owner = self.engine.owner(self.engine.preempted_unscheduled()[k]);
+            let a = self.active[owner.slot as usize].as_ref().expect("live request");
+            self.trace_carried.push(NodeRef { request_id: a.request.request_id.clone(), node: owner.node });
+        }
     }
 
     /// Names the requests of a step just scheduled, for the step trace.

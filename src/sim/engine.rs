@@ -270,6 +270,13 @@ impl<L: LatencyModel> Engine<L> {
         if self.has_queued { &self.queued } else { &self.executing }
     }
 
+    /// Requests preempted by the last scheduling when it scheduled nothing
+    /// (a request that cannot grow preempts itself): no step runs, and they
+    /// are reported with the next one.
+    pub(crate) fn preempted_unscheduled(&self) -> &[u32] {
+        &self.building.preempted
+    }
+
     /// The request in `slot`, for the step trace.
     pub(crate) fn owner(&self, slot: u32) -> Owner {
         self.seqs[slot as usize].as_ref().expect("live slot").owner
@@ -608,6 +615,15 @@ impl<L: LatencyModel> Engine<L> {
             if !seq.aborted {
                 seq.token_times_us.push(now_us);
             }
+            if self.config.async_scheduling && seq.num_computed > 0 {
+                // With placeholders, the blocks a sampled token completes are
+                // registered when it arrives, before a finished request frees
+                // them; not for a request preempted since (vLLM 0.15.1
+                // async_scheduler.py `_update_request_with_output`; 0.33.0
+                // scheduler.py `update_from_output`).
+                let upto = (seq.num_computed - seq.in_flight_tokens).min(seq.num_tokens);
+                self.kv.register(&mut seq.blocks, &seq.hashes, upto);
+            }
             if seq.num_tokens == seq.total_len {
                 self.kv.free(&mut seq.blocks);
                 let seq = self.seqs[slot as usize].take().expect("live slot");
@@ -618,11 +634,6 @@ impl<L: LatencyModel> Engine<L> {
                 }
                 self.free_slots.push(slot);
                 any_finished = true;
-            } else if self.config.async_scheduling && seq.num_computed > 0 {
-                // update_from_output: with placeholders, blocks that the
-                // sampled token completes are registered now.
-                let upto = (seq.num_computed - seq.in_flight_tokens).min(seq.num_tokens);
-                self.kv.register(&mut seq.blocks, &seq.hashes, upto);
             }
         }
         if any_finished {

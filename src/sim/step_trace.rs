@@ -32,7 +32,8 @@ pub struct EngineStep {
     /// preemption), with the tokens they start with: prefix-cache hit, or
     /// seeded KV.
     pub admitted: Vec<(NodeRef, u32)>,
-    /// Requests preempted while scheduling this step, in order.
+    /// Requests preempted while scheduling this step, in order (first those
+    /// preempted by an earlier scheduling that scheduled nothing).
     pub preempted: Vec<NodeRef>,
     /// KV blocks referenced by requests once the step was scheduled (vLLM's
     /// null block not counted).

@@ -228,8 +228,8 @@ impl KvCache {
             return;
         }
         let full = self.num_full(hashes, tokens).min(seq.blocks.len());
-        for i in seq.num_hashed..full {
-            let (b, h) = (seq.blocks[i], hashes[i]);
+        let start = seq.num_hashed.min(full);
+        for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {
             self.blocks[b as usize].hash = h;
             match self.cached.entry(h) {
                 std::collections::hash_map::Entry::Vacant(e) => {

@@ -162,13 +162,16 @@ fn validate_workload(path: &Path) -> Result<(), SweepError> {
     Ok(())
 }
 
+/// A per-run JSONL file being written (under a temporary name) and its row buffer.
+type JsonlOut = (std::io::BufWriter<File>, Vec<u8>);
+
 /// Rows, metrics and result rows of one run, fed in input order.
 struct RunSink<'a> {
     cell: &'a Cell,
     requests: RequestRows,
     tokens: Option<TokenRows>,
-    results: Option<(std::io::BufWriter<File>, Vec<u8>)>,
-    steps: Option<(std::io::BufWriter<File>, Vec<u8>)>,
+    results: Option<JsonlOut>,
+    steps: Option<JsonlOut>,
     metrics: MetricsCollector,
     tx: &'a Sender<Message>,
     error: Option<String>,
@@ -259,7 +262,7 @@ fn simulate_cell(
     let results_tmp = results_path.with_extension("jsonl.tmp");
     let steps_path = layout.run_dir(&cell.run_id).join("steps.jsonl");
     let steps_tmp = steps_path.with_extension("jsonl.tmp");
-    let open = |on: bool, tmp: &Path| -> Result<Option<(std::io::BufWriter<File>, Vec<u8>)>, String> {
+    let open = |on: bool, tmp: &Path| -> Result<Option<JsonlOut>, String> {
         if !on {
             return Ok(None);
         }

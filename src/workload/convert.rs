@@ -360,7 +360,7 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
          # `blis-sweep convert blis-vllm-h100`. num_gpu_blocks is the count vLLM logged.\n\
          name: {experiment}\nmodel: {model}\nhardware: H100\ntp: {tp}\ndtype: fp16\nengine:\n  max_num_seqs: {seqs}\n  \
          max_num_batched_tokens: {mbt}\n  max_model_len: {mml}\n  block_size: {bs}\n  gpu_memory_utilization: 0.9\n  \
-         num_gpu_blocks: {blocks}\n  enable_prefix_caching: true\n",
+         num_gpu_blocks: {blocks}\n  enable_prefix_caching: true\n  vllm_version: 0.15.1\n",
         tp = number("tensor_parallelism")?,
         seqs = number("max_num_seqs")?,
         mbt = number("max_num_batched_tokens")?,
@@ -509,8 +509,11 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
         "# {run}: real vLLM {version} run (../shared/data/llmservingsim-vllm-bench), converted by\n\
          # `blis-sweep convert llmservingsim`.{dp_note}\n\
          name: {run}\nmodel: {model}\nhardware: {gpu}\ntp: {tp}\ndtype: bf16\nengine:\n  max_num_seqs: {seqs}\n  \
-         max_num_batched_tokens: {mbt}\n  block_size: 16\n  gpu_memory_utilization: 0.9\n{blocks}  enable_prefix_caching: true\n",
+         max_num_batched_tokens: {mbt}\n  block_size: 16\n  gpu_memory_utilization: 0.9\n{blocks}  enable_prefix_caching: true\n{engine_version}",
         version = meta["vllm_version"].as_str().unwrap_or("?"),
+        // The release it ran, when the run says (`meta.json`), so the engine
+        // behaves as that release's scheduler did.
+        engine_version = meta["vllm_version"].as_str().map_or_else(String::new, |v| format!("  vllm_version: {v}\n")),
         dp_note = if dp > 1 {
             format!("\n# vLLM ran DP{dp} + EP; simulated here as one engine over {} GPUs (tp).", tp.max(dp))
         } else {

@@ -147,12 +147,12 @@ def named_cases():
         req(18, 210, 9, prefix=0),
         req(20, 500, 5),
         # second wave, after the engine has been idle for a while
-        req(60, 256, 4, copy_of=7),     # the 256-token prompt again
-        req(62, 373, 10, prefix=1),
-        req(65, 201, 7, prefix=0),      # one token past its 200-token prefix
-        req(70, 260, 6, copy_of=0),
-        req(75, 80, 12, prefix=2),
-        req(80, 300, 5, copy_of=3),
+        req(52, 256, 4, copy_of=7),     # the 256-token prompt again
+        req(54, 373, 10, prefix=1),
+        req(57, 201, 7, prefix=0),      # one token past its 200-token prefix
+        req(62, 260, 6, copy_of=0),
+        req(67, 80, 12, prefix=2),
+        req(72, 300, 5, copy_of=3),
     ]
     out.append(case("c", engine(), c, seed=3, prefixes=[200, 333, 64]))
 
@@ -174,20 +174,21 @@ def named_cases():
     out.append(case("e_nocache", engine(**{**e_eng, "enable_prefix_caching": False}),
                     e, seed=5, prefixes=e_prefixes))
 
-    # abort: client timeouts of 25 steps with a small budget (long prefills span many
-    # steps), bursts that queue requests, and a cache small enough to preempt.
+    # abort: client timeouts of 25 steps. Bursts queue requests, long prompts take a
+    # few steps to prefill, and the cache is small enough to preempt: requests are
+    # aborted while waiting, mid-prefill and mid-decode, and about a third finish.
     rng = random.Random(6)
     ab_prefixes = [180, 90]
-    ab = workload(rng, 30, 1.5, (100, 1100), (5, 60), ab_prefixes, 0.3)
-    out.append(case("abort", engine(max_num_seqs=6, max_num_batched_tokens=128,
-                                    num_gpu_blocks=120),
-                    ab, seed=6, prefixes=ab_prefixes, timeout_steps=25))
+    ab = workload(rng, 30, 1.5, (50, 800), (1, 24), ab_prefixes, 0.3)
+    out.append(case("abort", engine(num_gpu_blocks=110), ab, seed=6,
+                    prefixes=ab_prefixes, timeout_steps=25))
 
-    # abort_tight: timeouts while a tight cache preempts.
+    # abort_tight: timeouts of 40 steps while a 22-block cache preempts; about half
+    # the requests finish.
     rng = random.Random(7)
-    abt = workload(rng, 24, 2.0, (50, 400), (20, 150), [120], 0.3)
-    out.append(case("abort_tight", engine(num_gpu_blocks=45), abt, seed=7,
-                    prefixes=[120], timeout_steps=30))
+    abt = workload(rng, 24, 7.0, (30, 200), (3, 40), [120], 0.3, max_extra_tail=100)
+    out.append(case("abort_tight", engine(num_gpu_blocks=22), abt, seed=7,
+                    prefixes=[120], timeout_steps=40))
 
     # mml: max_model_len 256. Totals of exactly 256, just below, and a few above
     # (rejected before they reach the scheduler).
@@ -222,6 +223,11 @@ def named_cases():
     ]
     out.append(case("split_prefix", engine(max_num_seqs=4, max_num_batched_tokens=40),
                     sp, seed=9, prefixes=[150, 77]))
+    # ... and with a 24-token threshold, so that two prefills share each step's budget
+    # and requests compute the same prefix blocks at the same time.
+    out.append(case("split_prefix_lpt", engine(max_num_seqs=4, max_num_batched_tokens=40,
+                                               long_prefill_token_threshold=24),
+                    sp, seed=9, prefixes=[150, 77]))
     return out
 
 
@@ -248,7 +254,7 @@ def random_case(i):
         num_gpu_blocks=blocks,
         enable_prefix_caching=rng.random() < 0.8,
     )
-    timeout = rng.randint(10, 60) if rng.random() < 0.25 else None
+    timeout = rng.randint(20, 150) if rng.random() < 0.25 else None
     return case(f"rand-{i:03d}", eng, reqs, seed=100 + i, prefixes=prefixes,
                 timeout_steps=timeout)
 

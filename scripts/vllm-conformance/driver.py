@@ -131,8 +131,19 @@ class VllmApi:
         assert s.kv_cache_manager.enable_caching == eng["enable_prefix_caching"]
         assert s.kv_cache_manager.block_pool.num_gpu_blocks == n
         assert s.policy.value == "fcfs"
-        assert s.num_spec_tokens == 0 and s.connector is None
+        assert s.num_spec_tokens == 0 and s.connector is None and not s.use_pp
+        # Newer knobs, off by default (absent in older versions).
+        assert getattr(s, "max_num_active_reqs", eng["max_num_seqs"]) == eng["max_num_seqs"]
+        assert getattr(s, "local_prefill_interval", 1) == 1
+        assert not getattr(s, "adaptive_long_prefill_threshold", False)
+        assert getattr(s.kv_cache_manager, "watermark_blocks", 0) == 0
         return s
+
+    def describe(self, s):
+        """The version-dependent settings that shape these traces."""
+        return (f"{type(s).__name__}, scheduler_reserve_full_isl="
+                f"{getattr(s, 'scheduler_reserve_full_isl', 'absent')}, "
+                f"use_v2_model_runner={getattr(s, 'use_v2_model_runner', 'absent')}")
 
     def request(self, rid, prompt, output_len, block_size, arrival):
         kw = dict(
@@ -181,6 +192,7 @@ class CaseRun:
         self.aborted = set()
         self.num_aborts_by_state = {"waiting": 0, "prefill": 0, "decode": 0}
         self.num_dropped_tokens = 0
+        self.num_late_finishers = 0
         self.preempted = []
         orig = self.s._preempt_request
 
@@ -228,7 +240,13 @@ class CaseRun:
                 state = "waiting"
             self.num_aborts_by_state[state] += 1
             self.aborted.add(int(rid))
-        self.s.finish_requests(due, status.FINISHED_ABORTED)
+        # One call per request, in (abort time, request index) order, as a
+        # server aborts each request when its own client disconnects.
+        # (finish_requests turns a list of ids into a set, whose iteration
+        # order is hash-randomised: the free-queue order would be too.)
+        due.sort(key=lambda rid: (self.abort_time[int(rid)], int(rid)))
+        for rid in due:
+            self.s.finish_requests(rid, status.FINISHED_ABORTED)
 
     # -- one schedule() call -----------------------------------------------------
     def schedule(self, t):
@@ -242,8 +260,16 @@ class CaseRun:
         self.preempted = []
         out = s.schedule()
         preempted = self.preempted
+        kv_used = (self.eng["num_gpu_blocks"] - 1) - \
+            s.kv_cache_manager.block_pool.get_num_free_blocks()
         if out.total_num_scheduled_tokens == 0:
-            assert not preempted
+            if preempted:
+                # Only in async mode: the one running request that needs a block is
+                # preempted (by itself) while the others are skipped because their
+                # in-flight step ends them. This call takes no time and no step runs;
+                # its row has no scheduled requests and the next row has the same t.
+                assert self.mode == "async", f"{self.case['name']}: {t}"
+                self.steps.append([t, [], [], preempted, kv_used])
             return out, None
         scheduled, admitted, sampled = [], [], {}
         for rid, n in out.num_scheduled_tokens.items():
@@ -257,8 +283,6 @@ class CaseRun:
             if self.mode == "async":
                 # vLLM's own view: a placeholder is added iff the step samples.
                 assert (rq.num_output_placeholders > ph_before) == sampled[rid], rid
-        kv_used = (self.eng["num_gpu_blocks"] - 1) - \
-            s.kv_cache_manager.block_pool.get_num_free_blocks()
         self.steps.append([t, scheduled, admitted, preempted, kv_used])
         return out, sampled
 
@@ -273,7 +297,12 @@ class CaseRun:
                 for tk in o.new_token_ids:
                     assert tk == SAMPLED_TOKEN
                     if at is not None and t + 1 > at:
-                        self.num_dropped_tokens += 1  # the client has gone
+                        # The client had gone (this also drops the last token of a
+                        # request that vLLM finished in the very update that
+                        # delivered it, at arrival + timeout).
+                        self.num_dropped_tokens += 1
+                        if r not in self.aborted:
+                            self.num_late_finishers += 1
                         continue
                     self.tokens[r].append(t)
 
@@ -377,9 +406,11 @@ def main():
         sys.exit(f"no cases in {args.cases}")
 
     lines = []
-    for c in cases:
+    for i, c in enumerate(cases):
         t1 = time.monotonic()
         run = CaseRun(api, c, args.mode, args.model)
+        if i == 0:
+            print(f"  {api.describe(run.s)}", file=sys.stderr, flush=True)
         trace = run.run()
         lines.append(json.dumps(trace, separators=(",", ":")))
         npre = sum(len(row[3]) for row in trace["steps"])
@@ -387,9 +418,11 @@ def main():
         extra = ""
         if c["timeout_steps"] is not None:
             a = run.num_aborts_by_state
-            extra = (f" aborts {len(run.aborted)} (waiting {a['waiting']}, prefill "
-                     f"{a['prefill']}, decode {a['decode']}), dropped tokens "
-                     f"{run.num_dropped_tokens}")
+            extra = (f" aborts {len(run.aborted)}/{len(c['requests'])} (waiting "
+                     f"{a['waiting']}, prefill {a['prefill']}, decode {a['decode']}),"
+                     f" dropped tokens {run.num_dropped_tokens}")
+            if run.num_late_finishers:
+                extra += f" (of finished requests {run.num_late_finishers})"
         if trace["rejected"]:
             extra += f" rejected {trace['rejected']}"
         print(f"  {c['name']:<14} steps {len(trace['steps']):5d}  last "

@@ -31,6 +31,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from cases import SAMPLED_TOKEN, prompt_token_ids  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "vllm-conformance"
@@ -192,7 +193,7 @@ class CaseRun:
         self.aborted = set()
         self.num_aborts_by_state = {"waiting": 0, "prefill": 0, "decode": 0}
         self.num_dropped_tokens = 0
-        self.num_late_finishers = 0
+        self.dropped_from = set()  # requests that lost tokens to their timeout
         self.preempted = []
         orig = self.s._preempt_request
 
@@ -301,8 +302,7 @@ class CaseRun:
                         # request that vLLM finished in the very update that
                         # delivered it, at arrival + timeout).
                         self.num_dropped_tokens += 1
-                        if r not in self.aborted:
-                            self.num_late_finishers += 1
+                        self.dropped_from.add(r)
                         continue
                     self.tokens[r].append(t)
 
@@ -361,7 +361,7 @@ class CaseRun:
         assert not self.s.requests, "requests left in the scheduler"
         reqs = self.case["requests"]
         for r, q in enumerate(reqs):
-            if r in self.aborted or self.abort_time[r] is not None or r in self.rejected:
+            if r in self.aborted or r in self.dropped_from or r in self.rejected:
                 continue
             assert len(self.tokens[r]) == q["output_len"], (self.case["name"], r)
         return {
@@ -421,8 +421,9 @@ def main():
             extra = (f" aborts {len(run.aborted)}/{len(c['requests'])} (waiting "
                      f"{a['waiting']}, prefill {a['prefill']}, decode {a['decode']}),"
                      f" dropped tokens {run.num_dropped_tokens}")
-            if run.num_late_finishers:
-                extra += f" (of finished requests {run.num_late_finishers})"
+            late = run.dropped_from - run.aborted
+            if late:
+                extra += f", finished but timed out {len(late)}"
         if trace["rejected"]:
             extra += f" rejected {trace['rejected']}"
         print(f"  {c['name']:<14} steps {len(trace['steps']):5d}  last "

@@ -506,14 +506,7 @@ impl<L: LatencyModel> Simulation<L> {
             None if self.engine.has_work() => {
                 let d = self.engine.start_step(&mut events);
                 if self.tracing {
-                    if d.is_some() {
-                        let mut record = std::mem::take(&mut self.trace_executing);
-                        self.describe(self.engine.executing(), &mut record);
-                        record.preempted.splice(0..0, self.trace_carried.drain(..));
-                        self.trace_executing = record;
-                    } else {
-                        self.carry_preemptions();
-                    }
+                    self.trace_scheduling(d.is_some(), false);
                 }
                 d
             }
@@ -529,13 +522,8 @@ impl<L: LatencyModel> Simulation<L> {
             self.steps_started += 1;
             if self.engine.config().async_scheduling {
                 let queued = self.engine.queue_step(&mut events);
-                if queued && self.tracing {
-                    let mut record = std::mem::take(&mut self.trace_queued);
-                    self.describe(self.engine.last_scheduled(), &mut record);
-                    record.preempted.splice(0..0, self.trace_carried.drain(..));
-                    self.trace_queued = record;
-                } else if self.tracing {
-                    self.carry_preemptions();
+                if self.tracing {
+                    self.trace_scheduling(queued, true);
                 }
             }
         }
@@ -547,30 +535,37 @@ impl<L: LatencyModel> Simulation<L> {
         self.events = events;
     }
 
-    /// Names the requests a scheduling that scheduled nothing preempted.
-    fn carry_preemptions(&mut self) {
-        for k in 0..self.engine.preempted_unscheduled().len() {
-            let owner = self.engine.owner(self.engine.preempted_unscheduled()[k]);
-            let a = self.active[owner.slot as usize].as_ref().expect("live request");
-            self.trace_carried.push(NodeRef { request_id: a.request.request_id.clone(), node: owner.node });
+    /// Step trace: names the requests of what the engine just scheduled, in
+    /// the record of the step executing or of the one queued. A scheduling
+    /// that scheduled nothing can still have preempted (a request that
+    /// cannot grow preempts itself): those are reported with the next step.
+    /// Named now, since a slot can be reused before the step runs.
+    fn trace_scheduling(&mut self, scheduled: bool, queued: bool) {
+        if !scheduled {
+            let carried: Vec<NodeRef> =
+                self.engine.preempted_unscheduled().iter().map(|&slot| self.node_ref(slot)).collect();
+            self.trace_carried.extend(carried);
+            return;
         }
-    }
-
-    /// Names the requests of a step just scheduled, for the step trace.
-    fn describe(&self, batch: &Batch, record: &mut EngineStep) {
-        let name = |slot: u32| {
-            let owner = self.engine.owner(slot);
-            let a = self.active[owner.slot as usize].as_ref().expect("live request");
-            NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
-        };
+        let mut record = std::mem::take(if queued { &mut self.trace_queued } else { &mut self.trace_executing });
+        let batch: &Batch = if queued { self.engine.last_scheduled() } else { self.engine.executing() };
         record.duration_us = batch.duration_us;
         record.kv_blocks_used = batch.kv_blocks_used;
         record.scheduled.clear();
-        record.scheduled.extend(batch.entries.iter().map(|e| (name(e.slot), e.tokens)));
+        record.scheduled.extend(batch.entries.iter().map(|e| (self.node_ref(e.slot), e.tokens)));
         record.admitted.clear();
-        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (name(slot), cached)));
+        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (self.node_ref(slot), cached)));
         record.preempted.clear();
-        record.preempted.extend(batch.preempted.iter().map(|&slot| name(slot)));
+        record.preempted.append(&mut self.trace_carried);
+        record.preempted.extend(batch.preempted.iter().map(|&slot| self.node_ref(slot)));
+        *(if queued { &mut self.trace_queued } else { &mut self.trace_executing }) = record;
+    }
+
+    /// The request and node the engine's `slot` holds.
+    fn node_ref(&self, slot: u32) -> NodeRef {
+        let owner = self.engine.owner(slot);
+        let a = self.active[owner.slot as usize].as_ref().expect("live request");
+        NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
     }
 
     fn record_departure(&mut self, d: Departure) {

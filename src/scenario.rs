@@ -188,7 +188,25 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     let weights = weight_bytes_per_gpu(&model, tp, weight_bytes);
     let (num_gpu_blocks, computed) = match e.num_gpu_blocks {
         Some(0) => return invalid("engine.num_gpu_blocks", "must be positive"),
-        Some(n) => (n, false),
+        Some(n) => {
+            // A given capacity must fit in the GPU's memory: the simulator's
+            // own memory follows the blocks used, but a count no GPU could
+            // hold is a typo (or 2^32 - 1) that would price a fantasy.
+            let block_bytes = model.kv_bytes_per_token(tp, kv_dtype_bytes) * u64::from(block_size);
+            let most = gpu.memory_bytes / block_bytes.max(1);
+            if u64::from(n) > most {
+                return invalid(
+                    "engine.num_gpu_blocks",
+                    format!(
+                        "{n} blocks of {block_size} tokens need {:.1} GiB per GPU, more than the {:.0} GiB of one {} (at most {most} blocks)",
+                        (u64::from(n) as f64 * block_bytes as f64) / (1u64 << 30) as f64,
+                        gpu.memory_bytes as f64 / (1u64 << 30) as f64,
+                        gpu.name
+                    ),
+                );
+            }
+            (n, false)
+        }
         None => {
             let inputs = kv_capacity::CapacityInputs {
                 model: &model,

@@ -14,4 +14,6 @@ pub mod timeline;
 mod types;
 pub mod writer;
 
-pub use types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest, seconds_to_us};
+pub use types::{
+    LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest, checked_seconds_to_us, seconds_to_us,
+};

@@ -3,17 +3,18 @@
 //! The workload is read twice, streaming both times: a first pass validates
 //! every row, so a bad file is rejected before any output exists (results may
 //! go to stdout, which cannot be taken back); the second pass feeds the
-//! simulation. Results are written in input order as requests finish, through
+//! simulation. A workload on a pipe is copied to an unnamed temporary file
+//! during the first pass and read back from it. Results are written in input order as requests finish, through
 //! a reorder buffer that holds only requests finished ahead of an earlier one.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Write};
+use std::io::{self, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use super::atomic::{AtomicFile, write_file};
+use super::atomic::AtomicFile;
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
 use crate::sim::{Client, FinishedRequest, InputOrder, ResultSink, Simulation};
@@ -78,10 +79,7 @@ pub(crate) struct Traffic {
 impl RunArgs {
     fn traffic(&self) -> anyhow::Result<Traffic> {
         let seconds = |flag: &str, v: f64| -> anyhow::Result<u64> {
-            if !(v.is_finite() && v >= 0.0) {
-                bail!("--{flag}: {v} is not a finite, non-negative number of seconds");
-            }
-            Ok(crate::workload::seconds_to_us(v))
+            crate::workload::checked_seconds_to_us(v).map_err(|reason| anyhow::anyhow!("--{flag}: {reason}"))
         };
         let client = match (self.concurrency, self.closed_loop) {
             (Some(0), _) => bail!("--concurrency: must be at least 1"),
@@ -107,35 +105,37 @@ impl RunArgs {
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let deployment = scenario::load(&args.scenario)?;
     let traffic = args.traffic()?;
-    let file = args.workload.display().to_string();
-    let rows = open(&args.workload)?.count_valid(&file)?;
+    let (rows, input) = validate(&args.workload, traffic.rate_scale)?;
     let wall = Instant::now();
+    // Every output is written under a temporary name and committed only once
+    // all of them are complete: a failing command leaves none of its own.
     let mut steps = args.step_trace.as_deref().map(AtomicFile::create).transpose()?;
-    let outcome = match &args.output {
+    let mut metrics_file = args.metrics.as_deref().map(AtomicFile::create).transpose()?;
+    let (outcome, results) = match &args.output {
         Some(path) => {
             let mut out = AtomicFile::create(path)?;
-            let outcome = simulate(&deployment, &args.workload, traffic, &mut out, steps.as_mut())?;
-            out.commit()?;
-            outcome
+            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut())?;
+            (outcome, Some(out))
         }
         None => {
             let stdout = io::stdout();
             let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-            let outcome = simulate(&deployment, &args.workload, traffic, &mut out, steps.as_mut())?;
+            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut())?;
             out.flush().context("stdout")?;
-            outcome
+            (outcome, None)
         }
     };
-    if let Some(steps) = steps {
-        steps.commit()?;
-    }
     let wall_s = wall.elapsed().as_secs_f64();
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');
-    match (&args.metrics, &args.output) {
-        (Some(path), _) => write_file(path, json.as_bytes())?,
-        (None, Some(_)) => io::stdout().write_all(json.as_bytes()).context("stdout")?,
-        (None, None) => {}
+    if let (Some(f), Some(path)) = (&mut metrics_file, &args.metrics) {
+        f.write_all(json.as_bytes()).with_context(|| format!("{}: write failed", path.display()))?;
+    }
+    for file in [results, steps, metrics_file].into_iter().flatten() {
+        file.commit()?;
+    }
+    if args.metrics.is_none() && args.output.is_some() {
+        io::stdout().write_all(json.as_bytes()).context("stdout")?;
     }
     if !args.quiet {
         eprintln!("{}", summary(&deployment, &outcome, rows, wall_s));
@@ -143,55 +143,106 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Workload(BufReader<File>);
-
-fn open(path: &Path) -> anyhow::Result<Workload> {
-    let f = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    Ok(Workload(BufReader::with_capacity(1 << 20, f)))
+/// Where the simulation pass reads the workload from.
+enum Input {
+    /// A regular file, opened again.
+    File(PathBuf),
+    /// A pipe or device, copied during the first pass into an unnamed
+    /// temporary file (removed from the directory at once, so nothing is
+    /// left behind whatever happens).
+    Spool(File, String),
 }
 
-impl Workload {
-    /// First pass: every row valid, or the first error.
-    fn count_valid(self, file: &str) -> anyhow::Result<u64> {
+impl Input {
+    fn rows(&self) -> anyhow::Result<Reader<BufReader<File>>> {
+        let (file, name) = match self {
+            Input::File(path) => (
+                File::open(path).with_context(|| format!("{}: cannot open", path.display()))?,
+                path.display().to_string(),
+            ),
+            Input::Spool(spool, name) => {
+                let mut file = spool.try_clone().context("the workload's temporary copy")?;
+                file.seek(SeekFrom::Start(0)).context("the workload's temporary copy")?;
+                (file, name.clone())
+            }
+        };
+        Ok(Reader::new(BufReader::with_capacity(1 << 20, file), name, Format::Workload))
+    }
+}
+
+/// First pass: every row valid (arrivals scaled by `rate_scale` included),
+/// or the first error. A workload that cannot be read twice (`cat W |
+/// blis-sweep run -s S /dev/stdin`) is copied as it is read.
+fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
+    let name = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let regular = file.metadata().with_context(|| format!("{name}: cannot open"))?.is_file();
+    let count = |input: &mut dyn io::Read| -> anyhow::Result<u64> {
         let mut n = 0;
-        for row in Reader::new(self.0, file, Format::Workload) {
-            row?;
+        for row in Reader::new(BufReader::with_capacity(1 << 20, input), name.as_str(), Format::Workload) {
+            let mut request = row?;
+            request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("{name}: --rate-scale: {e}"))?;
             n += 1;
         }
+        Ok(n)
+    };
+    if regular {
+        let mut file = file;
+        return Ok((count(&mut file)?, Input::File(path.to_owned())));
+    }
+    let (spool_path, spool) = super::atomic::unnamed_temp_file()?;
+    let mut tee = Tee { input: file, copy: BufWriter::with_capacity(1 << 20, &spool), spool: &spool_path };
+    let n = count(&mut tee)?;
+    tee.copy.flush().with_context(|| format!("{}: write failed", spool_path.display()))?;
+    drop(tee);
+    Ok((n, Input::Spool(spool, name)))
+}
+
+/// Reads `input`, keeping a copy of every byte in `copy`.
+struct Tee<'a> {
+    input: File,
+    copy: BufWriter<&'a File>,
+    spool: &'a Path,
+}
+
+impl io::Read for Tee<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.input.read(buf)?;
+        self.copy.write_all(&buf[..n]).map_err(|e| {
+            io::Error::new(e.kind(), format!("copying the piped workload to {}: {e}", self.spool.display()))
+        })?;
         Ok(n)
     }
 }
 
 fn simulate(
     d: &Deployment,
-    workload: &Path,
+    input: &Input,
     traffic: Traffic,
     out: &mut dyn Write,
     steps: Option<&mut AtomicFile>,
 ) -> anyhow::Result<Metrics> {
     let horizon_us = traffic.horizon_us;
-    let file = workload.display().to_string();
     let mut sink = InputOrder::new(ResultWriter {
         out,
         buf: Vec::with_capacity(1 << 21),
         metrics: MetricsCollector::default(),
         error: None,
-        steps: steps.map(|f| (f as &mut dyn Write, Vec::with_capacity(1 << 16))),
+        steps: steps.map(|f| StepTrace { out: f as &mut dyn Write, buf: Vec::with_capacity(1 << 16), error: None }),
     });
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     sim.set_step_trace(sink.inner.steps.is_some());
     sim.set_client(traffic.client);
     sim.set_horizon(horizon_us);
     sim.set_request_timeout(traffic.timeout_us);
-    for row in Reader::new(open(workload)?.0, file, Format::Workload) {
+    for row in input.rows()? {
         let mut request = row?;
-        request.arrival_time /= traffic.rate_scale;
+        // (Checked by the first pass.)
+        request.scale_arrival(traffic.rate_scale).map_err(anyhow::Error::msg)?;
         if !sim.add_request(request, &mut sink) {
             break;
         }
-        if let Some(e) = sink.inner.error.take() {
-            return Err(e).context("writing results");
-        }
+        sink.inner.check()?;
     }
     sim.finish(&mut sink);
     debug_assert_eq!(sink.held(), 0);
@@ -201,15 +252,21 @@ fn simulate(
     {
         sink.error = Some(e);
     }
-    if let Some((f, buf)) = &mut sink.steps
-        && let Err(e) = f.write_all(buf)
+    if let Some(t) = &mut sink.steps
+        && t.error.is_none()
+        && let Err(e) = t.out.write_all(&t.buf)
     {
-        return Err(e).context("writing the step trace");
+        t.error = Some(e);
     }
-    if let Some(e) = sink.error.take() {
-        return Err(e).context("writing results");
-    }
+    sink.check()?;
     Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
+}
+
+/// The step trace's file, its buffer and its first write error.
+struct StepTrace<'a> {
+    out: &'a mut dyn Write,
+    buf: Vec<u8>,
+    error: Option<io::Error>,
 }
 
 /// Writes finished requests (in input order, behind [`InputOrder`]) and
@@ -219,11 +276,22 @@ struct ResultWriter<'a> {
     buf: Vec<u8>,
     metrics: MetricsCollector,
     error: Option<io::Error>,
-    /// The step trace's file and its buffer, when asked for.
-    steps: Option<(&'a mut dyn Write, Vec<u8>)>,
+    /// The step trace, when asked for.
+    steps: Option<StepTrace<'a>>,
 }
 
 impl ResultWriter<'_> {
+    /// The first write error, naming the output it hit.
+    fn check(&mut self) -> anyhow::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e).context("writing results");
+        }
+        if let Some(e) = self.steps.as_mut().and_then(|t| t.error.take()) {
+            return Err(e).context("writing the step trace");
+        }
+        Ok(())
+    }
+
     fn write(&mut self, r: &FinishedRequest) -> io::Result<()> {
         r.write_result_row(&mut self.buf);
         if self.buf.len() >= 1 << 20 {
@@ -241,15 +309,15 @@ impl ResultWriter<'_> {
 
 impl ResultSink for ResultWriter<'_> {
     fn engine_step(&mut self, step: &crate::sim::EngineStep) {
-        let Some((f, buf)) = &mut self.steps else { return };
-        step.write_jsonl(buf);
-        if buf.len() >= 1 << 20 {
-            if let Err(e) = f.write_all(buf)
-                && self.error.is_none()
+        let Some(t) = &mut self.steps else { return };
+        step.write_jsonl(&mut t.buf);
+        if t.buf.len() >= 1 << 20 {
+            if t.error.is_none()
+                && let Err(e) = t.out.write_all(&t.buf)
             {
-                self.error = Some(e);
+                t.error = Some(e);
             }
-            buf.clear();
+            t.buf.clear();
         }
     }
 

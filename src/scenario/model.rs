@@ -61,6 +61,23 @@ fn bad(field: &str, reason: impl Into<String>) -> ModelConfigError {
     ModelConfigError { field: field.to_owned(), reason: reason.into() }
 }
 
+// Bounds on a config's sizes: each is at least 8× the largest published
+// model's (DeepSeek-V3: hidden 7168, 61 layers, 256 experts; Llama-3.1-405B:
+// 128 heads, 126 layers, intermediate 53248; Gemma: vocab 262144), and small
+// enough that parameter and byte counts cannot overflow 64 bits.
+const MAX_WIDTH: u64 = 1 << 17;
+const MAX_COUNT: u64 = 1 << 10;
+const MAX_HEADS: u64 = 1 << 12;
+const MAX_INTERMEDIATE: u64 = 1 << 20;
+const MAX_VOCAB: u64 = 1 << 22;
+
+fn at_most(field: &str, value: u64, max: u64) -> Result<u64, ModelConfigError> {
+    if value > max {
+        return Err(bad(field, format!("{value} is beyond any model this simulator prices (at most {max})")));
+    }
+    Ok(value)
+}
+
 impl ModelArch {
     /// Parses a HuggingFace `config.json`. Multimodal configs keep the language
     /// model under `text_config`; its keys override the top level.
@@ -88,29 +105,47 @@ impl ModelArch {
                 None => Err(bad(key, "missing")),
             }
         };
-        let hidden_size = required("hidden_size")?;
-        let num_layers = required("num_hidden_layers")?;
-        let num_heads = required("num_attention_heads")?;
+        let hidden_size = at_most("hidden_size", required("hidden_size")?, MAX_WIDTH)?;
+        let num_layers = at_most("num_hidden_layers", required("num_hidden_layers")?, MAX_COUNT)?;
+        let num_heads = at_most("num_attention_heads", required("num_attention_heads")?, MAX_HEADS)?;
         let num_kv_heads = uint("num_key_value_heads")?.filter(|&v| v > 0).unwrap_or(num_heads);
+        // Grouped-query attention shares each KV head among a whole number
+        // of query heads (HuggingFace checks the same).
+        if num_kv_heads > num_heads || !num_heads.is_multiple_of(num_kv_heads) {
+            return Err(bad(
+                "num_key_value_heads",
+                format!("{num_kv_heads} must divide num_attention_heads = {num_heads}"),
+            ));
+        }
         let head_dim = uint("head_dim")?.filter(|&v| v > 0).unwrap_or(hidden_size / num_heads);
-        let vocab_size = required("vocab_size")?;
+        let head_dim = at_most("head_dim", head_dim.max(1), MAX_HEADS)?;
+        let vocab_size = at_most("vocab_size", required("vocab_size")?, MAX_VOCAB)?;
         let num_experts = match uint("num_local_experts")?.or(uint("num_experts")?).or(uint("n_routed_experts")?) {
-            Some(n) if n >= 2 => Some(n),
+            Some(n) if n >= 2 => Some(at_most("num_experts", n, MAX_COUNT)?),
             _ => None,
         };
         let moe = match num_experts {
             None => None,
             Some(num_experts) => Some(Moe {
                 num_experts,
-                top_k: required("num_experts_per_tok")?,
-                expert_intermediate_size: match uint("moe_intermediate_size")? {
-                    Some(v) if v > 0 => v,
-                    _ => required("intermediate_size")?,
+                top_k: match required("num_experts_per_tok")? {
+                    k if k > num_experts => {
+                        return Err(bad("num_experts_per_tok", format!("{k} exceeds the {num_experts} experts")));
+                    }
+                    k => k,
                 },
-                shared_intermediate_size: uint("shared_expert_intermediate_size")?.unwrap_or(0),
+                expert_intermediate_size: match uint("moe_intermediate_size")? {
+                    Some(v) if v > 0 => at_most("moe_intermediate_size", v, MAX_INTERMEDIATE)?,
+                    _ => at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?,
+                },
+                shared_intermediate_size: at_most(
+                    "shared_expert_intermediate_size",
+                    uint("shared_expert_intermediate_size")?.unwrap_or(0),
+                    MAX_INTERMEDIATE,
+                )?,
             }),
         };
-        let intermediate_size = required("intermediate_size")?;
+        let intermediate_size = at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?;
         let checkpoint_bytes = match get("torch_dtype").or(get("dtype")).and_then(Value::as_str) {
             None | Some("float16" | "bfloat16") => 2,
             Some("float32") => 4,
@@ -214,6 +249,24 @@ mod tests {
         let moe = arch.moe.unwrap();
         assert_eq!((moe.num_experts, moe.top_k, moe.expert_intermediate_size), (128, 8, 768));
         assert_eq!(arch.head_dim, 128);
+    }
+
+    #[test]
+    fn sizes_that_would_hang_or_overflow_are_refused() {
+        // Defect 9.8: a huge num_key_value_heads made the attention fit try
+        // every divisor.
+        let config = |extra: &str| {
+            format!(
+                r#"{{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 128,
+                    "vocab_size": 100, "max_position_embeddings": 512{extra}}}"#
+            )
+        };
+        let err = |extra: &str| ModelArch::from_config_json("m", &config(extra)).unwrap_err().field;
+        assert_eq!(err(r#", "num_key_value_heads": 18446744073709551615"#), "num_key_value_heads");
+        assert_eq!(err(r#", "num_key_value_heads": 3"#), "num_key_value_heads");
+        assert_eq!(err(r#", "head_dim": 4294967296"#), "head_dim");
+        assert_eq!(err(r#", "num_local_experts": 8, "num_experts_per_tok": 9"#), "num_experts_per_tok");
+        assert!(ModelArch::from_config_json("m", &config(r#", "num_key_value_heads": 2"#)).is_ok());
     }
 
     #[test]

@@ -400,11 +400,11 @@ impl<L: LatencyModel> Simulation<L> {
         let generation = self.slot_generations[slot as usize].wrapping_add(1);
         self.slot_generations[slot as usize] = generation;
         for &root in &request.initial {
-            let at = send_us + request.sub_requests[root as usize].interval_us();
+            let at = send_us.saturating_add(request.sub_requests[root as usize].interval_us());
             self.queue.push(at, Event::NodeStart { slot, generation, node: root });
         }
         if let Some(t) = self.timeout_us {
-            self.queue.push(send_us + t, Event::Timeout { slot, generation });
+            self.queue.push(send_us.saturating_add(t), Event::Timeout { slot, generation });
         }
         self.active[slot as usize] = Some(Active {
             index: self.next_index,
@@ -431,7 +431,9 @@ impl<L: LatencyModel> Simulation<L> {
                     self.send(request, arrival_us, self.now);
                 }
             }
-            Client::ClosedLoop { think_time_us, .. } => self.users_free_at.push_back(self.now + think_time_us),
+            Client::ClosedLoop { think_time_us, .. } => {
+                self.users_free_at.push_back(self.now.saturating_add(think_time_us))
+            }
         }
     }
 
@@ -444,6 +446,12 @@ impl<L: LatencyModel> Simulation<L> {
     /// `limit`, then lets the engine start a step. False when there was none.
     fn step_events(&mut self, limit: u64, sink: &mut dyn ResultSink) -> bool {
         let limit = limit.min(self.horizon_us);
+        // Events a request left behind when it timed out (its own timeout
+        // if it finished first, nodes it never started) go without moving
+        // the clock: the run ends at its last real event.
+        while self.queue.peek().is_some_and(|e| self.is_stale(e)) {
+            self.queue.pop();
+        }
         let Some(t) = self.queue.peek_time().filter(|&t| t <= limit) else {
             return false;
         };
@@ -513,7 +521,7 @@ impl<L: LatencyModel> Simulation<L> {
             None => None,
         };
         if let Some(d) = duration {
-            self.queue.push(self.now + d, Event::StepEnd);
+            self.queue.push(self.now.saturating_add(d), Event::StepEnd);
             if self.tracing {
                 self.trace_executing.index = self.steps_started;
                 self.trace_executing.start_us = self.now;
@@ -619,7 +627,7 @@ impl<L: LatencyModel> Simulation<L> {
         a.nodes[node as usize].start_us = Some(now);
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
-                let end = now + crate::workload::seconds_to_us(*duration);
+                let end = now.saturating_add(crate::workload::seconds_to_us(*duration));
                 let generation = a.generation;
                 self.queue.push(end, Event::ToolDone { slot, generation, node });
             }
@@ -633,7 +641,9 @@ impl<L: LatencyModel> Simulation<L> {
                 // before the engine sees the request; it counts in TTFT.
                 match self.engine.request_overhead_us() {
                     0 => self.enter_engine(slot, node, sink),
-                    delay => self.queue.push(now + delay, Event::EngineEnter { slot, generation: a.generation, node }),
+                    delay => self
+                        .queue
+                        .push(now.saturating_add(delay), Event::EngineEnter { slot, generation: a.generation, node }),
                 }
             }
         }
@@ -679,7 +689,7 @@ impl<L: LatencyModel> Simulation<L> {
                     a.unresolved -= 1;
                     stack.push((s as u32, true));
                 } else {
-                    let at = a.ready_us[s] + a.request.sub_requests[s].interval_us();
+                    let at = a.ready_us[s].saturating_add(a.request.sub_requests[s].interval_us());
                     self.queue.push(at, Event::NodeStart { slot, generation: a.generation, node: s as u32 });
                 }
             }
@@ -687,6 +697,17 @@ impl<L: LatencyModel> Simulation<L> {
         if a.unresolved == 0 {
             let failed = a.nodes.iter().any(|n| n.error.is_some());
             self.complete(slot, if failed { RequestStatus::Unservable } else { RequestStatus::Completed }, sink);
+        }
+    }
+
+    /// Whether `event` belongs to a request that has left.
+    fn is_stale(&self, event: &Event) -> bool {
+        match *event {
+            Event::NodeStart { slot, generation, .. }
+            | Event::ToolDone { slot, generation, .. }
+            | Event::EngineEnter { slot, generation, .. }
+            | Event::Timeout { slot, generation } => !self.is_live(slot, generation),
+            Event::StepEnd => false,
         }
     }
 

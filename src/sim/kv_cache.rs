@@ -21,6 +21,11 @@
 use std::collections::HashMap;
 
 const NONE: u32 = u32::MAX;
+/// The free queue's virtual node standing for every block never used yet
+/// (`blocks.len()..num_blocks`): block metadata is allocated when a block is
+/// first taken, so memory follows the blocks a run uses, not the capacity a
+/// scenario declares (a tiny model on a big GPU has billions of blocks).
+const FRESH: u32 = u32::MAX - 1;
 /// `Block::hash` of a block that is not in the prefix cache. A real hash that
 /// happens to be 0 is stored as 1 (see [`block_hashes`]).
 const NO_HASH: u64 = 0;
@@ -71,7 +76,11 @@ fn mix(mut z: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) struct KvCache {
     block_size: u32,
+    num_blocks: u32,
+    /// Metadata of the blocks taken at least once: `0..blocks.len()`.
     blocks: Vec<Block>,
+    /// `(prev, next)` of the [`FRESH`] node while it is in the free queue.
+    fresh_links: (u32, u32),
     head: u32,
     tail: u32,
     num_free: u32,
@@ -88,26 +97,25 @@ pub(crate) struct KvCache {
 
 impl KvCache {
     pub(crate) fn new(num_blocks: u32, block_size: u32, prefix_caching: bool, free_uncached_first: bool) -> KvCache {
-        let mut cache = KvCache {
+        let fresh = num_blocks > 0;
+        KvCache {
             block_size,
-            blocks: vec![Block { hash: NO_HASH, ref_count: 0, prev: NONE, next: NONE }; num_blocks as usize],
-            head: NONE,
-            tail: NONE,
-            num_free: 0,
+            num_blocks,
+            blocks: Vec::new(),
+            fresh_links: (NONE, NONE),
+            head: if fresh { FRESH } else { NONE },
+            tail: if fresh { FRESH } else { NONE },
+            num_free: num_blocks,
             cached: HashMap::new(),
             duplicates: HashMap::new(),
             prefix_caching,
             free_uncached_first,
             uncached: Vec::new(),
-        };
-        for b in 0..num_blocks {
-            cache.push_back(b);
         }
-        cache
     }
 
     pub(crate) fn num_blocks(&self) -> u32 {
-        self.blocks.len() as u32
+        self.num_blocks
     }
 
     /// Blocks referenced by requests (not in the free queue).
@@ -207,8 +215,7 @@ impl KvCache {
             seq.num_hashed = seq.blocks.len();
         }
         for _ in 0..new {
-            let b = self.head;
-            self.unlink(b);
+            let b = self.pop_front();
             let block = &mut self.blocks[b as usize];
             let h = std::mem::replace(&mut block.hash, NO_HASH);
             block.ref_count = 1;
@@ -302,16 +309,63 @@ impl KvCache {
         }
         let (mut walked, mut b) = (0, self.head);
         while b != NONE {
-            if self.blocks[b as usize].ref_count != 0 {
+            if b == FRESH {
+                walked += self.num_blocks - self.blocks.len() as u32;
+            } else if self.blocks[b as usize].ref_count != 0 {
                 return Err(format!("block {b} is referenced but in the free queue"));
+            } else {
+                walked += 1;
             }
-            walked += 1;
-            b = self.blocks[b as usize].next;
+            b = self.next_of(b);
         }
         if walked != self.num_free {
             return Err(format!("free queue holds {walked} blocks, counter says {}", self.num_free));
         }
         Ok(())
+    }
+
+    /// Takes the block at the head of the free queue.
+    fn pop_front(&mut self) -> u32 {
+        if self.head != FRESH {
+            let b = self.head;
+            self.unlink(b);
+            return b;
+        }
+        let b = self.blocks.len() as u32;
+        self.blocks.push(Block { hash: NO_HASH, ref_count: 0, prev: NONE, next: NONE });
+        self.num_free -= 1;
+        if b + 1 == self.num_blocks {
+            // The last never-used block: the virtual node leaves the queue.
+            let (p, n) = self.fresh_links;
+            self.relink(p, n);
+        }
+        b
+    }
+
+    fn next_of(&self, x: u32) -> u32 {
+        if x == FRESH { self.fresh_links.1 } else { self.blocks[x as usize].next }
+    }
+
+    fn set_next(&mut self, x: u32, next: u32) {
+        if x == FRESH { self.fresh_links.1 = next } else { self.blocks[x as usize].next = next }
+    }
+
+    fn set_prev(&mut self, x: u32, prev: u32) {
+        if x == FRESH { self.fresh_links.0 = prev } else { self.blocks[x as usize].prev = prev }
+    }
+
+    /// Joins `p` and `n` (either may be `NONE`, the queue's ends).
+    fn relink(&mut self, p: u32, n: u32) {
+        if p == NONE {
+            self.head = n;
+        } else {
+            self.set_next(p, n);
+        }
+        if n == NONE {
+            self.tail = p;
+        } else {
+            self.set_prev(n, p);
+        }
     }
 
     fn push_back(&mut self, b: u32) {
@@ -320,7 +374,7 @@ impl KvCache {
         if self.tail == NONE {
             self.head = b;
         } else {
-            self.blocks[self.tail as usize].next = b;
+            self.set_next(self.tail, b);
         }
         self.tail = b;
         self.num_free += 1;
@@ -332,7 +386,7 @@ impl KvCache {
         if self.head == NONE {
             self.tail = b;
         } else {
-            self.blocks[self.head as usize].prev = b;
+            self.set_prev(self.head, b);
         }
         self.head = b;
         self.num_free += 1;
@@ -340,16 +394,7 @@ impl KvCache {
 
     fn unlink(&mut self, b: u32) {
         let (p, n) = (self.blocks[b as usize].prev, self.blocks[b as usize].next);
-        if p == NONE {
-            self.head = n;
-        } else {
-            self.blocks[p as usize].next = n;
-        }
-        if n == NONE {
-            self.tail = p;
-        } else {
-            self.blocks[n as usize].prev = p;
-        }
+        self.relink(p, n);
         self.blocks[b as usize].prev = NONE;
         self.blocks[b as usize].next = NONE;
         self.num_free -= 1;
@@ -470,6 +515,36 @@ mod tests {
             assert_eq!(b.blocks[0] == partial, first, "free_uncached_first = {first}");
             kv.check().unwrap();
         }
+    }
+
+    #[test]
+    fn a_huge_cache_allocates_only_the_blocks_it_uses() {
+        // Defect 9.1: 2^32 - 2 blocks once cost 100 GB up front.
+        let mut kv = KvCache::new(u32::MAX - 1, 4, true, true);
+        let mut a = SeqBlocks::default();
+        assert!(kv.allocate(&mut a, &hashes(0..10), &[], 10, 10));
+        assert_eq!(kv.blocks.len(), 3);
+        kv.free(&mut a);
+        // Freed uncached blocks go before the never-used ones, cached ones after.
+        let mut b = SeqBlocks::default();
+        assert!(kv.allocate(&mut b, &[], &[], 8, 8));
+        assert_eq!(b.blocks, [2, 3]);
+        assert_eq!(kv.num_used(), 2);
+        kv.check().unwrap();
+    }
+
+    #[test]
+    fn the_last_never_used_block_leaves_the_queue() {
+        let mut kv = KvCache::new(2, 4, true, false);
+        let (mut a, mut b) = (SeqBlocks::default(), SeqBlocks::default());
+        assert!(kv.allocate(&mut a, &[], &[], 4, 4));
+        kv.free(&mut a);
+        assert!(kv.allocate(&mut b, &[], &[], 8, 8));
+        assert_eq!(b.blocks, [1, 0]);
+        assert!(!kv.allocate(&mut a, &[], &[], 4, 4));
+        kv.free(&mut b);
+        kv.check().unwrap();
+        assert_eq!(kv.num_free(), 2);
     }
 
     #[test]

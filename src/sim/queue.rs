@@ -50,6 +50,10 @@ impl<E> EventQueue<E> {
         self.heap.peek().map(|e| e.time)
     }
 
+    pub(crate) fn peek(&self) -> Option<&E> {
+        self.heap.peek().map(|e| &e.event)
+    }
+
     pub(crate) fn pop(&mut self) -> Option<(u64, E)> {
         self.heap.pop().map(|e| (e.time, e.event))
     }

@@ -294,7 +294,7 @@ fn simulate_cell(
     };
     for request in requests {
         let mut request = request?;
-        request.arrival_time /= cell.rate_scale;
+        request.scale_arrival(cell.rate_scale)?;
         if !sim.add_request(request, &mut sink) {
             break;
         }

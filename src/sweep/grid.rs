@@ -161,16 +161,16 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         _ => return Err(invalid("workload", "give exactly one of `path` and `generate`".to_owned())),
     };
     let think_time = spec.workload.think_time.unwrap_or(0.0);
-    if !(think_time.is_finite() && think_time >= 0.0) {
-        return Err(invalid("workload.think_time", format!("{think_time} is not a non-negative number of seconds")));
+    if let Err(reason) = crate::workload::checked_seconds_to_us(think_time) {
+        return Err(invalid("workload.think_time", reason));
     }
     if spec.workload.think_time.is_some() && !spec.workload.closed_loop {
         return Err(invalid("workload.think_time", "only a closed loop has a think time".to_owned()));
     }
     if let Some(t) = spec.workload.timeout
-        && !(t.is_finite() && t > 0.0)
+        && (t <= 0.0 || crate::workload::checked_seconds_to_us(t).is_err())
     {
-        return Err(invalid("workload.timeout", format!("{t} is not a positive number of seconds")));
+        return Err(invalid("workload.timeout", format!("{t} is not a positive number of seconds up to 1e8")));
     }
     check_axes(&spec.grid, spec.workload.closed_loop).map_err(|(f, r)| invalid(f, r))?;
     if spec.scenarios.is_empty() {

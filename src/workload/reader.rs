@@ -8,12 +8,17 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest};
+
+/// The longest line read: 32 MiB, room for 4 million token ids (a real
+/// request with ids is far below: 128k context ≈ 1 MiB). Bounds the memory an
+/// endless or binary line can take before it is refused.
+const MAX_LINE_BYTES: u64 = 32 << 20;
 
 /// Which of the two row formats a file must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,10 +81,20 @@ impl<R: BufRead> Reader<R> {
         loop {
             self.buf.clear();
             self.line += 1;
-            match self.input.read_line(&mut self.buf) {
+            match (&mut self.input).take(MAX_LINE_BYTES + 1).read_line(&mut self.buf) {
                 Ok(0) => return None,
                 Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Some(Err(self.error("json", "the line is not UTF-8 text")));
+                }
                 Err(e) => return Some(Err(self.error("io", e.to_string()))),
+            }
+            if self.buf.len() as u64 > MAX_LINE_BYTES {
+                self.buf = String::new();
+                return Some(Err(self.error(
+                    "json",
+                    format!("the line is longer than {} MiB; is this a JSONL file?", MAX_LINE_BYTES >> 20),
+                )));
             }
             if !self.buf.trim().is_empty() {
                 break;
@@ -140,7 +155,12 @@ impl IdSet {
     /// Inserts `id`; false if it was already there.
     fn insert(&mut self, id: &RequestId) -> bool {
         match id {
-            RequestId::Str(s) => self.strings.insert(s.clone()),
+            // "17" is the id 17: tables and `results` key rows by the id's
+            // text, where the two would collide.
+            RequestId::Str(s) => match s.parse::<u64>() {
+                Ok(n) if n.to_string() == *s => self.insert(&RequestId::Int(n)),
+                _ => self.strings.insert(s.clone()),
+            },
             RequestId::Int(n) => {
                 let n = *n;
                 // Ranges are start → last, both inclusive, disjoint and not adjacent.
@@ -259,10 +279,10 @@ fn err<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, Fiel
 }
 
 fn check_time(field: String, value: f64) -> Result<(), FieldError> {
-    if !value.is_finite() || value < 0.0 {
-        return err(field, format!("{value} is not a finite, non-negative number of seconds"));
+    match super::types::checked_seconds_to_us(value) {
+        Ok(_) => Ok(()),
+        Err(reason) => err(field, reason),
     }
-    Ok(())
 }
 
 fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
@@ -272,6 +292,9 @@ fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
         return err("sub_requests", "must hold at least one sub-request");
     }
     let mut has_predecessor = vec![false; n];
+    // listed_by[j] = i + 1 once node i's `next` names j: finds a repeated
+    // successor in one pass (a node may list 10^6 of them).
+    let mut listed_by = vec![0u32; n];
     let mut sub_requests = Vec::with_capacity(n);
     for (i, sub) in raw.sub_requests.into_iter().enumerate() {
         let at = |field: &str| format!("sub_requests[{i}].{field}");
@@ -282,9 +305,10 @@ fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
             if j as usize == i {
                 return err(at(&format!("next[{k}]")), format!("sub-request {i} points to itself"));
             }
-            if sub.next[..k].contains(&j) {
+            if listed_by[j as usize] == i as u32 + 1 {
                 return err(at(&format!("next[{k}]")), format!("index {j} is listed twice"));
             }
+            listed_by[j as usize] = i as u32 + 1;
             has_predecessor[j as usize] = true;
         }
         sub_requests.push(validate_node(sub, format, &at)?);
@@ -466,6 +490,11 @@ mod tests {
         assert!(!set.insert(&RequestId::Int(u64::MAX)));
         assert!(set.insert(&RequestId::Str("a".into())));
         assert!(!set.insert(&RequestId::Str("a".into())));
+        // Defect 9.11: 1 and "1" are one id; "01" is another.
+        assert!(!set.insert(&RequestId::Str("1".into())));
+        assert!(set.insert(&RequestId::Str("01".into())));
+        assert!(set.insert(&RequestId::Str("9".into())));
+        assert!(!set.insert(&RequestId::Int(9)));
     }
 
     #[test]

@@ -23,10 +23,30 @@ impl fmt::Display for RequestId {
     }
 }
 
+/// The longest time any input may give (an arrival, interval, tool duration,
+/// timeout, think time, horizon): 10^8 s, 3.2 years; the longest production
+/// traces we know (Azure, Mooncake) span days. Bounding each input keeps the
+/// µs clock (64 bits: 5.8 × 10^5 years) from overflowing even when 10^5 such
+/// times are added up along one run.
+pub(crate) const MAX_TIME_S: f64 = 1e8;
+
 /// Seconds (as written in the files) to integer microseconds, rounded to the
-/// nearest microsecond: the simulator's clock resolution.
+/// nearest microsecond: the simulator's clock resolution. Inputs are checked
+/// with [`checked_seconds_to_us`] first; out-of-range values saturate.
 pub fn seconds_to_us(seconds: f64) -> u64 {
-    (seconds * 1e6).round() as u64
+    (seconds.clamp(0.0, MAX_TIME_S) * 1e6).round() as u64
+}
+
+/// `seconds` in µs, or why it is not a time the simulator takes: NaN, ±∞,
+/// negative, or beyond [`MAX_TIME_S`].
+pub fn checked_seconds_to_us(seconds: f64) -> Result<u64, String> {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("{seconds} is not a finite, non-negative number of seconds"));
+    }
+    if seconds > MAX_TIME_S {
+        return Err(format!("{seconds} s is beyond the simulator's clock (at most {MAX_TIME_S:e} s, 3.2 years)"));
+    }
+    Ok(seconds_to_us(seconds))
 }
 
 /// One request: a DAG of sub-requests that arrives at `arrival_time`.
@@ -46,6 +66,20 @@ impl Request {
     /// Arrival time in integer microseconds.
     pub fn arrival_us(&self) -> u64 {
         seconds_to_us(self.arrival_time)
+    }
+
+    /// Divides the arrival time by `rate_scale` (2 = twice the rate); an
+    /// arrival pushed past the clock's range is an error naming the request.
+    pub fn scale_arrival(&mut self, rate_scale: f64) -> Result<(), String> {
+        let scaled = self.arrival_time / rate_scale;
+        checked_seconds_to_us(scaled).map_err(|reason| {
+            format!(
+                "request {}: arrival_time {} / rate_scale {rate_scale}: {reason}",
+                self.request_id, self.arrival_time
+            )
+        })?;
+        self.arrival_time = scaled;
+        Ok(())
     }
 }
 

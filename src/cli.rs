@@ -72,12 +72,48 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("blis-sweep: {e:#}");
+            eprintln!("blis-sweep: {}", one_line(&e));
             ExitCode::from(2)
         }
     }
 }
 
+/// The error and its causes on one line: a cause already spelled out by the
+/// error around it (`FILE: No such file…` around the OS error) is not
+/// repeated, and control characters from user input (a newline or a
+/// terminal escape in a file name or an id) are shown escaped.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+        .chars()
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect()
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_print_on_one_line_without_repeats() {
+        let os = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let e = anyhow::Error::new(os).context("w.jsonl: No such file or directory (os error 2)").context("reading");
+        assert_eq!(one_line(&e), "reading: w.jsonl: No such file or directory (os error 2)");
+        let e = anyhow::anyhow!("bad id \"a\nb\u{1b}[31m\"");
+        assert_eq!(one_line(&e), "bad id \"a\\nb\\u{1b}[31m\"");
+    }
 }

@@ -18,13 +18,68 @@ pub struct YamlError {
 /// Parses `text` strictly: unknown keys (where the type denies them),
 /// duplicate keys and wrong types are errors.
 pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
-    serde_saphyr::from_str(text).map_err(|e| {
+    // The key path of a value of the wrong type (`engine.max_num_seqs`),
+    // which the parser's own message leaves out.
+    let mut path = String::new();
+    serde_saphyr::with_deserializer_from_str(text, |de| {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            path = e.path().to_string();
+            e.into_inner()
+        })
+    })
+    .map_err(|e| {
         let line = e.location().map_or(0, |l| l.line());
         let message = e.without_snippet().to_string();
         let message = message.lines().next().unwrap_or("");
         let message = message.find(" at line ").map_or(message, |i| &message[..i]);
-        YamlError { line, message: message.to_owned() }
+        let message = match path.as_str() {
+            "" | "." => message.to_owned(),
+            p if message.contains(p) => message.to_owned(),
+            p => format!("{p}: {message}"),
+        };
+        YamlError { line, message }
     })
+}
+
+/// `file:LINE` where the key path `field` (`grid.overrides.tp`,
+/// `scenarios[1].engine`) is written in `text`, or `file` when it cannot be
+/// found: for errors found after parsing, which know the key but not the
+/// line. Each key is searched for after the one before it, so a key that
+/// appears in several sections is found in the right one.
+pub fn locate(file: &std::path::Path, text: &str, field: &str) -> String {
+    let mut at = 0;
+    let mut found = false;
+    for key in field.split('.') {
+        let key = key.split('[').next().unwrap_or(key);
+        if key.is_empty() {
+            continue;
+        }
+        let Some(i) = find_key(&text[at..], key) else { break };
+        at += i + key.len();
+        found = true;
+    }
+    if !found {
+        return file.display().to_string();
+    }
+    let line = text[..at].matches('\n').count() + 1;
+    format!("{}:{line}", file.display())
+}
+
+/// Where `key:` (as a whole word) first appears in `text`.
+fn find_key(text: &str, key: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(key) {
+        let start = from + i;
+        let end = start + key.len();
+        let before = text[..start].chars().next_back();
+        let word_start = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let colon = text[end..].trim_start_matches([' ', '"', '\'']).starts_with(':');
+        if word_start && colon {
+            return Some(start);
+        }
+        from = end;
+    }
+    None
 }
 
 /// An input file that cannot be read, or does not parse. Fatal for it.
@@ -58,4 +113,38 @@ pub fn read_file(path: &std::path::Path) -> Result<String, FileError> {
 /// [`parse`], with `path` named in the error.
 pub fn parse_file<T: DeserializeOwned>(path: &std::path::Path, text: &str) -> Result<T, FileError> {
     parse(text).map_err(|e| FileError::Parse { file: path.display().to_string(), line: e.line, message: e.message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Doc {
+        engine: Engine,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Engine {
+        max_num_seqs: u32,
+    }
+
+    #[test]
+    fn a_type_error_names_its_key() {
+        // Defect 9.11: `s.yaml:4: invalid u32` named no field.
+        let e = parse::<Doc>("engine:\n  max_num_seqs: -3\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.starts_with("engine.max_num_seqs: "), "{}", e.message);
+    }
+
+    #[test]
+    fn keys_are_located_in_order() {
+        let text = "name: t\nworkload:\n  generate: {rate: 0, num_requests: 1}\n  timeout: -1\ngrid:\n  seed: [1]\n";
+        let f = std::path::Path::new("p.yaml");
+        assert_eq!(locate(f, text, "workload.timeout"), "p.yaml:4");
+        assert_eq!(locate(f, text, "workload.generate.rate"), "p.yaml:3");
+        assert_eq!(locate(f, text, "grid.seed"), "p.yaml:6");
+        assert_eq!(locate(f, text, "nothing"), "p.yaml");
+    }
 }

@@ -33,18 +33,20 @@ pub(crate) struct AtomicFile {
 
 impl AtomicFile {
     pub(crate) fn create(path: &Path) -> anyhow::Result<AtomicFile> {
-        let path = resolve_symlinks(path)?;
-        match std::fs::metadata(&path) {
+        // (metadata follows symlinks: /dev/stdout → a pipe is a pipe.)
+        match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => bail!("{}: is a directory, not a file path", path.display()),
             Ok(m) if !m.is_file() => {
                 let file = OpenOptions::new()
                     .write(true)
-                    .open(&path)
+                    .open(path)
                     .with_context(|| format!("{}: cannot open for writing", path.display()))?;
+                let path = path.to_path_buf();
                 return Ok(AtomicFile { tmp: None, path, out: Some(BufWriter::with_capacity(1 << 20, file)) });
             }
             _ => {}
         }
+        let path = resolve_symlinks(path)?;
         let name = path.file_name().with_context(|| format!("{}: not a file path", path.display()))?;
         let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
         let tmp = path.with_file_name(format!(".{}.tmp-{}-{n}", name.to_string_lossy(), std::process::id()));

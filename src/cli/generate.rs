@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::atomic::AtomicFile;
-use crate::workload::generate::{GenerateSpec, Generator};
+use crate::workload::generate::{GenerateError, GenerateSpec, Generator};
 use crate::workload::writer::write_workload_row;
 
 #[derive(Debug, clap::Args)]
@@ -34,10 +34,11 @@ pub(crate) struct GenerateArgs {
 }
 
 pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let mut spec_text = String::new();
     let (mut spec, base) = match &args.spec {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-            let spec: GenerateSpec = crate::yaml::parse_file(path, &text)?;
+            spec_text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+            let spec: GenerateSpec = crate::yaml::parse_file(path, &spec_text)?;
             (spec, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }
         None => {
@@ -70,16 +71,20 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
             spec.num_requests = n;
         }
     }
-    let where_ = args.spec.as_ref().map_or_else(|| "generate".to_owned(), |p| p.display().to_string());
-    let generator = Generator::new(&spec, &base).map_err(|e| anyhow::anyhow!("{where_}: {e}"))?;
+    // Errors name the spec file and the line of the key, or the flag.
+    let fail = |e: GenerateError| match &args.spec {
+        Some(p) => anyhow::anyhow!("{}: {e}", crate::yaml::locate(p, &spec_text, &e.field)),
+        None => anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason),
+    };
+    let generator = Generator::new(&spec, &base).map_err(fail)?;
     let mut buf = Vec::with_capacity(1 << 16);
-    let mut emit = |out: &mut dyn Write| -> io::Result<()> {
+    let mut emit = |out: &mut dyn Write| -> anyhow::Result<()> {
         for request in generator.requests(args.seed) {
             buf.clear();
-            write_workload_row(&mut buf, &request);
+            write_workload_row(&mut buf, &request.map_err(fail)?);
             out.write_all(&buf)?;
         }
-        out.flush()
+        Ok(out.flush()?)
     };
     match &args.output {
         Some(path) => {
@@ -88,6 +93,11 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
             file.commit()
         }
         None => {
+            // Stdout cannot be taken back: a spec that fails part-way (a
+            // request beyond the size bounds) must fail before the first row.
+            for request in generator.requests(args.seed) {
+                request.map_err(fail)?;
+            }
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             emit(&mut out).context("stdout")

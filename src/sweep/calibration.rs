@@ -94,8 +94,11 @@ pub fn load(file: &Path) -> Result<CalibrationPlan, PlanError> {
     let text = crate::yaml::read_file(file)?;
     let spec: CalibrationSpec = crate::yaml::parse_file(file, &text)?;
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let invalid =
-        |field: String, reason: String| PlanError::Invalid { file: file.display().to_string(), field, reason };
+    let invalid = |field: String, reason: String| PlanError::Invalid {
+        file: crate::yaml::locate(file, &text, &field),
+        field,
+        reason,
+    };
     let mut experiments = Vec::new();
     for (i, s) in spec.calibration.iter().enumerate() {
         let data = base.join(&s.data);

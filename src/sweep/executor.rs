@@ -290,7 +290,9 @@ fn simulate_cell(
                 Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload);
             Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
         }
-        WorkloadSource::Generate(g) => Box::new(g.requests(cell.seed).map(Ok)),
+        WorkloadSource::Generate(g) => {
+            Box::new(g.requests(cell.seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
+        }
     };
     for request in requests {
         let mut request = request?;

@@ -145,7 +145,7 @@ pub fn load(file: &Path) -> Result<Plan, PlanError> {
 fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let invalid = |field: &str, reason: String| PlanError::Invalid {
-        file: file.display().to_string(),
+        file: crate::yaml::locate(file, text, field),
         field: field.to_owned(),
         reason,
     };

@@ -52,7 +52,7 @@ impl Converted {
 
 /// Input data that cannot be converted. Fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}: {field}: {reason}")]
+#[error("{file}{}: {field}: {reason}", if *line == 0 { String::new() } else { format!(":{line}") })]
 pub struct ConvertError {
     /// The file.
     pub file: String,
@@ -173,6 +173,45 @@ pub fn blis_published(data: &Path, experiment: &str) -> Result<Vec<Published>, C
     Ok(out)
 }
 
+/// Tokens one converted request may carry (4 Mi: its JSONL line stays under
+/// the reader's 32 MiB limit); real prompts are far shorter.
+const MAX_TOKENS: u64 = 1 << 22;
+
+/// Sorts `rows` (line, request) by arrival time, file order among equal
+/// times, as the workload format requires; a repeated id is an error naming
+/// both lines.
+fn in_arrival_order(mut rows: Vec<(u64, Request)>, file: &str) -> Result<Vec<Request>, ConvertError> {
+    let mut seen: HashMap<&RequestId, u64> = HashMap::with_capacity(rows.len());
+    for (line, r) in &rows {
+        if let Some(first) = seen.insert(&r.request_id, *line) {
+            return Err(ConvertError {
+                file: file.to_owned(),
+                line: *line,
+                field: "request_id".to_owned(),
+                reason: format!("{} repeats the id of line {first}", r.request_id),
+            });
+        }
+    }
+    rows.sort_by(|a, b| a.1.arrival_time.total_cmp(&b.1.arrival_time));
+    Ok(rows.into_iter().map(|(_, r)| r).collect())
+}
+
+/// `v` as a count of at most `max`, or why not.
+fn count_in(v: f64, max: u64) -> Result<u64, String> {
+    if !(v.is_finite() && v >= 0.0 && v.fract() == 0.0) {
+        return Err(format!("{v} is not a count"));
+    }
+    if v > max as f64 {
+        return Err(format!("{v} exceeds {max}"));
+    }
+    Ok(v as u64)
+}
+
+/// `v` seconds, checked to fit the simulator's clock.
+fn seconds_in(v: f64) -> Result<f64, String> {
+    super::types::checked_seconds_to_us(v).map(|_| v)
+}
+
 /// Deterministic token ids for a token stream identified by `stream`: the
 /// same stream always gives the same ids, different streams (almost surely)
 /// different ones. Ids are in `0..32000`.
@@ -272,8 +311,17 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
             reason: format!("`{v}` is not a count"),
         })
     };
-    let output_len = number("output_len")? as u32;
-    let system_len = number("system_prompt_len")? as usize;
+    let bounded = |name: &str| -> Result<u64, ConvertError> {
+        let v = number(name)?;
+        count_in(v as f64, MAX_TOKENS).map_err(|reason| ConvertError {
+            file: exp_file.clone(),
+            line: 0,
+            field: name.to_owned(),
+            reason,
+        })
+    };
+    let output_len = bounded("output_len")? as u32;
+    let system_len = bounded("system_prompt_len")? as usize;
     let (groups, prompts) = match prompt_pool(&data.join("aggregates").join(experiment).join("results_config.yaml"))? {
         Some((groups, per_group)) => (groups, Some(groups * per_group)),
         None => (number("num_unique_system_prompts")?.max(1), None),
@@ -298,12 +346,22 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         rcol("e2e_s")?,
     );
     let number_at = |r: &[String], i: usize, c: usize, name: &str| -> Result<f64, ConvertError> {
-        r[c].trim().parse::<f64>().map_err(|_| ConvertError {
+        let at = |reason: String| ConvertError {
             file: req_file.clone(),
             line: i as u64 + 2,
             field: name.to_owned(),
-            reason: format!("`{}` is not a number", r[c]),
-        })
+            reason,
+        };
+        let v = r[c].trim().parse::<f64>().map_err(|_| at(format!("`{}` is not a number", r[c])))?;
+        // Counts must be whole and bounded (they size token-id vectors);
+        // times must fit the clock (µs for the arrival).
+        match name {
+            "index" => count_in(v, u64::MAX >> 11).map(|n| n as f64),
+            "input_tokens" => count_in(v, MAX_TOKENS).map(|n| n as f64),
+            "arrival_time_us" => seconds_in(v / 1e6).map(|_| v),
+            _ => seconds_in(v),
+        }
+        .map_err(at)
     };
     // Failed requests (the client's timeout) record no input length; a pooled
     // prompt's length is known from any request that sent it and succeeded.
@@ -322,6 +380,7 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
     let mut workload = Vec::new();
     let mut baseline = Vec::new();
     let (mut skipped, mut failed_replayed) = (0, 0);
+    let line_of = |i: usize| i as u64 + 2;
     for (i, r) in rrows.iter().enumerate() {
         let f = |c: usize, name: &str| number_at(r, i, c, name);
         let index = f(c_index, "index")? as u64;
@@ -346,14 +405,16 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         };
         let ids: Vec<u32> = token_ids(group, shared).chain(token_ids(question, input - shared)).collect();
         let arrival = f(c_arrival, "arrival_time_us")? / 1e6;
-        workload.push(llm_request(RequestId::Int(index), arrival, ids.clone(), output_len, None));
+        workload.push((line_of(i), llm_request(RequestId::Int(index), arrival, ids.clone(), output_len, None)));
         if failed {
             failed_replayed += 1;
             continue;
         }
         let latencies = spread(f(c_ttft, "ttft_s")?, f(c_e2e, "e2e_s")?, output_len);
-        baseline.push(llm_request(RequestId::Int(index), arrival, ids, output_len, Some(latencies)));
+        baseline.push((line_of(i), llm_request(RequestId::Int(index), arrival, ids, output_len, Some(latencies))));
     }
+    let workload = in_arrival_order(workload, &req_file)?;
+    let baseline = in_arrival_order(baseline, &req_file)?;
     let model = get("model")?;
     let scenario_yaml = format!(
         "# {experiment}: real vLLM 0.15.1 run on H100 SXM (../shared/data/blis-vllm-h100), converted by\n\
@@ -460,12 +521,24 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
     for (i, line) in req_text.lines().enumerate() {
         let v: serde_json::Value =
             serde_json::from_str(line).map_err(|e| bad(&req_file, i as u64 + 1, "json", e.to_string()))?;
-        let num = |k: &str| v[k].as_f64().ok_or_else(|| bad(&req_file, i as u64 + 1, k, "missing".to_owned()));
+        let num = |k: &str| {
+            let at = |reason: String| bad(&req_file, i as u64 + 1, k, reason);
+            v[k].as_f64().ok_or_else(|| at("missing".to_owned())).and_then(|x| seconds_in(x).map_err(at))
+        };
         let (queued, first, last) = (num("queued_ts")?, num("first_token_ts")?, num("last_token_ts")?);
         let out = v["output_toks"]
             .as_u64()
             .ok_or_else(|| bad(&req_file, i as u64 + 1, "output_toks", "missing".to_owned()))?;
-        measured.insert(text(&v["request_id"], "request_id")?, (first - queued, last - queued, out));
+        let (ttft, e2e) = (first - queued, last - queued);
+        if !(ttft >= 0.0 && e2e >= ttft) {
+            return Err(bad(
+                &req_file,
+                i as u64 + 1,
+                "first_token_ts",
+                "queued ≤ first token ≤ last token is broken".to_owned(),
+            ));
+        }
+        measured.insert(text(&v["request_id"], "request_id")?, (ttft, e2e, out));
     }
     let mut workload = Vec::new();
     let mut baseline = Vec::new();
@@ -473,14 +546,16 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
         let lineno = i as u64 + 1;
         let v: serde_json::Value =
             serde_json::from_str(line).map_err(|e| bad(&wl_file, lineno, "json", e.to_string()))?;
-        let input =
-            v["input_toks"].as_u64().ok_or_else(|| bad(&wl_file, lineno, "input_toks", "missing".to_owned()))? as usize;
-        let output =
-            v["output_toks"].as_u64().ok_or_else(|| bad(&wl_file, lineno, "output_toks", "missing".to_owned()))? as u32;
+        let tokens = |k: &str| -> Result<u64, ConvertError> {
+            let n = v[k].as_u64().ok_or_else(|| bad(&wl_file, lineno, k, "missing, or not a count".to_owned()))?;
+            count_in(n as f64, MAX_TOKENS).map_err(|reason| bad(&wl_file, lineno, k, reason))
+        };
+        let input = tokens("input_toks")? as usize;
+        let output = tokens("output_toks")? as u32;
         let arrival = v["arrival_time_ns"]
             .as_f64()
-            .ok_or_else(|| bad(&wl_file, lineno, "arrival_time_ns", "missing".to_owned()))?
-            / 1e9;
+            .ok_or_else(|| bad(&wl_file, lineno, "arrival_time_ns", "missing".to_owned()))
+            .and_then(|ns| seconds_in(ns / 1e9).map_err(|reason| bad(&wl_file, lineno, "arrival_time_ns", reason)))?;
         let hashes: Vec<u64> = v["hash_ids_16"]
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
@@ -490,14 +565,22 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
         ids.extend(token_ids(1u64 << 40 | i as u64, rest));
         let name = format!("bench-{i}");
         let Some(&(ttft, e2e, out)) = measured.get(&name) else {
-            return Err(bad(&req_file, 0, "request_id", format!("no measurement for {name}")));
+            return Err(bad(&wl_file, lineno, "request_id", format!("{name} has no measurement in {req_file}")));
         };
         if out != u64::from(output) {
-            return Err(bad(&req_file, 0, "output_toks", format!("{name}: {out} measured, {output} in the workload")));
+            return Err(bad(
+                &wl_file,
+                lineno,
+                "output_toks",
+                format!("{name}: {out} measured in {req_file}, {output} here"),
+            ));
         }
-        workload.push(llm_request(RequestId::Int(i as u64), arrival, ids.clone(), output, None));
-        baseline.push(llm_request(RequestId::Int(i as u64), arrival, ids, output, Some(spread(ttft, e2e, output))));
+        let id = RequestId::Int(i as u64);
+        workload.push((lineno, llm_request(id.clone(), arrival, ids.clone(), output, None)));
+        baseline.push((lineno, llm_request(id, arrival, ids, output, Some(spread(ttft, e2e, output)))));
     }
+    let workload = in_arrival_order(workload, &wl_file)?;
+    let baseline = in_arrival_order(baseline, &wl_file)?;
     let mut notes = vec!["the baseline spreads latency - TTFT evenly over the output tokens after the first (the data has first and last token times only)".to_owned()];
     let tp = count("tensor_parallel_size").unwrap_or(1);
     let dp = count("data_parallel_size").unwrap_or(1);

@@ -125,6 +125,14 @@ pub struct AgenticSpec {
     pub tool_result_tokens: DistSpec,
 }
 
+/// Token ids one generated request may hold, over all its calls: 4 Mi, so
+/// its JSONL line (≤ 6 bytes an id) stays under the reader's 32 MiB limit.
+const MAX_REQUEST_TOKENS: usize = 1 << 22;
+/// Nodes one generated request may have (≈ 90 bytes each in JSONL).
+const MAX_REQUEST_NODES: usize = 1 << 18;
+/// Token ids held for every shared prefix together (64 MiB of ids).
+const MAX_PREFIX_TOKENS: u64 = 1 << 24;
+
 /// A spec that cannot generate. Fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
@@ -232,6 +240,13 @@ impl Clamped {
                 );
             }
         };
+        for (name, v) in [("min", s.min), ("max", s.max)] {
+            if let Some(x) = v
+                && x.is_nan()
+            {
+                return bad(&format!("{field}.{name}"), "is not a number");
+            }
+        }
         let (min, max) = (s.min.unwrap_or(f64::NEG_INFINITY), s.max.unwrap_or(f64::INFINITY));
         if min > max {
             return bad(&format!("{field}.min"), format!("{min} exceeds max {max}"));
@@ -251,14 +266,22 @@ impl Clamped {
         x.clamp(self.min, self.max)
     }
 
-    /// A count: rounded, at least `floor`.
-    fn count(&self, rng: &mut Xoshiro256PlusPlus, floor: u32) -> u32 {
-        (self.sample(rng).round().max(f64::from(floor))).min(f64::from(u32::MAX / 4)) as u32
+    /// A count: rounded, at least `floor`, at most `limit`, or an error
+    /// naming `field` (checked before anything that size is allocated).
+    fn count(&self, rng: &mut Xoshiro256PlusPlus, floor: u32, limit: u32, field: &str) -> Result<u32, GenerateError> {
+        let x = self.sample(rng).round().max(f64::from(floor));
+        if x > f64::from(limit) {
+            return bad(field, format!("drew {x}, more than {limit}; set a lower `max`"));
+        }
+        Ok(x as u32)
     }
 
-    /// Seconds, never negative.
-    fn seconds(&self, rng: &mut Xoshiro256PlusPlus) -> f64 {
-        (self.sample(rng).max(0.0) * 1e6).round() / 1e6
+    /// Seconds, never negative, within the simulator's clock.
+    fn seconds(&self, rng: &mut Xoshiro256PlusPlus, field: &str) -> Result<f64, GenerateError> {
+        let x = (self.sample(rng).max(0.0) * 1e6).round() / 1e6;
+        super::types::checked_seconds_to_us(x)
+            .or_else(|reason| bad(field, format!("drew {reason}; set a lower `max`")))?;
+        Ok(x)
     }
 }
 
@@ -335,10 +358,19 @@ impl Generator {
         {
             return bad("arrival.cv", format!("{cv} must be positive"));
         }
-        if let Some(p) = &spec.prefix
-            && p.groups == 0
-        {
-            return bad("prefix.groups", "must be at least 1");
+        if let Some(p) = &spec.prefix {
+            if p.groups == 0 {
+                return bad("prefix.groups", "must be at least 1");
+            }
+            if u64::from(p.groups) * u64::from(p.tokens) > MAX_PREFIX_TOKENS {
+                return bad(
+                    "prefix.tokens",
+                    format!("{} groups of {} tokens exceed {MAX_PREFIX_TOKENS} token ids in all", p.groups, p.tokens),
+                );
+            }
+            if p.tokens as usize > MAX_REQUEST_TOKENS {
+                return bad("prefix.tokens", format!("{} exceeds {MAX_REQUEST_TOKENS} tokens a request", p.tokens));
+            }
         }
         let shape = match (&spec.sessions, &spec.agentic) {
             (Some(_), Some(_)) => return bad("agentic", "give sessions or agentic, not both"),
@@ -383,6 +415,7 @@ impl Generator {
             groups: stream("prefix-groups"),
             shape: stream("shape"),
             prefixes,
+            failed: false,
         }
     }
 }
@@ -399,6 +432,8 @@ pub struct Requests<'a> {
     groups: Xoshiro256PlusPlus,
     shape: Xoshiro256PlusPlus,
     prefixes: Vec<Vec<u32>>,
+    /// An error ended the stream.
+    failed: bool,
 }
 
 impl Requests<'_> {
@@ -437,26 +472,43 @@ impl Requests<'_> {
 }
 
 impl Iterator for Requests<'_> {
-    type Item = Request;
+    type Item = Result<Request, GenerateError>;
 
-    fn next(&mut self) -> Option<Request> {
-        if self.next >= self.g.num_requests {
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.g.num_requests || self.failed {
             return None;
         }
+        let item = self.build();
+        self.failed = item.is_err();
+        Some(item)
+    }
+}
+
+impl Requests<'_> {
+    /// The next request, or why the spec cannot make it (a size or a time
+    /// beyond the bounds, found before it is allocated).
+    fn build(&mut self) -> Result<Request, GenerateError> {
         let id = self.next;
         self.next += 1;
         if id > 0 {
             self.clock += self.gap();
         }
+        let arrival_time = (self.clock * 1e6).round() / 1e6;
+        super::types::checked_seconds_to_us(arrival_time)
+            .or_else(|reason| bad("rate", format!("request {id} would arrive at {reason}")))?;
+        let tokens = MAX_REQUEST_TOKENS as u32;
         let mut context: Vec<u32> = if self.prefixes.is_empty() {
             Vec::new()
         } else {
             let k = self.groups.random_range(0..self.prefixes.len());
             self.prefixes[k].clone()
         };
-        let new_tokens = self.g.input.count(&mut self.lengths, 1);
+        let new_tokens = self.g.input.count(&mut self.lengths, 1, tokens, "input")?;
+        let output_len = self.g.output.count(&mut self.lengths, 1, tokens, "output")?;
+        // Token ids written so far, and nodes, against the request's bounds.
+        let mut budget = Budget { id, ids: 0, nodes: 0 };
+        budget.take(context.len() + new_tokens as usize, 0)?;
         context.extend(self.ids(new_tokens));
-        let output_len = self.g.output.count(&mut self.lengths, 1);
         let mut subs = Vec::new();
         match &self.g.shape {
             Shape::Single => {
@@ -474,17 +526,22 @@ impl Iterator for Requests<'_> {
                 subs.push(sub);
             }
             Shape::Sessions { turns, think } => {
-                let turns = turns.count(&mut self.shape, 1);
+                let turns = turns.count(&mut self.shape, 1, MAX_REQUEST_NODES as u32, "sessions.turns")?;
+                budget.take(output_len as usize, 0)?;
                 let mut output = self.ids(output_len);
                 for t in 0..turns {
-                    let interval =
-                        if t == 0 { 0.0 } else { think.as_ref().map_or(0.0, |d| d.seconds(&mut self.shape)) };
+                    let interval = match (t, think) {
+                        (0, _) | (_, None) => 0.0,
+                        (_, Some(d)) => d.seconds(&mut self.shape, "sessions.think_time")?,
+                    };
                     let next = if t + 1 < turns { vec![t + 1] } else { vec![] };
                     if t > 0 {
-                        let more = self.g.input.count(&mut self.lengths, 1);
+                        let more = self.g.input.count(&mut self.lengths, 1, tokens, "input")?;
+                        let n = self.g.output.count(&mut self.lengths, 1, tokens, "output")?;
+                        // This turn repeats the context, adds the user's and the answer's tokens.
+                        budget.take(context.len() + more as usize + n as usize, 1)?;
                         let user = self.ids(more);
                         context.extend(user);
-                        let n = self.g.output.count(&mut self.lengths, 1);
                         output = self.ids(n);
                     }
                     subs.push(Self::llm(context.clone(), output.clone(), next, interval));
@@ -492,16 +549,20 @@ impl Iterator for Requests<'_> {
                 }
             }
             Shape::Agentic { steps, tools, duration, result_tokens } => {
-                let steps = steps.count(&mut self.shape, 1);
+                let nodes = MAX_REQUEST_NODES as u32;
+                let steps = steps.count(&mut self.shape, 1, nodes, "agentic.steps")?;
+                budget.take(output_len as usize, 0)?;
                 let mut output = self.ids(output_len);
                 for s in 0..steps {
                     if s > 0 {
-                        let n = self.g.output.count(&mut self.lengths, 1);
+                        let n = self.g.output.count(&mut self.lengths, 1, tokens, "output")?;
+                        budget.take(context.len() + n as usize, 1)?;
                         output = self.ids(n);
                     }
                     let llm_index = subs.len() as u32;
                     let last = s + 1 == steps;
-                    let n_tools = if last { 0 } else { tools.count(&mut self.shape, 0) };
+                    let n_tools = if last { 0 } else { tools.count(&mut self.shape, 0, nodes, "agentic.tools")? };
+                    budget.take(0, n_tools as usize)?;
                     let next_llm = llm_index + 1 + n_tools;
                     let next = if last {
                         vec![]
@@ -513,26 +574,52 @@ impl Iterator for Requests<'_> {
                     subs.push(Self::llm(context.clone(), output.clone(), next, 0.0));
                     context.extend_from_slice(&output);
                     for _ in 0..n_tools {
-                        let d = duration.seconds(&mut self.shape);
+                        let d = duration.seconds(&mut self.shape, "agentic.tool_duration")?;
                         subs.push(SubRequest {
                             next: vec![next_llm],
                             interval: 0.0,
                             kind: NodeKind::ToolCall { duration: d },
                             result: None,
                         });
-                        let n = result_tokens.count(&mut self.shape, 0);
+                        let n = result_tokens.count(&mut self.shape, 0, tokens, "agentic.tool_result_tokens")?;
+                        budget.take(n as usize, 0)?;
                         let result = self.ids(n);
                         context.extend(result);
                     }
                 }
             }
         }
-        Some(Request {
-            request_id: RequestId::Int(id),
-            arrival_time: (self.clock * 1e6).round() / 1e6,
-            initial: vec![0],
-            sub_requests: subs,
-        })
+        Ok(Request { request_id: RequestId::Int(id), arrival_time, initial: vec![0], sub_requests: subs })
+    }
+}
+
+/// What one generated request has used of its bounds.
+struct Budget {
+    id: u64,
+    ids: usize,
+    nodes: usize,
+}
+
+impl Budget {
+    fn take(&mut self, ids: usize, nodes: usize) -> Result<(), GenerateError> {
+        self.ids = self.ids.saturating_add(ids);
+        self.nodes = self.nodes.saturating_add(nodes);
+        if self.ids > MAX_REQUEST_TOKENS {
+            return bad(
+                "input",
+                format!(
+                    "request {} would hold more than {MAX_REQUEST_TOKENS} token ids over its calls; lower the lengths, turns or steps",
+                    self.id
+                ),
+            );
+        }
+        if self.nodes > MAX_REQUEST_NODES {
+            return bad(
+                "agentic.tools",
+                format!("request {} would have more than {MAX_REQUEST_NODES} sub-requests", self.id),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -548,7 +635,7 @@ mod tests {
     #[test]
     fn presets_and_clamps_hold() {
         let g = Generator::new(&spec("preset: chatbot\nnum_requests: 500\nrate: 10\n"), Path::new(".")).unwrap();
-        let requests: Vec<Request> = g.requests(7).collect();
+        let requests: Vec<Request> = g.requests(7).map(Result::unwrap).collect();
         assert_eq!(requests.len(), 500);
         let mut previous = 0.0;
         for r in &requests {
@@ -560,8 +647,8 @@ mod tests {
         // Poisson at 10/s: 500 arrivals take about 50 s.
         assert!((40.0..60.0).contains(&previous), "{previous}");
         // Same seed, same requests; another seed, others.
-        assert_eq!(g.requests(7).collect::<Vec<_>>(), requests);
-        assert_ne!(g.requests(8).next(), requests.first().cloned());
+        assert_eq!(g.requests(7).map(Result::unwrap).collect::<Vec<_>>(), requests);
+        assert_ne!(g.requests(8).next().map(Result::unwrap), requests.first().cloned());
     }
 
     #[test]
@@ -576,7 +663,7 @@ mod tests {
             let g = Generator::new(&spec(&format!("{yaml}{shape}\n")), Path::new(".")).unwrap();
             let mut text = Vec::new();
             for r in g.requests(1) {
-                crate::workload::writer::write_workload_row(&mut text, &r);
+                crate::workload::writer::write_workload_row(&mut text, &r.unwrap());
             }
             // The reader accepts every row: valid DAGs, roots, token counts.
             let back: Vec<Request> =
@@ -612,11 +699,52 @@ mod tests {
             ),
             ("num_requests: 1\nrate: 1\ninput: {kind: zipf}\noutput: {kind: constant, value: 1}\n", "input.kind"),
             ("num_requests: 1\nrate: 1\npreset: chatbot\narrival: {kind: gamma, cv: -1}\n", "arrival.cv"),
+            // Defect 9.7: a NaN clamp made f64::clamp panic.
+            (
+                "num_requests: 1\nrate: 1\ninput: {kind: constant, value: 5, min: .nan}\noutput: {kind: constant, value: 1}\n",
+                "input.min",
+            ),
+            ("num_requests: 1\nrate: 1\npreset: chatbot\nprefix: {groups: 100000, tokens: 100000}\n", "prefix.tokens"),
         ];
         for (yaml, field) in cases {
             let e = Generator::new(&spec(yaml), Path::new(".")).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");
         }
+    }
+
+    #[test]
+    fn sizes_and_times_beyond_the_bounds_end_the_stream_with_an_error() {
+        // Defect 9.7: huge session turns, tool counts or token counts were
+        // allocated (and aborted); defect 9.5: a tiny rate overflowed the clock.
+        let base = "num_requests: 3\nrate: 1\noutput: {kind: constant, value: 1}\n";
+        let cases = [
+            ("input: {kind: constant, value: 1e12}\n", "input"),
+            ("input: {kind: constant, value: 1000}\nsessions: {turns: {kind: constant, value: 100000}}\n", "input"),
+            (
+                "input: {kind: constant, value: 1}\nagentic: {steps: {kind: constant, value: 2}, tools: {kind: constant, value: 4e9}, \
+                 tool_duration: {kind: constant, value: 1}, tool_result_tokens: {kind: constant, value: 0}}\n",
+                "agentic.tools",
+            ),
+            (
+                "input: {kind: constant, value: 1}\nagentic: {steps: {kind: constant, value: 2}, tools: {kind: constant, value: 1}, \
+                 tool_duration: {kind: constant, value: 2e13}, tool_result_tokens: {kind: constant, value: 0}}\n",
+                "agentic.tool_duration",
+            ),
+        ];
+        for (extra, field) in cases {
+            let g = Generator::new(&spec(&format!("{base}{extra}")), Path::new(".")).unwrap();
+            let items: Vec<_> = g.requests(1).collect();
+            assert_eq!(items.len(), 1, "{extra}: the first error ends the stream");
+            assert_eq!(items[0].as_ref().unwrap_err().field, field, "{extra}");
+        }
+        let g = Generator::new(
+            &spec("num_requests: 2\nrate: 5e-324\npreset: chatbot\narrival: {kind: constant}\n"),
+            Path::new("."),
+        )
+        .unwrap();
+        let items: Vec<_> = g.requests(1).collect();
+        assert!(items[0].is_ok());
+        assert_eq!(items[1].as_ref().unwrap_err().field, "rate");
     }
 
     #[test]
@@ -627,7 +755,7 @@ mod tests {
                 Path::new("."),
             )
             .unwrap();
-            let t: Vec<f64> = g.requests(3).map(|r| r.arrival_time).collect();
+            let t: Vec<f64> = g.requests(3).map(|r| r.unwrap().arrival_time).collect();
             let d: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
             let mean = d.iter().sum::<f64>() / d.len() as f64;
             let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / d.len() as f64;

@@ -253,7 +253,7 @@ fn parse_raw(line: &str) -> Result<RawRequest, FieldError> {
             return ("json".to_owned(), format!("{message} (column {column})"));
         }
         // serde names a missing or unknown field in its message, not its path.
-        for prefix in ["missing field `", "unknown field `"] {
+        for prefix in ["missing field `", "unknown field `", "duplicate field `"] {
             if let Some(rest) = message.strip_prefix(prefix)
                 && let Some(name) = rest.split('`').next()
                 && !path.ends_with(name)

@@ -71,7 +71,7 @@ fn the_grid_expands_with_stable_run_ids() {
         "name: t\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\ngrid: {concurrency: [0]}\noutput: out\n",
     );
     let err = TestCommand::new(&dir.path, &["bad.yaml"]).fails();
-    assert!(err.contains("bad.yaml: grid.concurrency: 0 is not a concurrency"), "{err}");
+    assert!(err.contains("bad.yaml:4: grid.concurrency: 0 is not a concurrency"), "{err}");
     dir.create("bad.yaml", "name: t\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\ngrid: {overrides: {engine.max_num_seq: [1]}}\noutput: out\n");
     let err = TestCommand::new(&dir.path, &["bad.yaml"]).fails();
     assert!(err.contains("grid.overrides") && err.contains("max_num_seq"), "{err}");

@@ -111,16 +111,18 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     // all of them are complete: a failing command leaves none of its own.
     let mut steps = args.step_trace.as_deref().map(AtomicFile::create).transpose()?;
     let mut metrics_file = args.metrics.as_deref().map(AtomicFile::create).transpose()?;
+    let steps_name = args.step_trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let (outcome, results) = match &args.output {
         Some(path) => {
             let mut out = AtomicFile::create(path)?;
-            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut())?;
+            let names = (path.display().to_string(), steps_name);
+            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut(), (&names.0, &names.1))?;
             (outcome, Some(out))
         }
         None => {
             let stdout = io::stdout();
             let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut())?;
+            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut(), ("stdout", &steps_name))?;
             out.flush().context("stdout")?;
             (outcome, None)
         }
@@ -221,6 +223,7 @@ fn simulate(
     traffic: Traffic,
     out: &mut dyn Write,
     steps: Option<&mut AtomicFile>,
+    names: (&str, &str),
 ) -> anyhow::Result<Metrics> {
     let horizon_us = traffic.horizon_us;
     let mut sink = InputOrder::new(ResultWriter {
@@ -229,6 +232,8 @@ fn simulate(
         metrics: MetricsCollector::default(),
         error: None,
         steps: steps.map(|f| StepTrace { out: f as &mut dyn Write, buf: Vec::with_capacity(1 << 16), error: None }),
+        name: names.0.to_owned(),
+        steps_name: names.1.to_owned(),
     });
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
     sim.set_step_trace(sink.inner.steps.is_some());
@@ -278,16 +283,19 @@ struct ResultWriter<'a> {
     error: Option<io::Error>,
     /// The step trace, when asked for.
     steps: Option<StepTrace<'a>>,
+    /// Where results and the step trace go, for messages.
+    name: String,
+    steps_name: String,
 }
 
 impl ResultWriter<'_> {
     /// The first write error, naming the output it hit.
     fn check(&mut self) -> anyhow::Result<()> {
         if let Some(e) = self.error.take() {
-            return Err(e).context("writing results");
+            return Err(e).with_context(|| format!("{}: write failed", self.name));
         }
         if let Some(e) = self.steps.as_mut().and_then(|t| t.error.take()) {
-            return Err(e).context("writing the step trace");
+            return Err(e).with_context(|| format!("{}: write failed", self.steps_name));
         }
         Ok(())
     }

@@ -306,6 +306,10 @@ impl<L: LatencyModel> Engine<L> {
             ));
         }
         let (known, seeded_kv) = call.seeded.map_or((0, 0), |s| (s.known_tokens, s.kv_tokens));
+        if known.max(call.input_tokens) == 0 {
+            // vLLM's input processor refuses an empty prompt.
+            return Err("unservable: the prompt is empty (input_tokens = 0)".to_owned());
+        }
         let mut hashes = Vec::new();
         if self.config.enable_prefix_caching
             && let Some(input) = &call.input_token_ids

@@ -473,11 +473,12 @@ fn prompt_pool(path: &Path) -> Result<Option<(u64, u64)>, ConvertError> {
         reason: e.message,
     })?;
     let count = |key: &str| {
-        v["data"]["shared_prefix"][key].as_u64().filter(|&n| n > 0).ok_or_else(|| ConvertError {
-            file: file.clone(),
+        // At most 2^20 each: the pool's size (their product) keys prompts.
+        v["data"]["shared_prefix"][key].as_u64().filter(|&n| n > 0 && n <= 1 << 20).ok_or_else(|| ConvertError {
+            file: crate::yaml::locate(path, &text, &format!("data.shared_prefix.{key}")),
             line: 0,
             field: format!("data.shared_prefix.{key}"),
-            reason: "missing or not a positive count".to_owned(),
+            reason: "missing, or not a count from 1 to 1048576".to_owned(),
         })
     };
     Ok(Some((count("num_groups")?, count("num_prompts_per_group")?)))

@@ -191,8 +191,16 @@ fn inputs_that_panicked_or_aborted_are_errors() {
         let err = TestCommand::new(&dir.path, &["convert", "blis-vllm-h100", "--data", &data, "--out", "o"]).fails();
         assert!(err.contains("requests/mini.csv:2: input_tokens: "), "{err}");
     }
-    // An endless line is refused after 32 MiB, in bounded memory.
+    // An empty prompt (found by fuzzing: it underflowed the scheduler) is
+    // unservable, as vLLM refuses it.
     dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create(
+        "empty.jsonl",
+        r#"{"request_id":0,"arrival_time":0,"initial":[0],"sub_requests":[{"kind":"llm","next":[],"input_tokens":0,"output_tokens":2}]}"#,
+    );
+    let out = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "empty.jsonl"]).stdout();
+    assert!(out.contains("the prompt is empty"), "{out}");
+    // An endless line is refused after 32 MiB, in bounded memory.
     let (code, err) = sh(&dir.path, "ulimit -v 400000; \"$BIN\" run -q -s s.yaml /dev/zero -o r.jsonl");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/dev/zero:1: json: the line is longer than 32 MiB"), "{err}");

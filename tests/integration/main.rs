@@ -10,6 +10,7 @@ mod client;
 mod conformance;
 mod dag;
 mod engine;
+mod fuzz;
 mod hardening;
 mod properties;
 mod reject;

@@ -1,11 +1,12 @@
 //! `blis-sweep convert`: real vLLM runs into a workload, a baseline result
 //! JSONL and a scenario, ready for `run` and `calibrate`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::atomic::write_file;
+use super::atomic::AtomicFile;
 use crate::workload::convert::{self, Converted};
 use crate::workload::writer::write_workload_row;
 
@@ -43,21 +44,38 @@ enum Source {
     },
 }
 
-fn write(out: &Path, name: &str, c: &Converted) -> anyhow::Result<()> {
+/// Writes every converted run's three files, all committed only once all
+/// of them are complete: a failing conversion leaves no output.
+fn write(out: &Path, converted: &[(String, Converted)]) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
-    let mut buf = Vec::new();
-    for r in &c.workload {
-        write_workload_row(&mut buf, r);
+    let mut files = Vec::new();
+    for (name, c) in converted {
+        let mut workload = Vec::new();
+        for r in &c.workload {
+            write_workload_row(&mut workload, r);
+        }
+        for (suffix, bytes) in [
+            ("workload.jsonl", workload),
+            ("baseline.jsonl", c.baseline_jsonl()),
+            ("scenario.yaml", c.scenario_yaml.clone().into_bytes()),
+        ] {
+            let path = out.join(format!("{name}.{suffix}"));
+            let mut f = AtomicFile::create(&path)?;
+            f.write_all(&bytes).with_context(|| format!("{}: write failed", path.display()))?;
+            files.push(f);
+        }
     }
-    write_file(&out.join(format!("{name}.workload.jsonl")), &buf)?;
-    write_file(&out.join(format!("{name}.baseline.jsonl")), &c.baseline_jsonl())?;
-    write_file(&out.join(format!("{name}.scenario.yaml")), c.scenario_yaml.as_bytes())?;
-    eprintln!("{name}: {} requests -> {}", c.workload.len(), out.display());
-    for note in &c.notes {
-        eprintln!("  note: {note}");
+    for f in files {
+        f.commit()?;
     }
-    if let Some(t) = c.client_timeout_s {
-        eprintln!("  note: replay with `blis-sweep run --timeout {t}`, the real client's timeout");
+    for (name, c) in converted {
+        eprintln!("{name}: {} requests -> {}", c.workload.len(), out.display());
+        for note in &c.notes {
+            eprintln!("  note: {note}");
+        }
+        if let Some(t) = c.client_timeout_s {
+            eprintln!("  note: replay with `blis-sweep run --timeout {t}`, the real client's timeout");
+        }
     }
     Ok(())
 }
@@ -68,8 +86,10 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
         Source::Llmservingsim { data, run, out } => (convert::Source::Llmservingsim, data, run, out),
     };
     let names = if names.is_empty() { convert::list(source, &data)? } else { names };
+    let mut converted = Vec::with_capacity(names.len());
     for name in names {
-        write(&out, &name, &convert::convert(source, &data, &name)?)?;
+        let c = convert::convert(source, &data, &name)?;
+        converted.push((name, c));
     }
-    Ok(())
+    write(&out, &converted)
 }

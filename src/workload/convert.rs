@@ -321,6 +321,14 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         })
     };
     let output_len = bounded("output_len")? as u32;
+    if output_len == 0 {
+        return Err(ConvertError {
+            file: exp_file,
+            line: 0,
+            field: "output_len".to_owned(),
+            reason: "must be at least 1 (an llm call generates a token)".to_owned(),
+        });
+    }
     let system_len = bounded("system_prompt_len")? as usize;
     let (groups, prompts) = match prompt_pool(&data.join("aggregates").join(experiment).join("results_config.yaml"))? {
         Some((groups, per_group)) => (groups, Some(groups * per_group)),
@@ -553,6 +561,14 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
         };
         let input = tokens("input_toks")? as usize;
         let output = tokens("output_toks")? as u32;
+        if output == 0 {
+            return Err(bad(
+                &wl_file,
+                lineno,
+                "output_toks",
+                "must be at least 1 (an llm call generates a token)".to_owned(),
+            ));
+        }
         let arrival = v["arrival_time_ns"]
             .as_f64()
             .ok_or_else(|| bad(&wl_file, lineno, "arrival_time_ns", "missing".to_owned()))

@@ -15,10 +15,12 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest};
 
-/// The longest line read: 32 MiB, room for 4 million token ids (a real
-/// request with ids is far below: 128k context ≈ 1 MiB). Bounds the memory an
-/// endless or binary line can take before it is refused.
-const MAX_LINE_BYTES: u64 = 32 << 20;
+/// The longest line read: 32 MiB less a byte, room for 4 million token ids
+/// (a real request with ids is far below: 128k context ≈ 1 MiB). Bounds the
+/// memory an endless or binary line takes before it is refused: reading at
+/// most 32 MiB keeps the line buffer's capacity at 32 MiB (it grows by
+/// doubling; one byte more would double it to 64).
+const MAX_LINE_BYTES: u64 = (32 << 20) - 1;
 
 /// Which of the two row formats a file must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +95,7 @@ impl<R: BufRead> Reader<R> {
                 self.buf = String::new();
                 return Some(Err(self.error(
                     "json",
-                    format!("the line is longer than {} MiB; is this a JSONL file?", MAX_LINE_BYTES >> 20),
+                    format!("the line is longer than {} MiB; is this a JSONL file?", (MAX_LINE_BYTES + 1) >> 20),
                 )));
             }
             if !self.buf.trim().is_empty() {

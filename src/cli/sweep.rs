@@ -24,7 +24,8 @@ pub(crate) struct SweepArgs {
     /// Worker threads; default: all cores.
     #[arg(long, short = 'j', value_name = "N")]
     jobs: Option<usize>,
-    /// Redo runs that an earlier invocation already finished.
+    /// Redo runs that an earlier invocation already finished, and replace
+    /// the results of another plan in the output folder (refused without it).
     #[arg(long)]
     force: bool,
     /// Also write tokens/part-*.parquet: every llm node's token latencies.
@@ -161,13 +162,13 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             report.total,
             report.ran,
             report.skipped,
-            report.failed.len(),
+            report.failed,
             started.elapsed().as_secs_f64(),
             plan.output.display()
         );
     }
-    if let Some((run_id, error)) = report.failed.first() {
-        eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed.len(), report.total);
+    if let Some((run_id, error)) = &report.first_failure {
+        eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed, report.total);
         return Ok(Outcome::SomeFailed);
     }
     Ok(Outcome::AllOk)

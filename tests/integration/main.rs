@@ -14,3 +14,4 @@ mod properties;
 mod reject;
 mod scenario;
 mod sweep;
+mod sweep_resume;

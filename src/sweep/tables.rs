@@ -94,11 +94,13 @@ impl GridColumns {
 
     /// Columns holding `cell`'s grid values, `rows` times.
     pub(crate) fn columns(&self, cell: &Cell, rows: usize) -> Vec<ArrayRef> {
-        let mut run_id = StringBuilder::new();
-        let mut scenario = StringDictionaryBuilder::<Int32Type>::new();
-        let mut concurrency = Int64Builder::new();
-        let mut seed = Int64Builder::new();
-        let mut rate_scale = Float64Builder::new();
+        // Sized to the rows: a default builder reserves 1024 rows, which the
+        // runs table (one row per run) would keep for every run of a batch.
+        let mut run_id = StringBuilder::with_capacity(rows, rows * cell.run_id.len());
+        let mut scenario = StringDictionaryBuilder::<Int32Type>::with_capacity(rows, 1, cell.scenario.len());
+        let mut concurrency = Int64Builder::with_capacity(rows);
+        let mut seed = Int64Builder::with_capacity(rows);
+        let mut rate_scale = Float64Builder::with_capacity(rows);
         for _ in 0..rows {
             run_id.append_value(&cell.run_id);
             scenario.append_value(&cell.scenario);

@@ -4,7 +4,9 @@
 //! Progress goes to stderr: a bar with runs done, ETA and simulated requests
 //! per second when stderr is a terminal, one plain line per run otherwise,
 //! nothing with `--quiet`. Exit status: 0 when every run succeeded, 1 when
-//! some failed (the others still finish), 2 for a plan that cannot run.
+//! some failed (the others still finish), 2 for a plan that cannot run, an
+//! output folder another sweep holds or another plan's results fill (without
+//! `--force`), and an output that cannot be written (the sweep stops at once).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -45,7 +45,7 @@ fn one(jobs: usize) {
     )
     .unwrap();
     let wall_s = wall.elapsed().as_secs_f64();
-    assert!(report.failed.is_empty());
+    assert_eq!(report.failed, 0);
     println!(
         "--jobs {jobs}: {} runs in {wall_s:.2} s, {} rows, collector {:.2} M rows/s of busy time ({:.2} s busy), peak RSS {:.1} MiB",
         report.ran,

@@ -2,12 +2,22 @@
 //! rate scale × overrides), each one single-threaded simulation, run in
 //! parallel on a rayon pool; rows stream to one collector thread that writes
 //! Parquet. [`plan`] mirrors the file, [`grid`] expands it, [`executor`] runs
-//! it, [`tables`] defines the tables. [`calibration`] is the other kind of
-//! plan: real runs replayed and compared with their measurements.
+//! it, [`tables`] defines the tables. An output folder belongs to one plan
+//! and one sweep at a time ([`output_dir`], [`lock`]); a finished run is
+//! reused by a later sweep only when nothing it depends on changed
+//! ([`resume`]); [`input`] reads the workload once, [`summary`] writes the
+//! per-sweep tables. [`calibration`] is the other kind of plan: real runs
+//! replayed and compared with their measurements.
 
 pub mod calibration;
 mod collector;
 pub mod executor;
 pub mod grid;
+pub mod hash;
+mod input;
+mod lock;
+mod output_dir;
 pub mod plan;
+mod resume;
+mod summary;
 mod tables;

@@ -4,7 +4,9 @@
 //! Progress goes to stderr: a bar with runs done, ETA and simulated requests
 //! per second when stderr is a terminal, one plain line per run otherwise,
 //! nothing with `--quiet`. Exit status: 0 when every run succeeded, 1 when
-//! some failed (the others still finish), 2 for a plan that cannot run.
+//! some failed (the others still finish), 2 for a plan that cannot run, an
+//! output folder another sweep holds or another plan's results fill (without
+//! `--force`), and an output that cannot be written (the sweep stops at once).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -24,7 +26,8 @@ pub(crate) struct SweepArgs {
     /// Worker threads; default: all cores.
     #[arg(long, short = 'j', value_name = "N")]
     jobs: Option<usize>,
-    /// Redo runs that an earlier invocation already finished.
+    /// Redo runs that an earlier invocation already finished, and replace
+    /// the results of another plan in the output folder (refused without it).
     #[arg(long)]
     force: bool,
     /// Also write tokens/part-*.parquet: every llm node's token latencies.
@@ -161,13 +164,13 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             report.total,
             report.ran,
             report.skipped,
-            report.failed.len(),
+            report.failed,
             started.elapsed().as_secs_f64(),
             plan.output.display()
         );
     }
-    if let Some((run_id, error)) = report.failed.first() {
-        eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed.len(), report.total);
+    if let Some((run_id, error)) = &report.first_failure {
+        eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed, report.total);
         return Ok(Outcome::SomeFailed);
     }
     Ok(Outcome::AllOk)

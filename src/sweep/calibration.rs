@@ -28,9 +28,9 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::collector::write_atomic;
 use super::executor::SweepError;
 use super::grid::{PlanError, set_path};
+use super::output_dir::write_atomic;
 use super::tables::writer_properties;
 use crate::calibrate::fit::replay;
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
@@ -150,7 +150,7 @@ pub fn run(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
-        .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), source: std::io::Error::other(e) })?;
+        .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), error: std::io::Error::other(e) })?;
     Ok(pool.install(|| {
         plan.experiments
             .par_iter()
@@ -231,7 +231,7 @@ fn value(m: &MetricReport, stat: Stat) -> (Option<f64>, Option<f64>, f64) {
 pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
-        move |source: std::io::Error| SweepError::Io { path, source }
+        move |error: std::io::Error| SweepError::Io { path, error }
     };
     let reports = plan.output.join("reports");
     std::fs::create_dir_all(&reports).map_err(io(&reports))?;
@@ -239,7 +239,7 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
         if let Ok(report) = &o.report {
             let path = reports.join(format!("{}.json", o.experiment.name));
             let text = serde_json::to_string_pretty(report).expect("reports serialize");
-            write_atomic(&path, text.as_bytes()).map_err(io(&path))?;
+            write_atomic(&path, text.as_bytes())?;
         }
     }
     let batch = table(outcomes);
@@ -247,7 +247,7 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     let tmp = plan.output.join(".calibration.parquet.tmp");
     let parquet_err = |e: parquet::errors::ParquetError| SweepError::Io {
         path: tmp.display().to_string(),
-        source: std::io::Error::other(e),
+        error: std::io::Error::other(e),
     };
     let file = File::create(&tmp).map_err(io(&tmp))?;
     let mut writer =
@@ -256,7 +256,7 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     writer.close().map_err(parquet_err)?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     let md = plan.output.join("calibration.md");
-    write_atomic(&md, markdown(&plan.name, outcomes).as_bytes()).map_err(io(&md))
+    write_atomic(&md, markdown(&plan.name, outcomes).as_bytes())
 }
 
 fn table(outcomes: &[Outcome]) -> RecordBatch {

@@ -1,39 +1,30 @@
-//! The collector: one thread that owns every output file of the sweep.
-//! Workers send it record batches and run outcomes over a bounded channel;
-//! it writes each run's rows to its own Parquet part
+//! The collector: one thread that owns every Parquet part and run record of
+//! the sweep. Workers send it record batches and run outcomes over a bounded
+//! channel; it writes each run's rows to its own Parquet part
 //! (`requests/part-<run_id>.parquet`, under a temporary name until the run
 //! is complete), then the run's JSON files, `status.json` last: a run is
 //! finished exactly when its `status.json` exists, which is what a restart
 //! after `kill -9` checks. One part per run keeps every file's bytes
 //! independent of `--jobs` and of what else ran at the same time.
+//!
+//! On the first error (its own, or one a worker reports) it raises the
+//! sweep's cancel flag, so workers stop instead of simulating runs whose
+//! results could not be kept, removes the temporary parts it had open, and
+//! drains the channel so no worker blocks. Runs finished before stay valid.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use crossbeam_channel::Receiver;
 use parquet::arrow::ArrowWriter;
 
-use super::tables::{RunStatus, writer_properties};
+use super::executor::SweepError;
+use super::output_dir::{Layout, Table, TmpFile, io_err, write_atomic};
+use super::resume::RunStatus;
+use super::tables::writer_properties;
 use crate::metrics::Metrics;
-
-/// The per-run tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Table {
-    Requests,
-    Tokens,
-}
-
-impl Table {
-    fn dir(self) -> &'static str {
-        match self {
-            Table::Requests => "requests",
-            Table::Tokens => "tokens",
-        }
-    }
-}
 
 /// What workers tell the collector.
 pub(crate) enum Message {
@@ -41,50 +32,8 @@ pub(crate) enum Message {
     Rows { run_id: String, table: Table, batch: RecordBatch },
     /// Run `run_id` is over.
     Done { run_id: String, status: RunStatus, metrics: Option<Box<Metrics>>, wall_s: f64 },
-}
-
-/// Paths of the sweep's outputs.
-#[derive(Debug, Clone)]
-pub(crate) struct Layout {
-    pub(crate) root: PathBuf,
-}
-
-impl Layout {
-    pub(crate) fn run_dir(&self, run_id: &str) -> PathBuf {
-        self.root.join("runs").join(run_id)
-    }
-    pub(crate) fn part(&self, table: Table, run_id: &str) -> PathBuf {
-        self.root.join(table.dir()).join(format!("part-{run_id}.parquet"))
-    }
-    fn part_tmp(&self, table: Table, run_id: &str) -> PathBuf {
-        self.root.join(table.dir()).join(format!(".part-{run_id}.parquet.tmp"))
-    }
-    pub(crate) fn status(&self, run_id: &str) -> PathBuf {
-        self.run_dir(run_id).join("status.json")
-    }
-
-    /// Creates the directories and removes temporary files a killed sweep left.
-    pub(crate) fn prepare(&self, tables: &[Table]) -> std::io::Result<()> {
-        std::fs::create_dir_all(self.root.join("runs"))?;
-        for table in tables {
-            let dir = self.root.join(table.dir());
-            std::fs::create_dir_all(&dir)?;
-            for entry in std::fs::read_dir(&dir)? {
-                let path = entry?.path();
-                if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".tmp")) {
-                    std::fs::remove_file(path)?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    /// A worker could not write a file of its own: the sweep stops.
+    Fatal(SweepError),
 }
 
 /// What the collector did, for the benchmark and the progress line.
@@ -98,23 +47,30 @@ pub(crate) struct CollectorStats {
 
 /// Runs the collector until every sender is gone. `on_done(run_id, status,
 /// wall_s, requests)` is called after each run's files are in place. Returns
-/// the first I/O error, after which it drains the channel so workers never
-/// block.
+/// the first error, after which it sets `cancel` and drains the channel.
 pub(crate) fn collect(
     layout: &Layout,
     schemas: &[(Table, SchemaRef)],
     rx: Receiver<Message>,
+    cancel: &AtomicBool,
     on_done: &mut dyn FnMut(&str, &RunStatus, f64, u64),
-) -> std::io::Result<CollectorStats> {
+) -> Result<CollectorStats, SweepError> {
     let mut stats = CollectorStats::default();
     let props: Vec<_> = schemas.iter().map(|(_, s)| writer_properties(s)).collect();
-    let open_part = |table: Table, run_id: &str| -> std::io::Result<ArrowWriter<File>> {
+    let open_part = |table: Table, run_id: &str| -> Result<ArrowWriter<TmpFile>, SweepError> {
         let k = schemas.iter().position(|(t, _)| *t == table).expect("a table of this sweep");
-        let file = File::create(layout.part_tmp(table, run_id))?;
-        ArrowWriter::try_new(file, schemas[k].1.clone(), Some(props[k].clone())).map_err(std::io::Error::other)
+        let file = TmpFile::create(&layout.part(table, run_id))?;
+        let tmp = file.tmp().to_owned();
+        ArrowWriter::try_new(file, schemas[k].1.clone(), Some(props[k].clone()))
+            .map_err(|e| io_err(&tmp)(std::io::Error::other(e)))
     };
-    // Open parts by (run, table); looked up by key only, never iterated for output.
-    let mut open: HashMap<(String, Table), ArrowWriter<File>> = HashMap::new();
+    let parquet_err = |table: Table, run_id: &str| {
+        let path = layout.part(table, run_id);
+        move |e: parquet::errors::ParquetError| io_err(&path)(std::io::Error::other(e))
+    };
+    // Open parts by (run, table); looked up by key only, never iterated for
+    // output. Dropped, a part's temporary file is removed.
+    let mut open: HashMap<(String, Table), ArrowWriter<TmpFile>> = HashMap::new();
     let mut first_error = None;
     for message in rx {
         if first_error.is_some() {
@@ -122,6 +78,7 @@ pub(crate) fn collect(
         }
         let busy = std::time::Instant::now();
         let result = match message {
+            Message::Fatal(e) => Err(e),
             Message::Rows { run_id, table, batch } => (|| {
                 stats.rows += batch.num_rows() as u64;
                 let key = (run_id, table);
@@ -129,7 +86,7 @@ pub(crate) fn collect(
                     let writer = open_part(table, &key.0)?;
                     open.insert(key.clone(), writer);
                 }
-                open.get_mut(&key).expect("just opened").write(&batch).map_err(std::io::Error::other)
+                open.get_mut(&key).expect("just opened").write(&batch).map_err(parquet_err(table, &key.0))
             })(),
             Message::Done { run_id, status, metrics, wall_s } => (|| {
                 for &(table, _) in schemas {
@@ -140,19 +97,19 @@ pub(crate) fn collect(
                         None => None,
                     };
                     if let Some(w) = writer {
-                        w.close().map_err(std::io::Error::other)?;
-                        std::fs::rename(layout.part_tmp(table, &run_id), layout.part(table, &run_id))?;
+                        w.into_inner().map_err(parquet_err(table, &run_id))?.commit()?;
                     }
                 }
                 let dir = layout.run_dir(&run_id);
-                std::fs::create_dir_all(&dir)?;
+                std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+                let json_err = |e: serde_json::Error| io_err(&dir)(e.into());
                 if let Some(m) = &metrics {
-                    let mut json = serde_json::to_string_pretty(m).map_err(std::io::Error::other)?;
+                    let mut json = serde_json::to_string_pretty(m).map_err(json_err)?;
                     json.push('\n');
                     write_atomic(&dir.join("metrics.json"), json.as_bytes())?;
                 }
                 write_atomic(&dir.join("timing.json"), format!("{{\"wall_s\": {wall_s}}}\n").as_bytes())?;
-                let mut json = serde_json::to_string_pretty(&status).map_err(std::io::Error::other)?;
+                let mut json = serde_json::to_string_pretty(&status).map_err(json_err)?;
                 json.push('\n');
                 write_atomic(&layout.status(&run_id), json.as_bytes())?;
                 on_done(&run_id, &status, wall_s, metrics.as_ref().map_or(0, |m| m.injected_requests));
@@ -161,6 +118,9 @@ pub(crate) fn collect(
         };
         stats.busy_s += busy.elapsed().as_secs_f64();
         if let Err(e) = result {
+            cancel.store(true, Ordering::Relaxed);
+            // Unfinished parts go now (their temporary files with them).
+            open.clear();
             first_error = Some(e);
         }
     }

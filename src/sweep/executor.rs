@@ -5,20 +5,31 @@
 //! `jobs` simulations, a few batches in the channel, one open Parquet writer
 //! per running simulation. When all runs are over, `runs.parquet` and
 //! `manifest.json` are rebuilt from every run's files, including runs
-//! finished by an earlier invocation.
+//! finished by an earlier invocation ([`super::summary`]).
+//!
+//! Before anything runs, the sweep takes the output folder's lock
+//! ([`super::lock`]), checks that the folder holds this plan's results
+//! ([`super::output_dir`]), reads the workload once ([`super::input`]) and
+//! removes the runs that are no longer in the plan; which of the others are
+//! reused is [`super::resume`]'s call. The first I/O error stops the sweep:
+//! workers check a shared cancel flag before each run and between requests.
 
-use std::fs::File;
-use std::io::{BufReader, Write};
-use std::path::Path;
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
-use parquet::arrow::ArrowWriter;
 use rayon::prelude::*;
 
-use super::collector::{Layout, Message, Table, collect, write_atomic};
-use super::grid::{Cell, Plan, WorkloadSource};
-use super::tables::{BATCH_ROWS, GridColumns, RequestRows, RunStatus, TokenRows, runs_batch, writer_properties};
+use super::collector::{Message, collect};
+use super::grid::{self, Cell, Plan, WorkloadSource};
+use super::input;
+use super::lock::OutputLock;
+use super::output_dir::{Layout, Table, TmpFile, io_err};
+use super::resume::{self, Outputs, RunStatus};
+use super::summary::{self, BATCH_CELLS};
+use super::tables::{BATCH_ROWS, GridColumns, RequestRows, TokenRows};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario;
 use crate::sim::{FinishedRequest, InputOrder, ResultSink, Simulation};
@@ -29,7 +40,8 @@ use crate::workload::reader::{Format, ReadError, Reader};
 pub struct SweepOptions {
     /// Worker threads (≥ 1).
     pub jobs: usize,
-    /// Redo runs that are already finished.
+    /// Redo runs that are already finished, and replace another plan's
+    /// results in the output folder instead of refusing to.
     pub force: bool,
     /// Also write `tokens/part-<run_id>.parquet` (per-token latencies).
     pub tokens: bool,
@@ -66,8 +78,10 @@ pub struct SweepReport {
     pub skipped: usize,
     /// Runs executed now.
     pub ran: usize,
-    /// (run_id, error) of every failed run, including earlier ones.
-    pub failed: Vec<(String, String)>,
+    /// Runs that did not finish `ok` (failed, or missing), including earlier ones.
+    pub failed: usize,
+    /// The first of them in grid order: (run_id, error).
+    pub first_failure: Option<(String, String)>,
     /// Table rows the collector wrote.
     pub rows_written: u64,
     /// Seconds the collector was busy (its throughput is rows / busy).
@@ -81,17 +95,40 @@ pub enum SweepError {
     #[error(transparent)]
     Workload(#[from] ReadError),
     /// An output or input file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error. (Not a `source`: the message holds it already, and
+        /// the CLI prints the chain.)
+        error: std::io::Error,
     },
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
-    move |source| SweepError::Io { path: path.display().to_string(), source }
+    /// Another sweep is writing to the output folder.
+    #[error(
+        "{dir}: in use by blis-sweep pid {pid}{host}; wait for it to end, or remove {lock} if that process is gone"
+    )]
+    Busy {
+        /// The output folder.
+        dir: String,
+        /// The owner's pid (`unknown` if its lock is unreadable).
+        pid: String,
+        /// ` on HOST` when it runs on another host, else empty.
+        host: String,
+        /// The lock file.
+        lock: String,
+    },
+    /// The output folder holds another plan's results.
+    #[error(
+        "{dir}: holds the results of another plan (plan_hash {found}, this plan's is {ours}); use --force to replace them or choose another output"
+    )]
+    OtherPlan {
+        /// The output folder.
+        dir: String,
+        /// The plan hash the folder is marked with (`unknown` without a mark).
+        found: String,
+        /// This plan's.
+        ours: String,
+    },
 }
 
 /// Runs `plan`. `on_run` is called once per run executed, as it finishes.
@@ -100,10 +137,7 @@ pub fn run(
     opts: &SweepOptions,
     on_run: &mut (dyn FnMut(RunFinished<'_>) + Send),
 ) -> Result<SweepReport, SweepError> {
-    if let WorkloadSource::File(path) = &plan.workload {
-        validate_workload(path)?;
-    }
-    let (plan, root) = match opts.shard {
+    let (mut plan, root) = match opts.shard {
         None => (plan.clone(), plan.output.clone()),
         Some((i, n)) => {
             let mut shard = plan.clone();
@@ -111,11 +145,41 @@ pub fn run(
             (shard, plan.output.join(format!("shard={i}")))
         }
     };
-    let plan = &plan;
     let layout = Layout { root };
+    // A workload file is checked before the output folder is touched, so a
+    // bad one leaves nothing behind; a stream can only be read into it.
+    let workload = match &plan.workload {
+        WorkloadSource::File(path) => Some((path.clone(), grid::is_stream(path))),
+        WorkloadSource::Generate(_) => None,
+    };
+    let mut content = None;
+    if let Some((path, false)) = &workload {
+        content = Some(input::read_workload(path, false, &layout.root)?.0);
+    }
+    // Held (and the spool kept) until this function returns, errors included.
+    let _lock = OutputLock::acquire(&layout.root)?;
+    layout.claim(&plan, opts.force)?;
+    let mut _spool = None;
+    if let Some((path, stream)) = workload {
+        let (path, content) = match (stream, content) {
+            (false, Some(content)) => (path, content),
+            _ => {
+                let (content, spool) = input::read_workload(&path, true, &layout.root)?;
+                let spooled = spool.as_ref().map_or(path, |s| s.path.clone());
+                _spool = spool;
+                (spooled, content)
+            }
+        };
+        // The ids follow what the runs will read (as load hashed it, unless
+        // the file changed since).
+        plan.set_workload_file(path, content);
+    }
+    let plan = &plan;
+    layout.remove_runs_except(&plan.cells.iter().map(|c| c.run_id.as_str()).collect::<HashSet<_>>())?;
+    let outputs = Outputs { tokens: opts.tokens, results_jsonl: opts.results_jsonl, step_trace: opts.step_trace };
+    let todo: Vec<&Cell> =
+        plan.cells.iter().filter(|c| opts.force || !resume::reusable(&layout, &c.run_id, outputs)).collect();
     let tables: &[Table] = if opts.tokens { &[Table::Requests, Table::Tokens] } else { &[Table::Requests] };
-    layout.prepare(tables).map_err(io_err(&layout.root))?;
-    let todo: Vec<&Cell> = plan.cells.iter().filter(|c| opts.force || !layout.status(&c.run_id).exists()).collect();
     let grid = GridColumns::new(plan);
     let schemas: Vec<_> = tables
         .iter()
@@ -129,41 +193,59 @@ pub fn run(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
-        .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), source: std::io::Error::other(e) })?;
+        .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), error: std::io::Error::other(e) })?;
+    let cancel = AtomicBool::new(false);
+    let ctx = Context { plan, grid: &grid, opts, outputs, layout: &layout, cancel: &cancel };
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(|| {
-            collect(&layout, &schemas, rx, &mut |run_id, status, wall_s, requests| {
+            collect(&layout, &schemas, rx, &cancel, &mut |run_id, status, wall_s, requests| {
                 on_run(RunFinished { run_id, status: &status.status, error: status.error.as_deref(), wall_s, requests })
             })
         });
         pool.install(|| {
-            todo.par_iter().for_each_with(tx, |tx, cell| run_cell(plan, cell, &grid, opts, &layout, tx));
+            todo.par_iter().for_each_with(tx, |tx, cell| {
+                if !cancel.load(Ordering::Relaxed) {
+                    run_cell(&ctx, cell, tx);
+                }
+            });
         });
         collector.join().expect("the collector does not panic")
     });
-    let collector = collected.map_err(io_err(&layout.root))?;
-    let mut report = SweepReport {
+    let collector = collected?;
+    let failures = summary::write_summary(plan, &layout, &grid, BATCH_CELLS)?;
+    Ok(SweepReport {
         total: plan.cells.len(),
         skipped: plan.cells.len() - todo.len(),
         ran: todo.len(),
-        failed: Vec::new(),
+        failed: failures.count,
+        first_failure: failures.first,
         rows_written: collector.rows,
         collector_busy_s: collector.busy_s,
-    };
-    write_summary_tables(plan, &layout, &grid, &mut report)?;
-    Ok(report)
+    })
 }
 
-fn validate_workload(path: &Path) -> Result<(), SweepError> {
-    let file = File::open(path).map_err(io_err(path))?;
-    for row in Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload) {
-        row?;
-    }
-    Ok(())
+/// What every run of one sweep shares.
+struct Context<'a> {
+    plan: &'a Plan,
+    grid: &'a GridColumns,
+    opts: &'a SweepOptions,
+    outputs: Outputs,
+    layout: &'a Layout,
+    cancel: &'a AtomicBool,
+}
+
+/// Why a run did not produce results.
+enum CellError {
+    /// The run itself failed (recorded, the sweep goes on).
+    Failed(String),
+    /// A file could not be written (the sweep stops).
+    Io(SweepError),
+    /// The sweep is stopping.
+    Cancelled,
 }
 
 /// A per-run JSONL file being written (under a temporary name) and its row buffer.
-type JsonlOut = (std::io::BufWriter<File>, Vec<u8>);
+type JsonlOut = (TmpFile, Vec<u8>);
 
 /// Rows, metrics and result rows of one run, fed in input order.
 struct RunSink<'a> {
@@ -174,18 +256,26 @@ struct RunSink<'a> {
     steps: Option<JsonlOut>,
     metrics: MetricsCollector,
     tx: &'a Sender<Message>,
-    error: Option<String>,
+    /// The first write error: the run stops and so does the sweep.
+    error: Option<SweepError>,
+}
+
+/// Writes one JSONL row, keeping the first error.
+fn write_row(out: &mut JsonlOut, error: &mut Option<SweepError>, row: impl FnOnce(&mut Vec<u8>)) {
+    let (file, buf) = out;
+    buf.clear();
+    row(buf);
+    if let Err(e) = file.write_all(buf)
+        && error.is_none()
+    {
+        *error = Some(io_err(file.path())(e));
+    }
 }
 
 impl ResultSink for RunSink<'_> {
     fn engine_step(&mut self, step: &crate::sim::EngineStep) {
-        let Some((file, buf)) = &mut self.steps else { return };
-        buf.clear();
-        step.write_jsonl(buf);
-        if let Err(e) = file.write_all(buf)
-            && self.error.is_none()
-        {
-            self.error = Some(format!("steps.jsonl: {e}"));
+        if let Some(out) = &mut self.steps {
+            write_row(out, &mut self.error, |buf| step.write_jsonl(buf));
         }
     }
 
@@ -195,15 +285,9 @@ impl ResultSink for RunSink<'_> {
         if let Some(t) = &mut self.tokens {
             t.push(&r);
         }
-        if let Some((file, buf)) = &mut self.results {
+        if let Some(out) = &mut self.results {
             r.rewrite_arrival_as_sent();
-            buf.clear();
-            r.write_result_row(buf);
-            if let Err(e) = file.write_all(buf)
-                && self.error.is_none()
-            {
-                self.error = Some(format!("results.jsonl: {e}"));
-            }
+            write_row(out, &mut self.error, |buf| r.write_result_row(buf));
         }
         if self.requests.len() >= BATCH_ROWS || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS) {
             self.flush();
@@ -227,67 +311,60 @@ impl RunSink<'_> {
     }
 }
 
-fn run_cell(
-    plan: &Plan,
-    cell: &Cell,
-    grid: &GridColumns,
-    opts: &SweepOptions,
-    layout: &Layout,
-    tx: &mut Sender<Message>,
-) {
+fn run_cell(ctx: &Context<'_>, cell: &Cell, tx: &mut Sender<Message>) {
     let wall = Instant::now();
-    let outcome = simulate_cell(plan, cell, grid, opts, layout, tx);
-    let (status, metrics) = match outcome {
-        Ok(m) => (RunStatus { status: "ok".to_owned(), error: None }, Some(Box::new(m))),
-        Err(e) => (RunStatus { status: "failed".to_owned(), error: Some(e) }, None),
+    let (status, metrics) = match simulate_cell(ctx, cell, tx) {
+        Ok(m) => (RunStatus::ok(ctx.outputs), Some(Box::new(m))),
+        Err(CellError::Failed(e)) => (RunStatus::failed(e), None),
+        Err(CellError::Io(e)) => {
+            ctx.cancel.store(true, Ordering::Relaxed);
+            let _ = tx.send(Message::Fatal(e));
+            return;
+        }
+        Err(CellError::Cancelled) => return,
     };
     let _ =
         tx.send(Message::Done { run_id: cell.run_id.clone(), status, metrics, wall_s: wall.elapsed().as_secs_f64() });
 }
 
-fn simulate_cell(
-    plan: &Plan,
-    cell: &Cell,
-    grid: &GridColumns,
-    opts: &SweepOptions,
-    layout: &Layout,
-    tx: &Sender<Message>,
-) -> Result<Metrics, String> {
+fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result<Metrics, CellError> {
+    // Whatever an earlier execution of this run left goes first, status.json
+    // at the head, so a run never mixes files of two executions.
+    ctx.layout.discard(&cell.run_id).map_err(CellError::Io)?;
     let d = scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario)
-        .map_err(|e| format!("scenario {}: {e}", cell.scenario))?;
+        .map_err(|e| CellError::Failed(format!("scenario {}: {e}", cell.scenario)))?;
     let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
-    sim.set_client(cell.client(plan));
-    sim.set_request_timeout(plan.timeout_us);
-    let results_path = layout.run_dir(&cell.run_id).join("results.jsonl");
-    let results_tmp = results_path.with_extension("jsonl.tmp");
-    let steps_path = layout.run_dir(&cell.run_id).join("steps.jsonl");
-    let steps_tmp = steps_path.with_extension("jsonl.tmp");
-    let open = |on: bool, tmp: &Path| -> Result<Option<JsonlOut>, String> {
+    sim.set_client(cell.client(ctx.plan));
+    sim.set_request_timeout(ctx.plan.timeout_us);
+    let run_dir = ctx.layout.run_dir(&cell.run_id);
+    let open = |on: bool, name: &str| -> Result<Option<JsonlOut>, CellError> {
         if !on {
             return Ok(None);
         }
-        std::fs::create_dir_all(layout.run_dir(&cell.run_id)).map_err(|e| e.to_string())?;
-        let f = File::create(tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        Ok(Some((std::io::BufWriter::with_capacity(1 << 20, f), Vec::new())))
+        std::fs::create_dir_all(&run_dir).map_err(|e| CellError::Io(io_err(&run_dir)(e)))?;
+        Ok(Some((TmpFile::create(&run_dir.join(name)).map_err(CellError::Io)?, Vec::new())))
     };
-    let results = open(opts.results_jsonl, &results_tmp)?;
-    let steps = open(opts.step_trace, &steps_tmp)?;
+    let results = open(ctx.opts.results_jsonl, "results.jsonl")?;
+    let steps = open(ctx.opts.step_trace, "steps.jsonl")?;
     sim.set_step_trace(steps.is_some());
     let mut sink = InputOrder::new(RunSink {
         cell,
-        requests: RequestRows::new(grid),
-        tokens: opts.tokens.then(|| TokenRows::new(grid)),
+        requests: RequestRows::new(ctx.grid),
+        tokens: ctx.opts.tokens.then(|| TokenRows::new(ctx.grid)),
         results,
         steps,
         metrics: MetricsCollector::default(),
         tx,
         error: None,
     });
-    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &plan.workload {
+    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &ctx.plan.workload {
         WorkloadSource::File(path) => {
-            let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let reader =
-                Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload);
+            let file = std::fs::File::open(path).map_err(|e| CellError::Io(io_err(path)(e)))?;
+            let reader = Reader::new(
+                std::io::BufReader::with_capacity(1 << 20, file),
+                path.display().to_string(),
+                Format::Workload,
+            );
             Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
         }
         WorkloadSource::Generate(g) => {
@@ -295,88 +372,31 @@ fn simulate_cell(
         }
     };
     for request in requests {
-        let mut request = request?;
-        request.scale_arrival(cell.rate_scale)?;
+        // A stopping sweep, or a file of this run that cannot be written:
+        // the rest of the run would be thrown away.
+        if ctx.cancel.load(Ordering::Relaxed) || sink.inner.error.is_some() {
+            break;
+        }
+        let mut request = request.map_err(CellError::Failed)?;
+        request.scale_arrival(cell.rate_scale).map_err(CellError::Failed)?;
         if !sim.add_request(request, &mut sink) {
             break;
         }
+    }
+    if let Some(e) = sink.inner.error.take() {
+        return Err(CellError::Io(e));
+    }
+    if ctx.cancel.load(Ordering::Relaxed) {
+        return Err(CellError::Cancelled);
     }
     sim.finish(&mut sink);
     let mut sink = sink.inner;
     sink.flush();
     if let Some(e) = sink.error {
-        return Err(e);
+        return Err(CellError::Io(e));
     }
-    for (out, tmp, path) in
-        [(sink.results.take(), &results_tmp, &results_path), (sink.steps.take(), &steps_tmp, &steps_path)]
-    {
-        if let Some((file, _)) = out {
-            file.into_inner()
-                .map_err(|e| e.into_error())
-                .and_then(|_| std::fs::rename(tmp, path))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-        }
+    for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
+        file.commit().map_err(CellError::Io)?;
     }
     Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
-}
-
-/// Rebuilds `runs.parquet` and `manifest.json` from every run's files.
-fn write_summary_tables(
-    plan: &Plan,
-    layout: &Layout,
-    grid: &GridColumns,
-    report: &mut SweepReport,
-) -> Result<(), SweepError> {
-    let mut rows = Vec::with_capacity(plan.cells.len());
-    let mut manifest_runs = Vec::with_capacity(plan.cells.len());
-    for cell in &plan.cells {
-        let dir = layout.run_dir(&cell.run_id);
-        let read_json = |name: &str| -> Option<serde_json::Value> {
-            let text = std::fs::read_to_string(dir.join(name)).ok()?;
-            serde_json::from_str(&text).ok()
-        };
-        let status: RunStatus = match read_json("status.json").and_then(|v| serde_json::from_value(v).ok()) {
-            Some(s) => s,
-            None => RunStatus { status: "missing".to_owned(), error: Some("the run did not finish".to_owned()) },
-        };
-        if status.status != "ok" {
-            report.failed.push((cell.run_id.clone(), status.error.clone().unwrap_or_default()));
-        }
-        let metrics: Option<Metrics> = read_json("metrics.json").and_then(|v| serde_json::from_value(v).ok());
-        let wall_s = read_json("timing.json").and_then(|v| v["wall_s"].as_f64()).unwrap_or(0.0);
-        manifest_runs.push(serde_json::json!({
-            "run_id": cell.run_id,
-            "scenario": cell.scenario,
-            "concurrency": cell.concurrency,
-            "seed": cell.seed,
-            "rate_scale": cell.rate_scale,
-            "overrides": cell.overrides.iter().cloned().collect::<serde_json::Map<String, serde_json::Value>>(),
-            "status": status.status,
-            "error": status.error,
-        }));
-        rows.push((cell, status, metrics, wall_s));
-    }
-    let batch = runs_batch(grid, &rows);
-    let path = layout.root.join("runs.parquet");
-    let tmp = layout.root.join(".runs.parquet.tmp");
-    let file = File::create(&tmp).map_err(io_err(&tmp))?;
-    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema())))
-        .map_err(|e| SweepError::Io { path: tmp.display().to_string(), source: std::io::Error::other(e) })?;
-    writer
-        .write(&batch)
-        .and_then(|_| writer.close().map(|_| ()))
-        .map_err(|e| SweepError::Io { path: tmp.display().to_string(), source: std::io::Error::other(e) })?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-    let manifest = serde_json::json!({
-        "name": plan.name,
-        "plan": plan.file.display().to_string(),
-        "plan_hash": plan.plan_hash,
-        "tool": format!("blis-sweep {}", env!("CARGO_PKG_VERSION")),
-        "runs": manifest_runs,
-    });
-    let mut text = serde_json::to_string_pretty(&manifest).expect("JSON values serialize");
-    text.push('\n');
-    let path = layout.root.join("manifest.json");
-    write_atomic(&path, text.as_bytes()).map_err(io_err(&path))?;
-    Ok(())
 }

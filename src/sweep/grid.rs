@@ -1,6 +1,11 @@
 //! Resolves a [`PlanSpec`] into the runs of the sweep: the Cartesian product
 //! of scenarios × concurrency × seed × rate_scale × override values, each
-//! with a stable `run_id` hashed from everything that shapes its results.
+//! with a stable `run_id` hashed from everything that shapes its results:
+//! the run's parameters, its scenario's content and the workload's *content*
+//! (a workload file's bytes, read streaming; a generated workload's spec), so
+//! a workload rewritten in place gives new ids and moving it keeps them.
+//! What else decides whether a finished run can be reused (the tool version,
+//! the outputs it wrote) is recorded beside it, see [`super::resume`].
 //!
 //! Plan errors (a missing file, an unknown key, a value of the wrong type,
 //! in the plan, a scenario or an override) are found here, before any run
@@ -12,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+pub use super::hash::hash64;
+use super::hash::{Fnv64, hash_file};
 use super::plan::{GridSpec, PlanSpec};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
@@ -38,7 +45,8 @@ pub enum PlanError {
 /// Where every run's requests come from.
 #[derive(Debug, Clone)]
 pub enum WorkloadSource {
-    /// A workload JSONL file.
+    /// A workload JSONL file. Not a regular file (a FIFO, `/dev/stdin`): the
+    /// sweep spools it once and points this at the copy.
     File(PathBuf),
     /// Generated anew for every run from the run's seed.
     Generate(Box<Generator>),
@@ -66,6 +74,9 @@ pub struct Cell {
     pub spec: ScenarioSpec,
     /// Directory `model_config` paths are relative to.
     pub base: PathBuf,
+    /// FNV state after hashing everything above but the workload: the
+    /// `run_id` continues it with the workload's key (see [`Plan::set_workload_file`]).
+    params: Fnv64,
 }
 
 impl Cell {
@@ -104,10 +115,16 @@ pub struct Plan {
     pub plan_hash: String,
 }
 
-/// FNV-1a, 64 bits: stable across platforms and releases, which is all an id
-/// (or an RNG stream name) needs.
-pub fn hash64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+/// What a run id says about a workload file: its content, not its path.
+fn file_key(content: u64) -> String {
+    format!("file:{content:016x}")
+}
+
+/// Whether `path` exists but cannot be read twice: not a regular file (a
+/// FIFO, a character device, `/dev/stdin` on a pipe). The sweep reads such a
+/// workload once and spools it.
+pub fn is_stream(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
 }
 
 fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {
@@ -230,10 +247,18 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
             .collect();
     }
 
-    let workload_id = match (&workload, &spec.workload.generate) {
-        (WorkloadSource::File(path), _) => Value::String(path.display().to_string()),
-        (WorkloadSource::Generate(_), Some(value)) => value.clone(),
-        (WorkloadSource::Generate(_), None) => Value::Null,
+    // A workload file that can be read twice is hashed now, so `blis-sweep
+    // plan` prints the ids the sweep uses; one that cannot (a FIFO) only
+    // when the sweep spools it, which calls `set_workload_file`.
+    let workload_key = match (&workload, &spec.workload.generate) {
+        (WorkloadSource::File(path), _) if is_stream(path) => format!("unread:{}", path.display()),
+        (WorkloadSource::File(path), _) => {
+            let content = hash_file(path)
+                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
+            file_key(content)
+        }
+        (WorkloadSource::Generate(_), Some(value)) => format!("generate:{value}"),
+        (WorkloadSource::Generate(_), None) => "generate".to_owned(),
     };
     let mut cells = Vec::new();
     for (value, name, dir) in &scenarios {
@@ -254,7 +279,6 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                             "concurrency": concurrency,
                             "seed": seed,
                             "rate_scale": rate_scale,
-                            "workload": workload_id,
                             "closed_loop": spec.workload.closed_loop,
                             "think_time": think_time,
                         });
@@ -262,10 +286,12 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                         if let Some(t) = spec.workload.timeout {
                             identity["timeout"] = t.into();
                         }
-                        let run_id = format!("{:016x}", hash64(identity.to_string().as_bytes()));
+                        let mut params = Fnv64::new();
+                        params.update(identity.to_string().as_bytes());
                         cells.push(Cell {
                             index: cells.len(),
-                            run_id,
+                            run_id: run_id(params, &workload_key),
+                            params,
                             scenario: name.clone(),
                             concurrency,
                             seed,
@@ -301,6 +327,32 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     })
 }
 
+/// A cell's id: its parameters' hash continued with the workload's key.
+fn run_id(params: Fnv64, workload_key: &str) -> String {
+    let mut h = params;
+    h.update(b"\nworkload=");
+    h.update(workload_key.as_bytes());
+    format!("{:016x}", h.finish())
+}
+
+impl Plan {
+    /// Every run reads `path`, whose bytes hash to `content`: the ids follow.
+    /// Used after a FIFO workload is spooled, and after the sweep's own read
+    /// of a workload file (which is what the runs will see).
+    pub fn set_workload_file(&mut self, path: PathBuf, content: u64) {
+        let key = file_key(content);
+        for cell in &mut self.cells {
+            cell.run_id = run_id(cell.params, &key);
+        }
+        self.workload = WorkloadSource::File(path);
+    }
+
+    /// Whether the run ids wait for the workload to be read (a FIFO).
+    pub fn workload_unread(&self) -> bool {
+        matches!(&self.workload, WorkloadSource::File(path) if is_stream(path))
+    }
+}
+
 fn check_axes(grid: &GridSpec, closed_loop: bool) -> Result<(), (&'static str, String)> {
     if grid.concurrency.is_empty() || grid.seed.is_empty() || grid.rate_scale.is_empty() {
         return Err(("grid", "every axis needs at least one value".to_owned()));
@@ -321,6 +373,9 @@ fn check_axes(grid: &GridSpec, closed_loop: bool) -> Result<(), (&'static str, S
 pub fn describe(plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: {} runs -> {}", plan.name, plan.cells.len(), plan.output.display());
+    if let (true, WorkloadSource::File(path)) = (plan.workload_unread(), &plan.workload) {
+        let _ = writeln!(out, "(run ids below are provisional: {} is read once, when the sweep runs)", path.display());
+    }
     let _ = write!(out, "run_id            scenario                       concurrency  seed  rate_scale");
     for key in &plan.override_keys {
         let _ = write!(out, "  {key}");
@@ -347,11 +402,5 @@ mod tests {
         set_path(&mut v, "engine.max_num_seqs", Value::from(64));
         set_path(&mut v, "tp", Value::from(2));
         assert_eq!(v, serde_json::json!({"model": "x", "tp": 2, "engine": {"max_num_seqs": 64}}));
-    }
-
-    #[test]
-    fn fnv_is_stable() {
-        assert_eq!(hash64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

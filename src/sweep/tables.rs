@@ -19,7 +19,6 @@ use parquet::schema::types::ColumnPath;
 use serde_json::Value;
 
 use super::grid::{Cell, Plan};
-use crate::metrics::Metrics;
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
@@ -79,7 +78,7 @@ impl GridColumns {
         GridColumns { overrides }
     }
 
-    fn fields(&self) -> Vec<Field> {
+    pub(crate) fn fields(&self) -> Vec<Field> {
         let mut f = vec![
             Field::new("run_id", DataType::Utf8, false),
             Field::new("scenario", DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), false),
@@ -94,12 +93,14 @@ impl GridColumns {
     }
 
     /// Columns holding `cell`'s grid values, `rows` times.
-    fn columns(&self, cell: &Cell, rows: usize) -> Vec<ArrayRef> {
-        let mut run_id = StringBuilder::new();
-        let mut scenario = StringDictionaryBuilder::<Int32Type>::new();
-        let mut concurrency = Int64Builder::new();
-        let mut seed = Int64Builder::new();
-        let mut rate_scale = Float64Builder::new();
+    pub(crate) fn columns(&self, cell: &Cell, rows: usize) -> Vec<ArrayRef> {
+        // Sized to the rows: a default builder reserves 1024 rows, which the
+        // runs table (one row per run) would keep for every run of a batch.
+        let mut run_id = StringBuilder::with_capacity(rows, rows * cell.run_id.len());
+        let mut scenario = StringDictionaryBuilder::<Int32Type>::with_capacity(rows, 1, cell.scenario.len());
+        let mut concurrency = Int64Builder::with_capacity(rows);
+        let mut seed = Int64Builder::with_capacity(rows);
+        let mut rate_scale = Float64Builder::with_capacity(rows);
         for _ in 0..rows {
             run_id.append_value(&cell.run_id);
             scenario.append_value(&cell.scenario);
@@ -323,70 +324,6 @@ fn percentile(values: &mut [u64], p: f64) -> f64 {
     let (below, &mut hi, _) = values.select_nth_unstable(hi_rank);
     let lo = if rank.floor() as usize == hi_rank { hi } else { below.iter().copied().max().unwrap_or(hi) };
     lo as f64 + (hi as f64 - lo as f64) * (rank - rank.floor())
-}
-
-/// The outcome of one run, as the `runs` table holds it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct RunStatus {
-    pub(crate) status: String,
-    pub(crate) error: Option<String>,
-}
-
-/// Builds the `runs` table: one row per run, every metric a column.
-pub(crate) fn runs_batch(grid: &GridColumns, rows: &[(&Cell, RunStatus, Option<Metrics>, f64)]) -> RecordBatch {
-    let metric_names: Vec<String> = match serde_json::to_value(Metrics::default()) {
-        Ok(Value::Object(m)) => m.keys().cloned().collect(),
-        _ => Vec::new(),
-    };
-    let mut fields = grid.fields();
-    fields.push(Field::new("status", DataType::Utf8, false));
-    fields.push(Field::new("error", DataType::Utf8, true));
-    fields.push(Field::new("wall_s", DataType::Float64, false));
-    for name in &metric_names {
-        fields.push(Field::new(name, DataType::Float64, true));
-    }
-    let schema = Arc::new(Schema::new(fields));
-    // Grid columns, one row per run, concatenated.
-    let grid_parts: Vec<Vec<ArrayRef>> = rows.iter().map(|(c, ..)| grid.columns(c, 1)).collect();
-    let mut cols: Vec<ArrayRef> = Vec::new();
-    for k in 0..schema.fields().len() - 3 - metric_names.len() {
-        let parts: Vec<&dyn arrow_array::Array> = grid_parts.iter().map(|p| p[k].as_ref()).collect();
-        cols.push(if parts.is_empty() {
-            arrow_array::new_empty_array(schema.field(k).data_type())
-        } else {
-            arrow_select_concat(&parts)
-        });
-    }
-    let mut status = StringBuilder::new();
-    let mut error = StringBuilder::new();
-    let mut wall = Float64Builder::new();
-    for (_, s, _, w) in rows {
-        status.append_value(&s.status);
-        error.append_option(s.error.as_deref());
-        wall.append_value(*w);
-    }
-    cols.push(Arc::new(status.finish()));
-    cols.push(Arc::new(error.finish()));
-    cols.push(Arc::new(wall.finish()));
-    let metric_values: Vec<Option<serde_json::Map<String, Value>>> = rows
-        .iter()
-        .map(|(_, _, m, _)| match m.as_ref().map(serde_json::to_value) {
-            Some(Ok(Value::Object(map))) => Some(map),
-            _ => None,
-        })
-        .collect();
-    for name in &metric_names {
-        let mut b = Float64Builder::new();
-        for m in &metric_values {
-            b.append_option(m.as_ref().and_then(|m| m.get(name)).and_then(Value::as_f64));
-        }
-        cols.push(Arc::new(b.finish()));
-    }
-    RecordBatch::try_new(schema, cols).expect("columns match the schema")
-}
-
-fn arrow_select_concat(parts: &[&dyn arrow_array::Array]) -> ArrayRef {
-    arrow_select::concat::concat(parts).expect("grid columns of one plan share their types")
 }
 
 /// Parquet settings: zstd, and for float columns no dictionary and

@@ -16,3 +16,4 @@ mod properties;
 mod reject;
 mod scenario;
 mod sweep;
+mod sweep_resume;

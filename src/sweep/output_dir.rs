@@ -1,0 +1,279 @@
+//! The output folder: where each file goes ([`Layout`]), temporary files
+//! that are never seen half-written ([`TmpFile`]), and the folder's plan
+//! identity, checked before a sweep writes anything.
+//!
+//! **Identity.** `.blis-sweep.json` names the plan whose results the folder
+//! holds: its `plan_hash`, the hash of the plan file's bytes and of every
+//! scenario file it names (a folder from before this file existed is
+//! identified by its `manifest.json`). A sweep of another plan is refused,
+//! since its parts would not share a schema (or a grid) with the ones there;
+//! with `--force` every file of the other plan is removed first, so one glob
+//! over `requests/` still reads one consistent table. Any byte of the plan
+//! file counts, a comment included: whether an edit changes results is not
+//! decided here, and a refusal costs only a `--force`. The workload is not
+//! part of the identity: its content is in every run id, so a workload
+//! rewritten in place gives new runs, and the runs of the old content (ids no
+//! longer in the plan) are removed like any other run not in the plan.
+//!
+//! **Temporary files** are named `.NAME.tmp-<pid>` beside their target, so
+//! two processes never share one, and removed on every error path. A sweep
+//! holds the folder's lock ([`super::lock`]) before it looks at anything, so
+//! every temporary file it finds then was left by a process that died, and
+//! is removed.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::executor::SweepError;
+use super::grid::Plan;
+
+/// The per-run tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Table {
+    Requests,
+    Tokens,
+}
+
+impl Table {
+    pub(crate) fn dir(self) -> &'static str {
+        match self {
+            Table::Requests => "requests",
+            Table::Tokens => "tokens",
+        }
+    }
+}
+
+/// The identity file's name.
+const IDENTITY: &str = ".blis-sweep.json";
+
+/// Paths of the sweep's outputs.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub(crate) root: PathBuf,
+}
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
+    move |error| SweepError::Io { path: path.display().to_string(), error }
+}
+
+/// `dir/.NAME.tmp-<pid>` for `dir/NAME`: unique to this process.
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+fn is_tmp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
+/// Whether `name` is a run id (16 hex digits): only those are removed as
+/// runs of another plan, never a file someone else put in the folder.
+fn is_run_id(name: &str) -> bool {
+    name.len() == 16 && name.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl Layout {
+    pub(crate) fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.root.join("runs").join(run_id)
+    }
+    pub(crate) fn part(&self, table: Table, run_id: &str) -> PathBuf {
+        self.root.join(table.dir()).join(format!("part-{run_id}.parquet"))
+    }
+    pub(crate) fn status(&self, run_id: &str) -> PathBuf {
+        self.run_dir(run_id).join("status.json")
+    }
+
+    /// Removes what an earlier execution of run `run_id` wrote, `status.json`
+    /// first: from then on the run counts as not finished, whatever happens.
+    pub(crate) fn discard(&self, run_id: &str) -> Result<(), SweepError> {
+        let dir = self.run_dir(run_id);
+        let files = [self.status(run_id), self.part(Table::Requests, run_id), self.part(Table::Tokens, run_id)]
+            .into_iter()
+            .chain(["metrics.json", "timing.json", "results.jsonl", "steps.jsonl"].map(|n| dir.join(n)));
+        for path in files {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the folders, removes what dead processes left (temporary
+    /// files, spooled workloads) and checks the folder's plan identity, then
+    /// records this plan's. With `force`, another plan's results are removed
+    /// instead of refused. Call with the lock held.
+    pub(crate) fn claim(&self, plan: &Plan, force: bool) -> Result<(), SweepError> {
+        for dir in [self.root.join("runs"), self.root.join("requests"), self.root.join("tokens")] {
+            std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        }
+        self.remove_leftovers()?;
+        let found = self.identity()?;
+        if let Some(found) = found.filter(|h| *h != plan.plan_hash) {
+            if !force {
+                return Err(SweepError::OtherPlan {
+                    dir: self.root.display().to_string(),
+                    found,
+                    ours: plan.plan_hash.clone(),
+                });
+            }
+            // Every run goes (the ones of this plan are redone anyway, with
+            // `--force`), and the summaries, which name the other plan's runs.
+            self.remove_runs_except(&HashSet::new())?;
+            for name in ["runs.parquet", "manifest.json"] {
+                remove_if_there(&self.root.join(name))?;
+            }
+        }
+        let identity = serde_json::json!({"name": plan.name, "plan": plan.file.display().to_string(), "plan_hash": plan.plan_hash});
+        write_atomic(&self.root.join(IDENTITY), format!("{identity}\n").as_bytes())
+    }
+
+    /// The plan hash the folder is marked with; `unknown` for sweep results
+    /// without one; `None` for a folder without results.
+    fn identity(&self) -> Result<Option<String>, SweepError> {
+        let hash_in = |name: &str| -> Option<String> {
+            let text = std::fs::read_to_string(self.root.join(name)).ok()?;
+            let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+            value["plan_hash"].as_str().map(str::to_owned)
+        };
+        if let Some(h) = hash_in(IDENTITY).or_else(|| hash_in("manifest.json")) {
+            return Ok(Some(h));
+        }
+        // Results: a summary, a part, a run folder (only those count, not
+        // whatever else someone put there).
+        let mut any = self.root.join("runs.parquet").exists();
+        for dir in ["runs", "requests", "tokens"] {
+            let path = self.root.join(dir);
+            for e in std::fs::read_dir(&path).map_err(io_err(&path))? {
+                let e = e.map_err(io_err(&path))?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                let kind = e.file_type().map_err(io_err(&e.path()))?;
+                any |= if dir == "runs" {
+                    kind.is_dir() && is_run_id(&name)
+                } else {
+                    kind.is_file() && name.starts_with("part-") && name.ends_with(".parquet")
+                };
+            }
+        }
+        Ok(any.then(|| "unknown".to_owned()))
+    }
+
+    /// Removes temporary files and spooled workloads: with the lock held, the
+    /// processes that wrote them are gone.
+    fn remove_leftovers(&self) -> Result<(), SweepError> {
+        let mut dirs = vec![self.root.clone(), self.root.join("requests"), self.root.join("tokens")];
+        let runs = self.root.join("runs");
+        for e in std::fs::read_dir(&runs).map_err(io_err(&runs))? {
+            let e = e.map_err(io_err(&runs))?;
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(e.path());
+            }
+        }
+        for dir in dirs {
+            for e in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
+                let e = e.map_err(io_err(&dir))?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                let spool = name.starts_with(".workload-") && dir == self.root;
+                if (is_tmp_name(&name) || spool) && e.file_type().is_ok_and(|t| t.is_file()) {
+                    remove_if_there(&e.path())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the parts and run folders of every run not in `keep`.
+    pub(crate) fn remove_runs_except(&self, keep: &HashSet<&str>) -> Result<(), SweepError> {
+        for table in [Table::Requests, Table::Tokens] {
+            let dir = self.root.join(table.dir());
+            for e in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
+                let e = e.map_err(io_err(&dir))?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                let id = name.strip_prefix("part-").and_then(|n| n.strip_suffix(".parquet"));
+                if id.is_some_and(|id| is_run_id(id) && !keep.contains(id)) {
+                    remove_if_there(&e.path())?;
+                }
+            }
+        }
+        let runs = self.root.join("runs");
+        for e in std::fs::read_dir(&runs).map_err(io_err(&runs))? {
+            let e = e.map_err(io_err(&runs))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if is_run_id(&name) && !keep.contains(name.as_str()) {
+                std::fs::remove_dir_all(e.path()).map_err(io_err(&e.path()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_if_there(path: &Path) -> Result<(), SweepError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// A file written under [`tmp_path`] and renamed into place by
+/// [`TmpFile::commit`]; dropped uncommitted (an error, a cancelled run), the
+/// temporary file is removed.
+#[derive(Debug)]
+pub(crate) struct TmpFile {
+    tmp: PathBuf,
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+}
+
+impl TmpFile {
+    pub(crate) fn create(path: &Path) -> Result<TmpFile, SweepError> {
+        let tmp = tmp_path(path);
+        let file = File::create(&tmp).map_err(io_err(&tmp))?;
+        Ok(TmpFile { tmp, path: path.to_owned(), out: Some(BufWriter::with_capacity(1 << 20, file)) })
+    }
+
+    /// The file being written.
+    pub(crate) fn tmp(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The file it becomes.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn commit(mut self) -> Result<(), SweepError> {
+        let Some(out) = self.out.take() else { return Ok(()) };
+        let result = out.into_inner().map_err(|e| e.into_error()).and_then(|_| std::fs::rename(&self.tmp, &self.path));
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(io_err(&self.path)(e));
+        }
+        Ok(())
+    }
+}
+
+impl Write for TmpFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.as_mut().ok_or_else(|| std::io::Error::other("committed"))?.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.as_mut().ok_or_else(|| std::io::Error::other("committed"))?.flush()
+    }
+}
+
+impl Drop for TmpFile {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SweepError> {
+    let mut file = TmpFile::create(path)?;
+    file.write_all(bytes).map_err(io_err(path))?;
+    file.commit()
+}

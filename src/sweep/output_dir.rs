@@ -8,9 +8,11 @@
 //! identified by its `manifest.json`). A sweep of another plan is refused,
 //! since its parts would not share a schema (or a grid) with the ones there;
 //! with `--force` every file of the other plan is removed first, so one glob
-//! over `requests/` still reads one consistent table. Any byte of the plan
-//! file counts, a comment included: whether an edit changes results is not
-//! decided here, and a refusal costs only a `--force`. The workload is not
+//! over `requests/` still reads one consistent table. An edited plan that
+//! keeps the table's columns (its override keys) and every run the folder
+//! holds (values added, comments or order changed) is the same plan grown:
+//! it resumes, reusing those runs. Any other edit is refused: it would drop
+//! finished runs or change the schema, which only `--force` may. The workload is not
 //! part of the identity: its content is in every run id, so a workload
 //! rewritten in place gives new runs, and the runs of the old content (ids no
 //! longer in the plan) are removed like any other run not in the plan.
@@ -111,7 +113,9 @@ impl Layout {
         }
         self.remove_leftovers()?;
         let found = self.identity()?;
-        if let Some(found) = found.filter(|h| *h != plan.plan_hash) {
+        if let Some(found) = found.filter(|h| *h != plan.plan_hash)
+            && !self.grown_into(plan)?
+        {
             if !force {
                 return Err(SweepError::OtherPlan {
                     dir: self.root.display().to_string(),
@@ -126,8 +130,34 @@ impl Layout {
                 remove_if_there(&self.root.join(name))?;
             }
         }
-        let identity = serde_json::json!({"name": plan.name, "plan": plan.file.display().to_string(), "plan_hash": plan.plan_hash});
+        let identity = serde_json::json!({
+            "name": plan.name,
+            "plan": plan.file.display().to_string(),
+            "plan_hash": plan.plan_hash,
+            "columns": plan.override_keys,
+        });
         write_atomic(&self.root.join(IDENTITY), format!("{identity}\n").as_bytes())
+    }
+
+    /// Whether the folder's plan was edited into `plan` without losing
+    /// anything: the same table columns (override keys), and every run in the
+    /// folder still one of `plan`'s (values were added, or only comments or
+    /// the order changed). Such a folder is resumed as it is.
+    fn grown_into(&self, plan: &Plan) -> Result<bool, SweepError> {
+        let Ok(text) = std::fs::read_to_string(self.root.join(IDENTITY)) else { return Ok(false) };
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(false) };
+        if value.get("columns") != Some(&serde_json::json!(plan.override_keys)) {
+            return Ok(false);
+        }
+        let ours: HashSet<&str> = plan.cells.iter().map(|c| c.run_id.as_str()).collect();
+        let runs = self.root.join("runs");
+        for e in std::fs::read_dir(&runs).map_err(io_err(&runs))? {
+            let name = e.map_err(io_err(&runs))?.file_name().to_string_lossy().into_owned();
+            if is_run_id(&name) && !ours.contains(name.as_str()) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The plan hash the folder is marked with; `unknown` for sweep results

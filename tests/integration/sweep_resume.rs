@@ -357,8 +357,17 @@ fn an_edited_plan_is_refused_then_replaced_with_force() {
             && err.trim_end().ends_with("use --force to replace them or choose another output"),
         "{err}"
     );
-    // A comment is an edit too: the folder's plan is its plan file's bytes.
+    // A plan grown without losing a run or a column resumes: a comment, then
+    // a value added, reuse what is there.
     dir.create("plan.yaml", &format!("# capacity\n{}", plan_text("w.jsonl", "  concurrency: [null, 4]")));
+    let out = TestCommand::new(&dir.path, &["plan.yaml"]).output();
+    assert!(stderr(&out).contains("(0 run now, 2 already done)"), "{}", stderr(&out));
+    dir.create("plan.yaml", &plan_text("w.jsonl", "  concurrency: [null, 4, 16]"));
+    let out = TestCommand::new(&dir.path, &["plan.yaml"]).output();
+    assert!(stderr(&out).contains("(1 run now, 2 already done)"), "{}", stderr(&out));
+    assert_same_tables(&dir.join("out"), &clean_tables(CHAT, "  concurrency: [null, 4, 16]", &[]));
+    // Dropping a value would drop its finished run: refused.
+    dir.create("plan.yaml", &plan_text("w.jsonl", "  concurrency: [null, 16]"));
     TestCommand::new(&dir.path, &["-q", "plan.yaml"]).fails();
 
     dir.create("plan.yaml", &plan_text("w.jsonl", edited));

@@ -39,7 +39,7 @@ fn one(jobs: usize) {
     let plan = grid::load(&dir.join("plan.yaml")).unwrap();
     let wall = Instant::now();
     let report = executor::run(
-        &plan,
+        plan,
         &SweepOptions { jobs, force: true, tokens: false, results_jsonl: false, step_trace: false, shard: None },
         &mut |_| {},
     )

@@ -144,8 +144,9 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         }
     };
     let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
+    let (name, output) = (plan.name.clone(), plan.output.clone());
     let report = executor::run(
-        &plan,
+        plan,
         &SweepOptions {
             jobs,
             force: args.force,
@@ -160,13 +161,13 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     if !quiet {
         eprintln!(
             "{}: {} runs ({} run now, {} already done), {} failed, {:.1} s -> {}",
-            plan.name,
+            name,
             report.total,
             report.ran,
             report.skipped,
             report.failed,
             started.elapsed().as_secs_f64(),
-            plan.output.display()
+            output.display()
         );
     }
     if let Some((run_id, error)) = &report.first_failure {

@@ -131,18 +131,18 @@ pub enum SweepError {
     },
 }
 
-/// Runs `plan`. `on_run` is called once per run executed, as it finishes.
+/// Runs `plan` (taken, not copied: a plan of 10^5 cells holds tens of MB).
+/// `on_run` is called once per run executed, as it finishes.
 pub fn run(
-    plan: &Plan,
+    mut plan: Plan,
     opts: &SweepOptions,
     on_run: &mut (dyn FnMut(RunFinished<'_>) + Send),
 ) -> Result<SweepReport, SweepError> {
-    let (mut plan, root) = match opts.shard {
-        None => (plan.clone(), plan.output.clone()),
+    let root = match opts.shard {
+        None => plan.output.clone(),
         Some((i, n)) => {
-            let mut shard = plan.clone();
-            shard.cells.retain(|c| c.index % n == i);
-            (shard, plan.output.join(format!("shard={i}")))
+            plan.cells.retain(|c| c.index % n == i);
+            plan.output.join(format!("shard={i}"))
         }
     };
     let layout = Layout { root };

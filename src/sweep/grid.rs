@@ -201,7 +201,8 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         let (value, name, dir) = match entry {
             Value::String(rel) => {
                 let path = base.join(rel);
-                let text = read(&path)?;
+                // A scenario that cannot be read is the plan's error: its line names it.
+                let text = read(&path).map_err(|e| invalid(&format!("scenarios[{i}]"), e.to_string()))?;
                 // Strict first, for line numbers; then as a value for overrides.
                 let _: ScenarioSpec = parse_yaml(&path, &text)?;
                 let value: Value = parse_yaml(&path, &text)?;

@@ -81,7 +81,11 @@ fn workload(dir: &Path) -> bool {
         match rows {
             Ok(rows) if rows.len() <= 64 => simulate(rows),
             Ok(_) => {}
-            Err(_) => ok = false,
+            Err(e) => {
+                assert!(e.line >= 1, "{e}");
+                one_line(&e.to_string(), name);
+                ok = false;
+            }
         }
     }
     ok
@@ -129,7 +133,11 @@ fn results(dir: &Path) -> bool {
 fn scenarios(dir: &Path) -> bool {
     let mut ok = true;
     for name in ["linear.yaml", "roofline.yaml", "kernels.yaml"] {
-        ok &= scenario::load(&dir.join(name)).is_ok();
+        let path = dir.join(name);
+        if let Err(e) = scenario::load(&path) {
+            one_line(&e.to_string(), &path.display().to_string());
+            ok = false;
+        }
     }
     ok
 }
@@ -156,11 +164,15 @@ fn plans(dir: &Path) -> bool {
     for name in ["plan.yaml", "generated.yaml"] {
         let path = dir.join(name);
         let text = String::from_utf8_lossy(&read(dir, name)).into_owned();
-        ok &= if calibration::is_calibration_plan(&text) {
-            calibration::load(&path).is_ok()
+        let result = if calibration::is_calibration_plan(&text) {
+            calibration::load(&path).map(|_| ())
         } else {
-            grid::load(&path).is_ok()
+            grid::load(&path).map(|_| ())
         };
+        if let Err(e) = result {
+            one_line(&e.to_string(), &dir.display().to_string());
+            ok = false;
+        }
     }
     ok
 }
@@ -192,6 +204,15 @@ fn generator_specs(dir: &Path) -> bool {
     ok
 }
 
+/// An error message starts with `prefix` (the file, and the line where
+/// there is one) and names no line 0. (Control characters from the input,
+/// a newline in a key, are escaped where the CLI prints the message.)
+fn one_line(message: &str, prefix: &str) {
+    assert!(message.starts_with(prefix), "a message does not start with {prefix:?}: {message:?}");
+    let rest = &message[prefix.len()..];
+    assert!(!rest.starts_with(":0:") && !rest.starts_with("0:"), "a message names line 0: {message:?}");
+}
+
 /// What a generator or converter wrote must be what the reader accepts.
 fn read_back(jsonl: &[u8], what: &str) {
     for row in Reader::new(jsonl, what, Format::Workload) {
@@ -202,7 +223,11 @@ fn read_back(jsonl: &[u8], what: &str) {
 }
 
 fn tracev2(dir: &Path) -> bool {
-    observed::from_trace(&dir.join("t.yaml"), &dir.join("t.csv")).is_ok()
+    let result = observed::from_trace(&dir.join("t.yaml"), &dir.join("t.csv"));
+    if let Err(e) = &result {
+        one_line(&e.to_string(), &dir.display().to_string());
+    }
+    result.is_ok()
 }
 
 fn converted(c: &convert::Converted, what: &str) {
@@ -220,16 +245,18 @@ fn converted(c: &convert::Converted, what: &str) {
 
 fn convert_blis(dir: &Path) -> bool {
     let c = convert::blis_vllm_h100(dir, "mini");
-    if let Ok(c) = &c {
-        converted(c, "convert blis-vllm-h100");
+    match &c {
+        Ok(c) => converted(c, "convert blis-vllm-h100"),
+        Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
     }
     c.is_ok()
 }
 
 fn convert_llmservingsim(dir: &Path) -> bool {
     let c = convert::llmservingsim(dir, "GPU__m");
-    if let Ok(c) = &c {
-        converted(c, "convert llmservingsim");
+    match &c {
+        Ok(c) => converted(c, "convert llmservingsim"),
+        Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
     }
     c.is_ok()
 }

@@ -272,6 +272,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                 let keys: Vec<&str> = combo.iter().map(|(k, _)| k.as_str()).collect();
                 invalid("grid.overrides", format!("scenario `{name}` with {}: {e}", keys.join(", ")))
             })?;
+            let files = referenced_files(&spec_value, dir);
             for &concurrency in &spec.grid.concurrency {
                 for &seed in &spec.grid.seed {
                     for &rate_scale in &spec.grid.rate_scale {
@@ -289,6 +290,12 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                         }
                         let mut params = Fnv64::new();
                         params.update(identity.to_string().as_bytes());
+                        // The content of the files the scenario names, so an
+                        // edited config.json or constants file gives new runs
+                        // (only when there are some, so other ids stay put).
+                        if let Some(files) = files {
+                            params.update(&files.to_le_bytes());
+                        }
                         cells.push(Cell {
                             index: cells.len(),
                             run_id: run_id(params, &workload_key),
@@ -352,6 +359,30 @@ impl Plan {
     pub fn workload_unread(&self) -> bool {
         matches!(&self.workload, WorkloadSource::File(path) if is_stream(path))
     }
+}
+
+/// A hash of the content of the files `spec` names (`model_config`, a
+/// latency model's `constants_file`), relative to `dir`; `None` when it names
+/// none. A file that cannot be read hashes as absent: the run reports it.
+fn referenced_files(spec: &ScenarioSpec, dir: &Path) -> Option<u64> {
+    let constants = match &spec.latency_model {
+        Some(crate::scenario::LatencySpec::Roofline { constants_file, .. })
+        | Some(crate::scenario::LatencySpec::Kernels { constants_file, .. }) => constants_file.as_deref(),
+        _ => None,
+    };
+    let names: Vec<&str> = [spec.model_config.as_deref(), constants].into_iter().flatten().collect();
+    if names.is_empty() {
+        return None;
+    }
+    let mut h = Fnv64::new();
+    for name in names {
+        h.update(name.as_bytes());
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
+        }
+    }
+    Some(h.finish())
 }
 
 fn check_axes(grid: &GridSpec, closed_loop: bool) -> Result<(), (&'static str, String)> {

@@ -320,3 +320,25 @@ fn messages_name_line_and_field_once() {
     let err = TestCommand::new(&dir.path, &["run", "-s", "lin.yaml", "ids.jsonl"]).fails();
     assert!(err.contains("ids.jsonl:2: request_id: duplicate request_id 0"), "{err}");
 }
+
+/// 9.6: a run is reused only if what it was made from is unchanged, files a
+/// scenario names (`model_config`, `constants_file`) included.
+#[test]
+fn a_changed_model_config_changes_the_run_ids() {
+    let dir = Dir::new("h-files");
+    let config = |layers: u32| {
+        format!(
+            r#"{{"hidden_size": 256, "num_hidden_layers": {layers}, "num_attention_heads": 8, "intermediate_size": 512,
+                "vocab_size": 1000, "max_position_embeddings": 4096}}"#
+        )
+    };
+    dir.create("m.json", &config(2));
+    dir.create("s.yaml", "model_config: m.json\nhardware: H100\nlatency_model: {kind: roofline}\n");
+    dir.create("w.jsonl", CHAT);
+    dir.create("p.yaml", "name: t\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\noutput: out\n");
+    let ids = || TestCommand::new(&dir.path, &["plan", "p.yaml"]).stdout();
+    let before = ids();
+    assert_eq!(ids(), before);
+    dir.create("m.json", &config(4));
+    assert_ne!(ids(), before);
+}

@@ -244,17 +244,24 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     }
     let batch = table(outcomes);
     let path = plan.output.join("calibration.parquet");
-    let tmp = plan.output.join(".calibration.parquet.tmp");
+    // Unique to this process, and removed if anything fails.
+    let tmp = super::output_dir::tmp_path(&path);
     let parquet_err = |e: parquet::errors::ParquetError| SweepError::Io {
         path: tmp.display().to_string(),
         error: std::io::Error::other(e),
     };
-    let file = File::create(&tmp).map_err(io(&tmp))?;
-    let mut writer =
-        ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema()))).map_err(parquet_err)?;
-    writer.write(&batch).map_err(parquet_err)?;
-    writer.close().map_err(parquet_err)?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    let written = (|| {
+        let file = File::create(&tmp).map_err(io(&tmp))?;
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema())))
+            .map_err(parquet_err)?;
+        writer.write(&batch).map_err(parquet_err)?;
+        writer.close().map_err(parquet_err)?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     let md = plan.output.join("calibration.md");
     write_atomic(&md, markdown(&plan.name, outcomes).as_bytes())
 }

@@ -19,8 +19,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use blis_sweep::metrics::MetricsCollector;
-use blis_sweep::sim::{FinishedRequest, ResultSink, Simulation};
-use blis_sweep::workload::writer::{NodeTokens, write_result_row, write_workload_row};
+use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, RunSummary, Sink, Tee};
+use blis_sweep::workload::writer::write_workload_row;
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -68,31 +68,34 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
     })
 }
 
-struct Sink<W> {
+/// The result JSONL writer, as `run -o` has it: rows appended to a buffer
+/// written out in 1 MiB pieces.
+struct Rows<W> {
     out: W,
     buf: Vec<u8>,
-    metrics: MetricsCollector,
-    /// False with `BENCH_NO_WRITE=1`: simulation and metrics only.
-    write: bool,
 }
 
-impl<W: Write> ResultSink for Sink<W> {
-    fn request_done(&mut self, r: FinishedRequest) {
-        self.metrics.observe(&r);
-        if !self.write {
-            return;
-        }
-        write_result_row(&mut self.buf, &r.request, &mut |i| {
-            Some(NodeTokens {
-                start_us: r.nodes[i].start_us.unwrap_or(0),
-                token_times_us: &r.nodes[i].token_times_us,
-                error: None,
-            })
-        });
+impl<W: Write> Sink for Rows<W> {
+    fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
+        r.write_result_row(&mut self.buf);
         if self.buf.len() >= 1 << 20 {
-            self.out.write_all(&self.buf).unwrap();
+            self.out.write_all(&self.buf)?;
             self.buf.clear();
         }
+        Ok(())
+    }
+
+    fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
+        self.out.write_all(&self.buf)
+    }
+}
+
+/// Nothing: `BENCH_NO_WRITE=1` measures the simulation with metrics only.
+struct Nothing;
+
+impl Sink for Nothing {
+    fn request_done(&mut self, _: &FinishedRequest) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -100,20 +103,29 @@ fn one(n: u64, rate: f64) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
     let d = blis_sweep::scenario::load(&scenario).unwrap();
     let mut bytes = 0u64;
-    let counting = CountingSink(&mut bytes);
+    let mut metrics = MetricsCollector::default();
+    let mut rows = Rows { out: CountingSink(&mut bytes), buf: Vec::with_capacity(1 << 21) };
     let write = std::env::var_os("BENCH_NO_WRITE").is_none();
-    let mut sink =
-        Sink { out: counting, buf: Vec::with_capacity(1 << 21), metrics: MetricsCollector::default(), write };
+    let config = RunConfig {
+        engine: d.engine.clone(),
+        latency: d.latency.clone(),
+        client: Client::OpenLoop,
+        horizon_us: None,
+        timeout_us: None,
+        step_trace: false,
+    };
     let wall = Instant::now();
-    let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
-    for r in chat(n, rate) {
-        sim.add_request(r, &mut sink);
+    // The production path: the one run function, metrics and writer as sinks.
+    let source = chat(n, rate).map(Ok::<_, io::Error>);
+    let end = if write {
+        sim::run(config, source, &mut Tee(&mut metrics, &mut rows))
+    } else {
+        sim::run(config, source, &mut Tee(&mut metrics, Nothing))
     }
-    sim.finish(&mut sink);
-    sink.out.write_all(&sink.buf).unwrap();
+    .unwrap_or_else(|_| panic!("the benchmark's sinks do not fail"));
+    let m = metrics.finish(&end.stats, end.sim_end_us);
+    drop(rows);
     let wall_s = wall.elapsed().as_secs_f64();
-    let m = sink.metrics.finish(sim.engine_stats(), sim.now_us());
-    drop(sink);
     println!(
         "{n:>8} requests  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
          | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL",

@@ -15,7 +15,7 @@ use super::report::{CalibrateOptions, compare};
 use super::stats::WorkloadLevel;
 use crate::latency::StepPricer;
 use crate::scenario::Deployment;
-use crate::sim::{FinishedRequest, Simulation};
+use crate::sim::{self, Client, FinishedRequest, RunConfig, Sink};
 use crate::workload::{NodeKind, Request};
 
 /// One real run to fit against.
@@ -61,10 +61,15 @@ pub struct FitResult {
     pub evaluations: usize,
 }
 
-/// Observations of simulated requests, as the calibration reads real ones.
-pub fn observe(finished: &[FinishedRequest]) -> Observations {
-    let mut obs = Observations::default();
-    for (index, r) in finished.iter().enumerate() {
+/// Observations of simulated requests, as the calibration reads real ones:
+/// a sink fed in input order.
+#[derive(Debug, Default)]
+pub struct Observe(pub Observations);
+
+impl Sink for Observe {
+    fn request_done(&mut self, r: &FinishedRequest) -> std::io::Result<()> {
+        let obs = &mut self.0;
+        let index = obs.order.len();
         let id = r.request.request_id.to_string();
         let mut llm_nodes = Vec::new();
         let mut output_tokens = 0;
@@ -88,8 +93,8 @@ pub fn observe(finished: &[FinishedRequest]) -> Observations {
         obs.requests
             .insert(id.clone(), RequestObs { index, send_us: r.send_us as f64, e2e_us, output_tokens, llm_nodes });
         obs.order.push(id);
+        Ok(())
     }
-    obs
 }
 
 /// Replays `requests` open loop on `deployment`, priced by `latency`, with
@@ -101,15 +106,19 @@ pub fn replay(
     requests: &[Request],
     timeout_us: Option<u64>,
 ) -> Observations {
-    let mut sim = Simulation::new(deployment.engine.clone(), latency);
-    sim.set_request_timeout(timeout_us);
-    let mut done: Vec<FinishedRequest> = Vec::with_capacity(requests.len());
-    for r in requests {
-        sim.add_request(r.clone(), &mut done);
-    }
-    sim.finish(&mut done);
-    done.sort_by_key(|r| r.index);
-    observe(&done)
+    let config = RunConfig {
+        engine: deployment.engine.clone(),
+        latency,
+        client: Client::OpenLoop,
+        horizon_us: None,
+        timeout_us,
+        step_trace: false,
+    };
+    let mut observe = Observe::default();
+    let source = requests.iter().map(|r| Ok::<_, std::convert::Infallible>(r.clone()));
+    // Neither the source nor observing can fail.
+    let _ = sim::run(config, source, &mut observe);
+    observe.0
 }
 
 /// Simulates `run` with its latency model's constants replaced by `c`, and

@@ -17,7 +17,8 @@ use anyhow::{Context, bail};
 use super::atomic::AtomicFile;
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
-use crate::sim::{Client, FinishedRequest, InputOrder, ResultSink, Simulation};
+use crate::sim::{self, Client, FinishedRequest, RunConfig, RunError, RunSummary, Sink, Tee};
+use crate::workload::Request;
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]
@@ -193,7 +194,7 @@ fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
         return Ok((count(&mut file)?, Input::File(path.to_owned())));
     }
     let (spool_path, spool) = super::atomic::unnamed_temp_file()?;
-    let mut tee = Tee { input: file, copy: BufWriter::with_capacity(1 << 20, &spool), spool: &spool_path };
+    let mut tee = Copying { input: file, copy: BufWriter::with_capacity(1 << 20, &spool), spool: &spool_path };
     let n = count(&mut tee)?;
     tee.copy.flush().with_context(|| format!("{}: write failed", spool_path.display()))?;
     drop(tee);
@@ -201,13 +202,13 @@ fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
 }
 
 /// Reads `input`, keeping a copy of every byte in `copy`.
-struct Tee<'a> {
+struct Copying<'a> {
     input: File,
     copy: BufWriter<&'a File>,
     spool: &'a Path,
 }
 
-impl io::Read for Tee<'_> {
+impl io::Read for Copying<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.input.read(buf)?;
         self.copy.write_all(&buf[..n]).map_err(|e| {
@@ -225,118 +226,80 @@ fn simulate(
     steps: Option<&mut AtomicFile>,
     names: (&str, &str),
 ) -> anyhow::Result<Metrics> {
-    let horizon_us = traffic.horizon_us;
-    let mut sink = InputOrder::new(ResultWriter {
+    let mut metrics = MetricsCollector::default();
+    let mut writer = ResultWriter {
         out,
         buf: Vec::with_capacity(1 << 21),
-        metrics: MetricsCollector::default(),
-        error: None,
-        steps: steps.map(|f| StepTrace { out: f as &mut dyn Write, buf: Vec::with_capacity(1 << 16), error: None }),
         name: names.0.to_owned(),
-        steps_name: names.1.to_owned(),
-    });
-    let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
-    sim.set_step_trace(sink.inner.steps.is_some());
-    sim.set_client(traffic.client);
-    sim.set_horizon(horizon_us);
-    sim.set_request_timeout(traffic.timeout_us);
-    for row in input.rows()? {
+        steps: steps.map(|f| StepTrace {
+            out: f as &mut dyn Write,
+            buf: Vec::with_capacity(1 << 16),
+            name: names.1.to_owned(),
+        }),
+    };
+    let config = RunConfig {
+        engine: d.engine.clone(),
+        latency: d.latency.clone(),
+        client: traffic.client,
+        horizon_us: traffic.horizon_us,
+        timeout_us: traffic.timeout_us,
+        step_trace: writer.steps.is_some(),
+    };
+    let rows = input.rows()?.map(|row| -> anyhow::Result<Request> {
         let mut request = row?;
         // (Checked by the first pass.)
         request.scale_arrival(traffic.rate_scale).map_err(anyhow::Error::msg)?;
-        if !sim.add_request(request, &mut sink) {
-            break;
-        }
-        sink.inner.check()?;
-    }
-    sim.finish(&mut sink);
-    debug_assert_eq!(sink.held(), 0);
-    let mut sink = sink.inner;
-    if sink.error.is_none()
-        && let Err(e) = sink.flush()
-    {
-        sink.error = Some(e);
-    }
-    if let Some(t) = &mut sink.steps
-        && t.error.is_none()
-        && let Err(e) = t.out.write_all(&t.buf)
-    {
-        t.error = Some(e);
-    }
-    sink.check()?;
-    Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
+        Ok(request)
+    });
+    let end = sim::run(config, rows, &mut Tee(&mut metrics, &mut writer)).map_err(|e| match e {
+        RunError::Source(e) => e,
+        RunError::Sink(e) => anyhow::Error::new(e),
+    })?;
+    Ok(metrics.finish(&end.stats, end.sim_end_us))
 }
 
-/// The step trace's file, its buffer and its first write error.
+/// A JSONL output: its file, a buffer written in large pieces, its name.
 struct StepTrace<'a> {
     out: &'a mut dyn Write,
     buf: Vec<u8>,
-    error: Option<io::Error>,
+    name: String,
 }
 
-/// Writes finished requests (in input order, behind [`InputOrder`]) and
-/// feeds the metrics.
+/// Writes each buffer when it passes 1 MiB; an error names the file.
+fn write_out(out: &mut dyn Write, buf: &mut Vec<u8>, name: &str, at_least: usize) -> io::Result<()> {
+    if buf.len() >= at_least {
+        out.write_all(buf).map_err(|e| io::Error::new(e.kind(), format!("{name}: write failed: {e}")))?;
+        buf.clear();
+    }
+    Ok(())
+}
+
+/// Writes result rows (in input order) and the step trace.
 struct ResultWriter<'a> {
     out: &'a mut dyn Write,
     buf: Vec<u8>,
-    metrics: MetricsCollector,
-    error: Option<io::Error>,
-    /// The step trace, when asked for.
-    steps: Option<StepTrace<'a>>,
-    /// Where results and the step trace go, for messages.
     name: String,
-    steps_name: String,
+    steps: Option<StepTrace<'a>>,
 }
 
-impl ResultWriter<'_> {
-    /// The first write error, naming the output it hit.
-    fn check(&mut self) -> anyhow::Result<()> {
-        if let Some(e) = self.error.take() {
-            return Err(e).with_context(|| format!("{}: write failed", self.name));
-        }
-        if let Some(e) = self.steps.as_mut().and_then(|t| t.error.take()) {
-            return Err(e).with_context(|| format!("{}: write failed", self.steps_name));
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, r: &FinishedRequest) -> io::Result<()> {
+impl Sink for ResultWriter<'_> {
+    fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
         r.write_result_row(&mut self.buf);
-        if self.buf.len() >= 1 << 20 {
-            self.flush()?;
-        }
-        Ok(())
+        write_out(self.out, &mut self.buf, &self.name, 1 << 20)
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.write_all(&self.buf)?;
-        self.buf.clear();
-        Ok(())
-    }
-}
-
-impl ResultSink for ResultWriter<'_> {
-    fn engine_step(&mut self, step: &crate::sim::EngineStep) {
-        let Some(t) = &mut self.steps else { return };
+    fn engine_step(&mut self, step: &crate::sim::EngineStep) -> io::Result<()> {
+        let Some(t) = &mut self.steps else { return Ok(()) };
         step.write_jsonl(&mut t.buf);
-        if t.buf.len() >= 1 << 20 {
-            if t.error.is_none()
-                && let Err(e) = t.out.write_all(&t.buf)
-            {
-                t.error = Some(e);
-            }
-            t.buf.clear();
-        }
+        write_out(t.out, &mut t.buf, &t.name, 1 << 20)
     }
 
-    fn request_done(&mut self, mut r: FinishedRequest) {
-        self.metrics.observe(&r);
-        r.rewrite_arrival_as_sent();
-        if self.error.is_none()
-            && let Err(e) = self.write(&r)
-        {
-            self.error = Some(e);
+    fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
+        write_out(self.out, &mut self.buf, &self.name, 0)?;
+        if let Some(t) = &mut self.steps {
+            write_out(t.out, &mut t.buf, &t.name, 0)?;
         }
+        Ok(())
     }
 }
 

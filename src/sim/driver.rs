@@ -106,19 +106,18 @@ pub struct FinishedRequest {
 }
 
 impl FinishedRequest {
-    /// Makes the request's `arrival_time` the time it was sent, when the
-    /// client held it back: a result row records when the request reached
-    /// the server, as a real client's baseline does.
-    pub fn rewrite_arrival_as_sent(&mut self) {
-        if self.send_us != self.request.arrival_us() {
-            self.request.arrival_time = self.send_us as f64 / 1e6;
-        }
-    }
-
     /// Appends the request's result row (see [`crate::workload::writer`]).
+    /// Its `arrival_time` is when the client sent it, where the client held
+    /// it back: a result row records when the request reached the server, as
+    /// a real client's baseline does.
     pub fn write_result_row(&self, out: &mut Vec<u8>) {
+        let arrival_time = if self.send_us != self.request.arrival_us() {
+            self.send_us as f64 / 1e6
+        } else {
+            self.request.arrival_time
+        };
         let errors: Vec<Option<String>> = self.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
-        crate::workload::writer::write_result_row(out, &self.request, &mut |i| {
+        crate::workload::writer::write_result_row_at(out, &self.request, arrival_time, &mut |i| {
             let node = &self.nodes[i];
             Some(crate::workload::writer::NodeTokens {
                 start_us: node.start_us.unwrap_or(0),

@@ -15,7 +15,7 @@
 //! workers check a shared cancel flag before each run and between requests.
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ use super::summary::{self, BATCH_CELLS};
 use super::tables::{BATCH_ROWS, GridColumns, RequestRows, TokenRows};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario;
-use crate::sim::{FinishedRequest, InputOrder, ResultSink, Simulation};
+use crate::sim::{self, FinishedRequest, RunConfig, RunError, RunSummary, Sink};
 use crate::workload::reader::{Format, ReadError, Reader};
 
 /// How to run a sweep.
@@ -260,38 +260,42 @@ struct RunSink<'a> {
     error: Option<SweepError>,
 }
 
-/// Writes one JSONL row, keeping the first error.
-fn write_row(out: &mut JsonlOut, error: &mut Option<SweepError>, row: impl FnOnce(&mut Vec<u8>)) {
+/// Writes one JSONL row; an error is kept (it names the file) and stops the run.
+fn write_row(out: &mut JsonlOut, error: &mut Option<SweepError>, row: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
     let (file, buf) = out;
     buf.clear();
     row(buf);
-    if let Err(e) = file.write_all(buf)
-        && error.is_none()
-    {
-        *error = Some(io_err(file.path())(e));
-    }
+    file.write_all(buf).inspect_err(|e| {
+        *error = Some(io_err(file.path())(io::Error::new(e.kind(), e.to_string())));
+    })
 }
 
-impl ResultSink for RunSink<'_> {
-    fn engine_step(&mut self, step: &crate::sim::EngineStep) {
-        if let Some(out) = &mut self.steps {
-            write_row(out, &mut self.error, |buf| step.write_jsonl(buf));
+impl Sink for RunSink<'_> {
+    fn engine_step(&mut self, step: &crate::sim::EngineStep) -> io::Result<()> {
+        match &mut self.steps {
+            Some(out) => write_row(out, &mut self.error, |buf| step.write_jsonl(buf)),
+            None => Ok(()),
         }
     }
 
-    fn request_done(&mut self, mut r: FinishedRequest) {
-        self.metrics.observe(&r);
-        self.requests.push(&r);
+    fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
+        self.metrics.observe(r);
+        self.requests.push(r);
         if let Some(t) = &mut self.tokens {
-            t.push(&r);
+            t.push(r);
         }
         if let Some(out) = &mut self.results {
-            r.rewrite_arrival_as_sent();
-            write_row(out, &mut self.error, |buf| r.write_result_row(buf));
+            write_row(out, &mut self.error, |buf| r.write_result_row(buf))?;
         }
         if self.requests.len() >= BATCH_ROWS || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS) {
             self.flush();
         }
+        Ok(())
+    }
+
+    fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
+        self.flush();
+        Ok(())
     }
 }
 
@@ -333,9 +337,6 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
     ctx.layout.discard(&cell.run_id).map_err(CellError::Io)?;
     let d = scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario)
         .map_err(|e| CellError::Failed(format!("scenario {}: {e}", cell.scenario)))?;
-    let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
-    sim.set_client(cell.client(ctx.plan));
-    sim.set_request_timeout(ctx.plan.timeout_us);
     let run_dir = ctx.layout.run_dir(&cell.run_id);
     let open = |on: bool, name: &str| -> Result<Option<JsonlOut>, CellError> {
         if !on {
@@ -346,8 +347,15 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
     };
     let results = open(ctx.opts.results_jsonl, "results.jsonl")?;
     let steps = open(ctx.opts.step_trace, "steps.jsonl")?;
-    sim.set_step_trace(steps.is_some());
-    let mut sink = InputOrder::new(RunSink {
+    let config = RunConfig {
+        engine: d.engine.clone(),
+        latency: d.latency.clone(),
+        client: cell.client(ctx.plan),
+        horizon_us: None,
+        timeout_us: ctx.plan.timeout_us,
+        step_trace: steps.is_some(),
+    };
+    let mut sink = RunSink {
         cell,
         requests: RequestRows::new(ctx.grid),
         tokens: ctx.opts.tokens.then(|| TokenRows::new(ctx.grid)),
@@ -356,7 +364,7 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
         metrics: MetricsCollector::default(),
         tx,
         error: None,
-    });
+    };
     let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &ctx.plan.workload {
         WorkloadSource::File(path) => {
             let file = std::fs::File::open(path).map_err(|e| CellError::Io(io_err(path)(e)))?;
@@ -371,32 +379,28 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
             Box::new(g.requests(cell.seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
         }
     };
-    for request in requests {
-        // A stopping sweep, or a file of this run that cannot be written:
-        // the rest of the run would be thrown away.
-        if ctx.cancel.load(Ordering::Relaxed) || sink.inner.error.is_some() {
-            break;
+    // A stopping sweep ends the source: the rest of the run would be thrown away.
+    let source = requests.map(|request| {
+        if ctx.cancel.load(Ordering::Relaxed) {
+            return Err(CellError::Cancelled);
         }
         let mut request = request.map_err(CellError::Failed)?;
         request.scale_arrival(cell.rate_scale).map_err(CellError::Failed)?;
-        if !sim.add_request(request, &mut sink) {
-            break;
+        Ok(request)
+    });
+    let end = match sim::run(config, source, &mut sink) {
+        Ok(end) => end,
+        Err(RunError::Source(e)) => return Err(e),
+        // A file of this run cannot be written: the sweep stops.
+        Err(RunError::Sink(e)) => {
+            return Err(CellError::Io(sink.error.take().unwrap_or_else(|| io_err(&run_dir)(e))));
         }
-    }
-    if let Some(e) = sink.inner.error.take() {
-        return Err(CellError::Io(e));
-    }
+    };
     if ctx.cancel.load(Ordering::Relaxed) {
         return Err(CellError::Cancelled);
-    }
-    sim.finish(&mut sink);
-    let mut sink = sink.inner;
-    sink.flush();
-    if let Some(e) = sink.error {
-        return Err(CellError::Io(e));
     }
     for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
         file.commit().map_err(CellError::Io)?;
     }
-    Ok(sink.metrics.finish(sim.engine_stats(), sim.now_us()))
+    Ok(sink.metrics.finish(&end.stats, end.sim_end_us))
 }

@@ -25,7 +25,7 @@ pub struct NodeTokens<'a> {
 
 /// Appends `request` as a workload row (no results), newline-terminated.
 pub fn write_workload_row(out: &mut Vec<u8>, request: &Request) {
-    write_row(out, request, &mut |_| None);
+    write_row(out, request, request.arrival_time, &mut |_| None);
 }
 
 /// Appends `request` as a result row. `tokens(i)` gives node `i`'s outcome;
@@ -37,17 +37,33 @@ pub fn write_result_row<'a>(
     request: &Request,
     tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
 ) {
-    write_row(out, request, tokens);
+    write_row(out, request, request.arrival_time, tokens);
 }
 
-fn write_row<'a>(out: &mut Vec<u8>, request: &Request, tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>) {
+/// [`write_result_row`] with `arrival_time` in place of the request's own
+/// (the time a held-back request was sent).
+pub fn write_result_row_at<'a>(
+    out: &mut Vec<u8>,
+    request: &Request,
+    arrival_time: f64,
+    tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
+) {
+    write_row(out, request, arrival_time, tokens);
+}
+
+fn write_row<'a>(
+    out: &mut Vec<u8>,
+    request: &Request,
+    arrival_time: f64,
+    tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
+) {
     out.extend_from_slice(b"{\"request_id\":");
     match &request.request_id {
         RequestId::Int(n) => write!(out, "{n}").expect("writing to a Vec cannot fail"),
         RequestId::Str(s) => json_string(out, s),
     }
     out.extend_from_slice(b",\"arrival_time\":");
-    json_f64(out, request.arrival_time);
+    json_f64(out, arrival_time);
     out.extend_from_slice(b",\"initial\":");
     json_u32s(out, &request.initial);
     out.extend_from_slice(b",\"sub_requests\":[");

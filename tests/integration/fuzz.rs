@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use blis_sweep::calibrate::observed;
 use blis_sweep::scenario::{self, ModelArch, ScenarioSpec};
-use blis_sweep::sim::{Client, FinishedRequest, InputOrder, ResultSink, Simulation};
+use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink};
 use blis_sweep::sweep::{calibration, grid};
 use blis_sweep::workload::convert;
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
@@ -93,30 +93,32 @@ fn workload(dir: &Path) -> bool {
 
 /// Simulates accepted rows on a small engine (open loop, then a client
 /// timeout) and reads the results back.
-fn simulate(rows: Vec<blis_sweep::workload::Request>) {
+fn simulate(rows_in: Vec<blis_sweep::workload::Request>) {
     static DEPLOYMENT: std::sync::OnceLock<scenario::Deployment> = std::sync::OnceLock::new();
     let d = DEPLOYMENT.get_or_init(|| {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/scenario/linear.yaml");
         scenario::load(&path).unwrap()
     });
     struct Rows(Vec<u8>);
-    impl ResultSink for Rows {
-        fn request_done(&mut self, mut r: FinishedRequest) {
-            r.rewrite_arrival_as_sent();
+    impl Sink for Rows {
+        fn request_done(&mut self, r: &FinishedRequest) -> std::io::Result<()> {
             r.write_result_row(&mut self.0);
+            Ok(())
         }
     }
     for timeout_us in [None, Some(50_000)] {
-        let mut sim = Simulation::new(d.engine.clone(), d.latency.clone());
-        sim.set_client(Client::OpenLoop);
-        sim.set_request_timeout(timeout_us);
-        // In input order, as `run` writes them.
-        let mut sink = InputOrder::new(Rows(Vec::new()));
-        for r in rows.iter().cloned() {
-            sim.add_request(r, &mut sink);
-        }
-        sim.finish(&mut sink);
-        for row in Reader::new(&sink.inner.0[..], "results", Format::Results) {
+        let config = RunConfig {
+            engine: d.engine.clone(),
+            latency: d.latency.clone(),
+            client: Client::OpenLoop,
+            horizon_us: None,
+            timeout_us,
+            step_trace: true,
+        };
+        let mut rows = Rows(Vec::new());
+        let source = rows_in.iter().cloned().map(Ok::<_, ()>);
+        sim::run(config, source, &mut rows).unwrap();
+        for row in Reader::new(&rows.0[..], "results", Format::Results) {
             if let Err(e) = row {
                 panic!("a simulated result is rejected by the result reader: {e}");
             }

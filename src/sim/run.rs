@@ -1,0 +1,286 @@
+//! The one way to run a simulation: requests from a source, through the
+//! client and the engine, out to a [`Sink`] in input order. `run`, sweeps,
+//! calibration plans, `fit`, the benchmarks and the fuzz harness all go
+//! through [`run`]; none has a loop of its own.
+//!
+//! Sinks are push-style, after ripgrep's: `begin`, one `request_done` per
+//! request in input order, one `engine_step` per step when the step trace is
+//! on, then `finish` with the run's end; any callback may fail, and the
+//! first error ends the run at once (nothing more is simulated or pushed).
+//! [`Tee`] feeds two sinks; the metrics collector is a sink like any other.
+
+use std::io;
+
+use super::driver::{Client, FinishedRequest, ResultSink, Simulation};
+use super::engine::{EngineConfig, EngineStats};
+use super::order::InputOrder;
+use super::step_trace::EngineStep;
+use crate::latency::LatencyModel;
+use crate::workload::Request;
+
+/// How one run is set up.
+#[derive(Debug, Clone)]
+pub struct RunConfig<L> {
+    /// The engine (scheduler and KV cache).
+    pub engine: EngineConfig,
+    /// What prices a step.
+    pub latency: L,
+    /// How requests are sent.
+    pub client: Client,
+    /// Nothing is sent or simulated after this time, µs.
+    pub horizon_us: Option<u64>,
+    /// The client's request timeout, µs.
+    pub timeout_us: Option<u64>,
+    /// Push every engine step to the sink.
+    pub step_trace: bool,
+}
+
+/// Where a run's results go. Every callback may fail; the first error ends
+/// the run.
+pub trait Sink {
+    /// Before anything is simulated.
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// One request, in input order, when it and every request before it
+    /// have left.
+    fn request_done(&mut self, request: &FinishedRequest) -> io::Result<()>;
+
+    /// One engine step, in execution order (only with `step_trace`).
+    fn engine_step(&mut self, _step: &EngineStep) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// After the last request.
+    fn finish(&mut self, _end: &RunSummary) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Both sinks, `A` first.
+#[derive(Debug)]
+pub struct Tee<A, B>(pub A, pub B);
+
+impl<A: Sink, B: Sink> Sink for Tee<A, B> {
+    fn begin(&mut self) -> io::Result<()> {
+        self.0.begin()?;
+        self.1.begin()
+    }
+    fn request_done(&mut self, request: &FinishedRequest) -> io::Result<()> {
+        self.0.request_done(request)?;
+        self.1.request_done(request)
+    }
+    fn engine_step(&mut self, step: &EngineStep) -> io::Result<()> {
+        self.0.engine_step(step)?;
+        self.1.engine_step(step)
+    }
+    fn finish(&mut self, end: &RunSummary) -> io::Result<()> {
+        self.0.finish(end)?;
+        self.1.finish(end)
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn begin(&mut self) -> io::Result<()> {
+        (**self).begin()
+    }
+    fn request_done(&mut self, request: &FinishedRequest) -> io::Result<()> {
+        (**self).request_done(request)
+    }
+    fn engine_step(&mut self, step: &EngineStep) -> io::Result<()> {
+        (**self).engine_step(step)
+    }
+    fn finish(&mut self, end: &RunSummary) -> io::Result<()> {
+        (**self).finish(end)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Requests read from the source (those after the horizon are not).
+    pub requests: u64,
+    /// The simulated time of the last event, µs.
+    pub sim_end_us: u64,
+    /// The engine's counters.
+    pub stats: EngineStats,
+}
+
+/// Why a run stopped early.
+#[derive(Debug)]
+pub enum RunError<E> {
+    /// The source failed (a bad row, a cancelled sweep).
+    Source(E),
+    /// The sink failed (a full disk).
+    Sink(io::Error),
+}
+
+/// Simulates `requests` on `config`, pushing results to `sink`.
+pub fn run<L: LatencyModel, E>(
+    config: RunConfig<L>,
+    requests: impl IntoIterator<Item = Result<Request, E>>,
+    sink: &mut dyn Sink,
+) -> Result<RunSummary, RunError<E>> {
+    sink.begin().map_err(RunError::Sink)?;
+    let mut sim = Simulation::new(config.engine, config.latency);
+    sim.set_client(config.client);
+    sim.set_horizon(config.horizon_us);
+    sim.set_request_timeout(config.timeout_us);
+    sim.set_step_trace(config.step_trace);
+    let mut out = InputOrder::new(Forward { sink, error: None });
+    let mut read = 0;
+    for request in requests {
+        let request = request.map_err(RunError::Source)?;
+        read += 1;
+        let more = sim.add_request(request, &mut out);
+        if let Some(e) = out.inner.error.take() {
+            return Err(RunError::Sink(e));
+        }
+        if !more {
+            break;
+        }
+    }
+    sim.finish(&mut out);
+    debug_assert_eq!(out.held(), 0, "every request has left");
+    if let Some(e) = out.inner.error.take() {
+        return Err(RunError::Sink(e));
+    }
+    let summary = RunSummary { requests: read, sim_end_us: sim.now_us(), stats: sim.engine_stats().clone() };
+    out.inner.sink.finish(&summary).map_err(RunError::Sink)?;
+    Ok(summary)
+}
+
+/// The simulation's (infallible) callbacks into the user's sink, keeping
+/// its first error; nothing is pushed after it.
+struct Forward<'a> {
+    sink: &'a mut dyn Sink,
+    error: Option<io::Error>,
+}
+
+impl ResultSink for Forward<'_> {
+    fn request_done(&mut self, request: FinishedRequest) {
+        if self.error.is_none()
+            && let Err(e) = self.sink.request_done(&request)
+        {
+            self.error = Some(e);
+        }
+    }
+
+    fn engine_step(&mut self, step: &EngineStep) {
+        if self.error.is_none()
+            && let Err(e) = self.sink.engine_step(step)
+        {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl Sink for crate::metrics::MetricsCollector {
+    fn request_done(&mut self, request: &FinishedRequest) -> io::Result<()> {
+        self.observe(request);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::{Linear, StepPricer};
+    use crate::workload::{LlmCall, NodeKind, RequestId, SubRequest};
+
+    fn config() -> RunConfig<StepPricer> {
+        RunConfig {
+            engine: EngineConfig {
+                max_num_seqs: 4,
+                max_num_batched_tokens: 64,
+                max_model_len: 256,
+                block_size: 16,
+                num_gpu_blocks: 64,
+                enable_prefix_caching: true,
+                long_prefill_token_threshold: 0,
+                async_scheduling: false,
+                scheduler_reserve_full_isl: false,
+                lone_request_skips_prefill_threshold: false,
+                free_uncached_blocks_first: false,
+            },
+            latency: StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()),
+            client: Client::OpenLoop,
+            horizon_us: None,
+            timeout_us: None,
+            step_trace: true,
+        }
+    }
+
+    fn request<E>(id: u64, output_tokens: u32) -> Result<Request, E> {
+        Ok(Request {
+            request_id: RequestId::Int(id),
+            arrival_time: 0.0,
+            initial: vec![0],
+            sub_requests: vec![SubRequest {
+                next: vec![],
+                interval: 0.0,
+                kind: NodeKind::Llm(LlmCall {
+                    input_tokens: 8,
+                    output_tokens,
+                    input_token_ids: None,
+                    output_token_ids: None,
+                    seeded: None,
+                    model: None,
+                }),
+                result: None,
+            }],
+        })
+    }
+
+    /// Records the callbacks; fails on the `fail_at`-th request.
+    #[derive(Default)]
+    struct Log {
+        calls: Vec<String>,
+        fail_at: Option<usize>,
+    }
+
+    impl Sink for Log {
+        fn begin(&mut self) -> io::Result<()> {
+            self.calls.push("begin".into());
+            Ok(())
+        }
+        fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
+            self.calls.push(format!("request {}", r.request.request_id));
+            if self.fail_at == Some(self.calls.iter().filter(|c| c.starts_with("request")).count()) {
+                return Err(io::Error::other("disk full"));
+            }
+            Ok(())
+        }
+        fn engine_step(&mut self, _: &EngineStep) -> io::Result<()> {
+            self.calls.push("step".into());
+            Ok(())
+        }
+        fn finish(&mut self, end: &RunSummary) -> io::Result<()> {
+            self.calls.push(format!("finish {}", end.requests));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn requests_leave_in_input_order_between_begin_and_finish() {
+        // Request 0 generates more tokens, so it finishes after request 1.
+        let mut log = Log::default();
+        let summary = run(config(), [request::<()>(0, 20), request(1, 2)], &mut log).unwrap();
+        let requests: Vec<&String> = log.calls.iter().filter(|c| !c.starts_with("step")).collect();
+        assert_eq!(requests, ["begin", "request 0", "request 1", "finish 2"]);
+        assert!(log.calls.iter().any(|c| c == "step"));
+        assert_eq!(summary.requests, 2);
+    }
+
+    #[test]
+    fn the_first_error_ends_the_run() {
+        let mut log = Log { fail_at: Some(1), ..Log::default() };
+        let err = run(config(), [request::<()>(0, 2), request(1, 2)], &mut log).unwrap_err();
+        assert!(matches!(err, RunError::Sink(e) if e.to_string() == "disk full"));
+        assert!(!log.calls.iter().any(|c| c.starts_with("finish")));
+        let mut tee = Tee(Log::default(), Log::default());
+        let err = run(config(), [request(0, 2), Err("bad row")], &mut tee).unwrap_err();
+        assert!(matches!(err, RunError::Source("bad row")));
+    }
+}

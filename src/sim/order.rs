@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::driver::{FinishedRequest, ResultSink};
+use super::outcome::{FinishedRequest, ResultSink};
 use super::step_trace::EngineStep;
 
 /// Reorders finished requests by their input index before `inner` sees them.

@@ -11,9 +11,11 @@
 
 use std::io;
 
-use super::driver::{Client, FinishedRequest, ResultSink, Simulation};
+use super::client::Client;
 use super::engine::{EngineConfig, EngineStats};
 use super::order::InputOrder;
+use super::outcome::{FinishedRequest, ResultSink};
+use super::simulation::Simulation;
 use super::step_trace::EngineStep;
 use crate::latency::LatencyModel;
 use crate::workload::Request;

@@ -1,0 +1,138 @@
+//! The benchmark client: how requests reach the engine (all at their
+//! arrival, under a concurrency cap, or from closed-loop users), and sending
+//! one (its roots scheduled, its timeout set).
+
+use super::dag::Active;
+use super::outcome::{NodeOutcome, ResultSink};
+use super::simulation::{Event, Simulation};
+use crate::latency::LatencyModel;
+use crate::workload::Request;
+
+/// How requests reach the engine: the behaviour of the benchmark client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Client {
+    /// Every request is sent at its arrival time.
+    #[default]
+    OpenLoop,
+    /// At most `limit` requests (whole DAGs) in flight: a request is sent at
+    /// its arrival time or, if `limit` are in flight, when one finishes
+    /// (first come, first sent), like a benchmark client with a concurrency cap.
+    Capped {
+        /// Requests in flight at most (≥ 1).
+        limit: u32,
+    },
+    /// `users` virtual users, each sending its next request `think_time_us`
+    /// after its previous one finished; arrival times are ignored and every
+    /// user starts at time 0.
+    ClosedLoop {
+        /// Virtual users (≥ 1).
+        users: u32,
+        /// Pause between a user's response and its next request, µs.
+        think_time_us: u64,
+    },
+}
+
+impl<L: LatencyModel> Simulation<L> {
+    /// Adds the next request. Arrivals must not decrease (the reader
+    /// guarantees it); everything that happens before this arrival is
+    /// simulated first. In a closed loop, this simulates until a user is free
+    /// and sends the request then. False, with the request dropped, when it
+    /// would be sent after the horizon: the caller can stop reading.
+    pub fn add_request(&mut self, request: Request, sink: &mut dyn ResultSink) -> bool {
+        match self.client {
+            Client::OpenLoop | Client::Capped { .. } => {
+                if request.arrival_us() > self.horizon_us {
+                    return false;
+                }
+                let arrival_us = self.advance_to(request.arrival_us(), sink);
+                let limit = match self.client {
+                    Client::Capped { limit } => limit.max(1) as usize,
+                    _ => usize::MAX,
+                };
+                if self.in_flight < limit {
+                    self.send(request, arrival_us, arrival_us);
+                } else {
+                    self.unsent.push_back((request, arrival_us));
+                }
+            }
+            Client::ClosedLoop { .. } => {
+                while self.users_free_at.is_empty() && self.step_events(u64::MAX, sink) {}
+                match self.users_free_at.front() {
+                    Some(&free_at) if free_at <= self.horizon_us => {
+                        self.users_free_at.pop_front();
+                        let send_us = self.advance_to(free_at, sink);
+                        self.send(request, 0, send_us);
+                    }
+                    _ => return false,
+                }
+            }
+        }
+        true
+    }
+
+    /// Simulates everything before `t`; returns `t`, or now if that is later.
+    pub(super) fn advance_to(&mut self, t: u64, sink: &mut dyn ResultSink) -> u64 {
+        let t = t.max(self.now);
+        if t > 0 {
+            self.run_until(t - 1, sink);
+        }
+        t
+    }
+
+    /// The client sends `request` at `send_us`: its roots are scheduled.
+    pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64) {
+        let n = request.sub_requests.len();
+        let mut pending_preds = vec![0u32; n];
+        for sub in &request.sub_requests {
+            for &j in &sub.next {
+                pending_preds[j as usize] += 1;
+            }
+        }
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.active.push(None);
+                self.slot_generations.push(0);
+                self.active.len() as u32 - 1
+            }
+        };
+        let generation = self.slot_generations[slot as usize].wrapping_add(1);
+        self.slot_generations[slot as usize] = generation;
+        for &root in &request.initial {
+            let at = send_us.saturating_add(request.sub_requests[root as usize].interval_us());
+            self.queue.push(at, Event::NodeStart { slot, generation, node: root });
+        }
+        if let Some(t) = self.timeout_us {
+            self.queue.push(send_us.saturating_add(t), Event::Timeout { slot, generation });
+        }
+        self.active[slot as usize] = Some(Active {
+            index: self.next_index,
+            generation,
+            request,
+            arrival_us,
+            send_us,
+            nodes: vec![NodeOutcome::default(); n],
+            pending_preds,
+            ready_us: vec![send_us; n],
+            failed_pred: vec![None; n],
+            unresolved: n,
+        });
+        self.next_index += 1;
+        self.in_flight += 1;
+    }
+
+    /// A request left: the client may send another.
+    pub(super) fn slot_freed(&mut self) {
+        match self.client {
+            Client::OpenLoop => {}
+            Client::Capped { .. } => {
+                if let Some((request, arrival_us)) = self.unsent.pop_front() {
+                    self.send(request, arrival_us, self.now);
+                }
+            }
+            Client::ClosedLoop { think_time_us, .. } => {
+                self.users_free_at.push_back(self.now.saturating_add(think_time_us))
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! DAG progress: a request's nodes start `interval` after their last
+//! predecessor, run (a tool call for its duration, an llm call in the
+//! engine) and finish, releasing their successors; a failed node skips what
+//! depends on it; the request leaves when its last node has, or when the
+//! client's timeout cuts it short.
+
+use super::engine::Owner;
+use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+use super::simulation::{Event, Simulation};
+use crate::latency::LatencyModel;
+use crate::workload::{NodeKind, Request};
+
+/// A request in flight: its DAG's progress and what was measured so far.
+pub(super) struct Active {
+    pub(super) index: u64,
+    /// The slot's generation when this request took it.
+    pub(super) generation: u32,
+    pub(super) request: Request,
+    pub(super) arrival_us: u64,
+    pub(super) send_us: u64,
+    pub(super) nodes: Vec<NodeOutcome>,
+    pub(super) pending_preds: Vec<u32>,
+    pub(super) ready_us: Vec<u64>,
+    pub(super) failed_pred: Vec<Option<u32>>,
+    pub(super) unresolved: usize,
+}
+
+impl<L: LatencyModel> Simulation<L> {
+    pub(super) fn active_mut(&mut self, slot: u32) -> &mut Active {
+        self.active[slot as usize].as_mut().expect("live request")
+    }
+
+    pub(super) fn start_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let now = self.now;
+        let a = self.active[slot as usize].as_mut().expect("live request");
+        a.nodes[node as usize].start_us = Some(now);
+        match &a.request.sub_requests[node as usize].kind {
+            NodeKind::ToolCall { duration } => {
+                let end = now.saturating_add(crate::workload::seconds_to_us(*duration));
+                let generation = a.generation;
+                self.queue.push(end, Event::ToolDone { slot, generation, node });
+            }
+            NodeKind::Llm(call) => {
+                if call.tokens_to_emit() == 0 {
+                    // Seeded progress already holds every output token.
+                    self.node_done(slot, node, sink);
+                    return;
+                }
+                // The server's front end (HTTP, tokenization) takes this long
+                // before the engine sees the request; it counts in TTFT.
+                match self.engine.request_overhead_us() {
+                    0 => self.enter_engine(slot, node, sink),
+                    delay => self
+                        .queue
+                        .push(now.saturating_add(delay), Event::EngineEnter { slot, generation: a.generation, node }),
+                }
+            }
+        }
+    }
+
+    pub(super) fn enter_engine(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let a = self.active[slot as usize].as_mut().expect("live request");
+        let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
+            unreachable!("only llm nodes enter the engine")
+        };
+        if let Err(why) = self.engine.add(Owner { slot, node }, call) {
+            a.nodes[node as usize].error = Some(NodeError::Unservable(why));
+            self.node_done(slot, node, sink);
+        }
+    }
+
+    /// Marks a node finished (or failed) now and releases its successors.
+    pub(super) fn node_done(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let now = self.now;
+        let a = self.active[slot as usize].as_mut().expect("live request");
+        let outcome = &mut a.nodes[node as usize];
+        let failed = outcome.error.is_some();
+        if !failed {
+            outcome.finish_us = Some(now);
+        }
+        a.unresolved -= 1;
+        // Resolve successors; skipped nodes cascade through an explicit stack.
+        let mut stack = vec![(node, failed)];
+        while let Some((n, failed)) = stack.pop() {
+            for k in 0..a.request.sub_requests[n as usize].next.len() {
+                let s = a.request.sub_requests[n as usize].next[k] as usize;
+                a.pending_preds[s] -= 1;
+                if failed {
+                    a.failed_pred[s].get_or_insert(n);
+                } else {
+                    a.ready_us[s] = a.ready_us[s].max(now);
+                }
+                if a.pending_preds[s] > 0 {
+                    continue;
+                }
+                if let Some(p) = a.failed_pred[s] {
+                    a.nodes[s].error = Some(NodeError::Skipped(p));
+                    a.unresolved -= 1;
+                    stack.push((s as u32, true));
+                } else {
+                    let at = a.ready_us[s].saturating_add(a.request.sub_requests[s].interval_us());
+                    self.queue.push(at, Event::NodeStart { slot, generation: a.generation, node: s as u32 });
+                }
+            }
+        }
+        if a.unresolved == 0 {
+            let failed = a.nodes.iter().any(|n| n.error.is_some());
+            self.complete(slot, if failed { RequestStatus::Unservable } else { RequestStatus::Completed }, sink);
+        }
+    }
+
+    /// Whether `event` belongs to a request that has left.
+    pub(super) fn is_stale(&self, event: &Event) -> bool {
+        match *event {
+            Event::NodeStart { slot, generation, .. }
+            | Event::ToolDone { slot, generation, .. }
+            | Event::EngineEnter { slot, generation, .. }
+            | Event::Timeout { slot, generation } => !self.is_live(slot, generation),
+            Event::StepEnd => false,
+        }
+    }
+
+    /// Whether `slot` still holds the request of `generation`.
+    pub(super) fn is_live(&self, slot: u32, generation: u32) -> bool {
+        self.active[slot as usize].as_ref().is_some_and(|a| a.generation == generation)
+    }
+
+    /// The request in `slot` leaves with `status`: reported, its slot freed.
+    pub(super) fn complete(&mut self, slot: u32, status: RequestStatus, sink: &mut dyn ResultSink) {
+        let a = self.active[slot as usize].take().expect("live request");
+        self.free_slots.push(slot);
+        self.in_flight -= 1;
+        let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
+        sink.request_done(FinishedRequest {
+            index: a.index,
+            request: a.request,
+            nodes: a.nodes,
+            arrival_us: a.arrival_us,
+            send_us: a.send_us,
+            finish_us: if status == RequestStatus::Completed { finish_us } else { None },
+            status,
+        });
+        self.slot_freed();
+    }
+
+    /// The client gives up on the request in `slot`: its llm nodes still in
+    /// the engine are aborted (keeping the tokens they streamed), every node
+    /// not finished is marked timed out, and the request leaves now. Events
+    /// it left in the queue find its slot's generation moved on.
+    pub(super) fn time_out(&mut self, slot: u32, sink: &mut dyn ResultSink) {
+        let n = self.active_mut(slot).nodes.len();
+        for node in 0..n {
+            let outcome = &self.active_mut(slot).nodes[node];
+            if outcome.finish_us.is_some() || outcome.error.is_some() {
+                continue;
+            }
+            if outcome.start_us.is_some()
+                && let Some(d) = self.engine.abort(Owner { slot, node: node as u32 })
+            {
+                self.record_departure(d);
+            }
+            self.active_mut(slot).nodes[node].error = Some(NodeError::TimedOut);
+        }
+        self.complete(slot, RequestStatus::TimedOut, sink);
+    }
+}

@@ -1,0 +1,123 @@
+//! What a run measures about each request, and how it leaves the
+//! simulation: [`FinishedRequest`] (every node's outcome, with its token
+//! times) through a [`ResultSink`].
+
+use super::step_trace::EngineStep;
+use crate::workload::Request;
+
+/// Why a node did not run to completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeError {
+    /// The engine can never serve this call (too long for `max_model_len` or
+    /// for the KV cache); the message says which.
+    Unservable(String),
+    /// Not run because predecessor `0` failed.
+    Skipped(u32),
+    /// The horizon was reached before the node finished.
+    Unfinished,
+    /// The client stopped waiting (its request timeout) before the node
+    /// finished.
+    TimedOut,
+}
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeError::Unservable(why) => f.write_str(why),
+            NodeError::Skipped(p) => write!(f, "not run: predecessor {p} failed"),
+            NodeError::Unfinished => f.write_str("unfinished: the horizon was reached"),
+            NodeError::TimedOut => f.write_str("timed out: the client stopped waiting"),
+        }
+    }
+}
+
+/// Everything measured about one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeOutcome {
+    /// When it started (entered the scheduler, for llm nodes), µs.
+    pub start_us: Option<u64>,
+    /// When the engine first admitted it, µs.
+    pub scheduled_us: Option<u64>,
+    /// Emission time of each output token, µs.
+    pub token_times_us: Vec<u64>,
+    /// When it finished, µs.
+    pub finish_us: Option<u64>,
+    /// Why it did not run to completion, if so.
+    pub error: Option<NodeError>,
+    /// Prompt tokens found in the prefix cache at first admission.
+    pub cached_tokens: u32,
+    /// Times the engine preempted it.
+    pub preemptions: u32,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestStatus {
+    /// Every node ran.
+    Completed,
+    /// A node was unservable.
+    Unservable,
+    /// The horizon cut it short.
+    Unfinished,
+    /// The client's request timeout cut it short.
+    TimedOut,
+}
+
+/// A request leaving the simulation.
+#[derive(Debug)]
+pub struct FinishedRequest {
+    /// Position in the input (0-based), for writing results in input order.
+    pub index: u64,
+    /// The request as read.
+    pub request: Request,
+    /// One outcome per sub-request.
+    pub nodes: Vec<NodeOutcome>,
+    /// Arrival, µs (as read; 0 for every request of a closed loop).
+    pub arrival_us: u64,
+    /// When the client sent it, µs: its arrival, or later when a concurrency
+    /// cap or a closed loop made it wait. E2E counts from here.
+    pub send_us: u64,
+    /// When its last node finished, µs (completed requests).
+    pub finish_us: Option<u64>,
+    /// How it ended.
+    pub status: RequestStatus,
+}
+
+impl FinishedRequest {
+    /// Appends the request's result row (see [`crate::workload::writer`]).
+    /// Its `arrival_time` is when the client sent it, where the client held
+    /// it back: a result row records when the request reached the server, as
+    /// a real client's baseline does.
+    pub fn write_result_row(&self, out: &mut Vec<u8>) {
+        let arrival_time = if self.send_us != self.request.arrival_us() {
+            self.send_us as f64 / 1e6
+        } else {
+            self.request.arrival_time
+        };
+        let errors: Vec<Option<String>> = self.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
+        crate::workload::writer::write_result_row_at(out, &self.request, arrival_time, &mut |i| {
+            let node = &self.nodes[i];
+            Some(crate::workload::writer::NodeTokens {
+                start_us: node.start_us.unwrap_or(0),
+                token_times_us: &node.token_times_us,
+                error: errors[i].as_deref(),
+            })
+        });
+    }
+}
+
+/// Where finished requests go: the result writer, the metrics, a test's `Vec`.
+pub trait ResultSink {
+    /// Called once per request, in completion order.
+    fn request_done(&mut self, request: FinishedRequest);
+
+    /// Called once per engine step when the step trace is on
+    /// (`Simulation::set_step_trace`), in execution order.
+    fn engine_step(&mut self, _step: &EngineStep) {}
+}
+
+impl ResultSink for Vec<FinishedRequest> {
+    fn request_done(&mut self, request: FinishedRequest) {
+        self.push(request);
+    }
+}

@@ -1,0 +1,356 @@
+//! The simulation: one struct owning the clock, the event queue, the
+//! client's and the DAGs' state and the engine; the event loop and the
+//! engine's steps. The client lives in `client.rs`, DAG progress in
+//! `dag.rs`, what leaves in `outcome.rs`.
+//!
+//! Events at the same microsecond are handled in the order they were
+//! scheduled; the engine starts its next step only after all of them, so a
+//! node that starts at the instant a step ends joins the next step.
+//!
+//! With async scheduling (vLLM's default), the engine pipelines: when a step
+//! starts executing, the step after it is scheduled at once, before the
+//! first one's results are in. A request that reaches the engine while a
+//! step executes is therefore first scheduled two steps later.
+
+use std::collections::VecDeque;
+
+use super::client::Client;
+use super::dag::Active;
+use super::engine::{Batch, Departure, Engine, EngineConfig, EngineEvent, EngineStats};
+use super::outcome::{NodeError, RequestStatus, ResultSink};
+use super::queue::EventQueue;
+use super::step_trace::{EngineStep, NodeRef};
+use crate::latency::LatencyModel;
+use crate::workload::Request;
+
+/// Events name a request by its slot and the slot's generation: a request
+/// that timed out leaves events behind, and they must not touch the request
+/// that reuses its slot.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Event {
+    NodeStart {
+        slot: u32,
+        generation: u32,
+        node: u32,
+    },
+    /// An llm node reaches the engine, after the server's front end.
+    EngineEnter {
+        slot: u32,
+        generation: u32,
+        node: u32,
+    },
+    ToolDone {
+        slot: u32,
+        generation: u32,
+        node: u32,
+    },
+    /// The client stops waiting for the request.
+    Timeout {
+        slot: u32,
+        generation: u32,
+    },
+    StepEnd,
+}
+
+/// One simulated engine serving a stream of request DAGs.
+pub struct Simulation<L> {
+    pub(super) now: u64,
+    pub(super) queue: EventQueue<Event>,
+    pub(super) engine: Engine<L>,
+    pub(super) active: Vec<Option<Active>>,
+    pub(super) free_slots: Vec<u32>,
+    pub(super) in_flight: usize,
+    pub(super) next_index: u64,
+    pub(super) events: Vec<EngineEvent>,
+    /// Step trace on: the records of the step executing and of the one
+    /// queued after it (async scheduling), named when they were scheduled.
+    pub(super) tracing: bool,
+    pub(super) trace_executing: EngineStep,
+    pub(super) trace_queued: EngineStep,
+    /// Preempted by a scheduling that scheduled nothing: reported with the
+    /// next step.
+    pub(super) trace_carried: Vec<NodeRef>,
+    pub(super) steps_started: u64,
+    pub(super) check_invariants: bool,
+    pub(super) client: Client,
+    /// Nothing happens after this time, µs (`u64::MAX`: no horizon).
+    pub(super) horizon_us: u64,
+    /// Capped client: arrived requests waiting for a free slot, with their arrival.
+    pub(super) unsent: VecDeque<(Request, u64)>,
+    /// Closed loop: when each idle user sends next, ascending.
+    pub(super) users_free_at: VecDeque<u64>,
+    /// How many requests each slot has held.
+    pub(super) slot_generations: Vec<u32>,
+    /// The client gives up on a request this long after sending it, µs.
+    pub(super) timeout_us: Option<u64>,
+}
+
+impl<L> std::fmt::Debug for Simulation<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation").field("now", &self.now).field("in_flight", &self.in_flight).finish()
+    }
+}
+
+impl<L: LatencyModel> Simulation<L> {
+    /// An idle engine at time 0.
+    pub fn new(config: EngineConfig, latency: L) -> Self {
+        Simulation {
+            now: 0,
+            queue: EventQueue::new(),
+            engine: Engine::new(config, latency),
+            active: Vec::new(),
+            free_slots: Vec::new(),
+            in_flight: 0,
+            next_index: 0,
+            events: Vec::new(),
+            tracing: false,
+            trace_executing: EngineStep::default(),
+            trace_queued: EngineStep::default(),
+            trace_carried: Vec::new(),
+            steps_started: 0,
+            check_invariants: false,
+            client: Client::OpenLoop,
+            horizon_us: u64::MAX,
+            unsent: VecDeque::new(),
+            users_free_at: VecDeque::new(),
+            slot_generations: Vec::new(),
+            timeout_us: None,
+        }
+    }
+
+    /// Stops the simulation at `horizon_us`: later events never happen, and
+    /// requests not finished by then are reported unfinished.
+    pub fn set_horizon(&mut self, horizon_us: Option<u64>) {
+        self.horizon_us = horizon_us.unwrap_or(u64::MAX);
+    }
+
+    /// The client gives up on a request `timeout_us` after sending it (as a
+    /// benchmark client's HTTP timeout does): what it still runs is aborted,
+    /// its KV blocks freed, and it is reported timed out. Set before the
+    /// first request is added.
+    pub fn set_request_timeout(&mut self, timeout_us: Option<u64>) {
+        self.timeout_us = timeout_us;
+    }
+
+    /// Sets how requests are sent (before the first request is added).
+    pub fn set_client(&mut self, client: Client) {
+        self.client = client;
+        self.users_free_at.clear();
+        if let Client::ClosedLoop { users, .. } = client {
+            self.users_free_at.extend(std::iter::repeat_n(0, users.max(1) as usize));
+        }
+    }
+
+    /// Reports every engine step to the sink's [`ResultSink::engine_step`].
+    /// Off by default: building the records costs a little per step.
+    pub fn set_step_trace(&mut self, on: bool) {
+        self.tracing = on;
+        self.engine.set_tracing(on);
+    }
+
+    /// Verifies the KV cache's block accounting after every step and panics
+    /// on a violation. For tests; costs a walk of the free queue per step.
+    pub fn check_invariants(&mut self, on: bool) {
+        self.check_invariants = on;
+    }
+
+    /// Current simulated time, µs: the time of the last event handled.
+    pub fn now_us(&self) -> u64 {
+        self.now
+    }
+
+    /// Requests added and not yet finished.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Engine counters so far.
+    pub fn engine_stats(&self) -> &EngineStats {
+        self.engine.stats()
+    }
+
+    /// (running, waiting) requests in the engine now.
+    pub fn engine_queues(&self) -> (usize, usize) {
+        (self.engine.num_running(), self.engine.num_waiting())
+    }
+
+    /// Handles every event up to and including `limit` µs.
+    pub fn run_until(&mut self, limit: u64, sink: &mut dyn ResultSink) {
+        while self.step_events(limit, sink) {}
+    }
+
+    /// Handles every event of the earliest pending time, if that is at most
+    /// `limit`, then lets the engine start a step. False when there was none.
+    pub(super) fn step_events(&mut self, limit: u64, sink: &mut dyn ResultSink) -> bool {
+        let limit = limit.min(self.horizon_us);
+        // Events a request left behind when it timed out (its own timeout
+        // if it finished first, nodes it never started) go without moving
+        // the clock: the run ends at its last real event.
+        while self.queue.peek().is_some_and(|e| self.is_stale(e)) {
+            self.queue.pop();
+        }
+        let Some(t) = self.queue.peek_time().filter(|&t| t <= limit) else {
+            return false;
+        };
+        debug_assert!(t >= self.now, "time went backwards");
+        self.now = t;
+        while self.queue.peek_time() == Some(t) {
+            let (_, event) = self.queue.pop().expect("peeked");
+            self.handle(event, sink);
+        }
+        self.start_step(sink);
+        true
+    }
+
+    /// Runs to the end (or to the horizon), then reports every request still
+    /// in flight as unfinished.
+    pub fn finish(&mut self, sink: &mut dyn ResultSink) {
+        self.run_until(u64::MAX, sink);
+        for d in self.engine.drain() {
+            self.record_departure(d);
+        }
+        if (self.in_flight > 0 || !self.unsent.is_empty()) && self.horizon_us != u64::MAX {
+            // Only a horizon leaves requests behind; the run lasted until it.
+            self.now = self.now.max(self.horizon_us);
+        }
+        // A capped client's queue empties as requests finish; with a horizon,
+        // what is left was never sent (and is reported with its arrival).
+        while let Some((request, arrival_us)) = self.unsent.pop_front() {
+            self.send(request, arrival_us, arrival_us);
+        }
+        for slot in 0..self.active.len() as u32 {
+            let Some(a) = self.active[slot as usize].as_mut() else { continue };
+            for node in &mut a.nodes {
+                if node.finish_us.is_none() && node.error.is_none() {
+                    node.error = Some(NodeError::Unfinished);
+                }
+            }
+            // (The client sends nothing more: its queue is empty by now.)
+            self.complete(slot, RequestStatus::Unfinished, sink);
+        }
+    }
+
+    /// Event count left in the queue (for tests).
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// If the engine is idle, starts its next step: the one queued (async
+    /// scheduling), else a newly scheduled one; with async scheduling, the
+    /// step after it is then scheduled at once.
+    pub(super) fn start_step(&mut self, sink: &mut dyn ResultSink) {
+        if self.engine.stepping() {
+            return;
+        }
+        let mut events = std::mem::take(&mut self.events);
+        let duration = match self.engine.start_queued() {
+            Some(d) => {
+                std::mem::swap(&mut self.trace_executing, &mut self.trace_queued);
+                Some(d)
+            }
+            None if self.engine.has_work() => {
+                let d = self.engine.start_step(&mut events);
+                if self.tracing {
+                    self.trace_scheduling(d.is_some(), false);
+                }
+                d
+            }
+            None => None,
+        };
+        if let Some(d) = duration {
+            self.queue.push(self.now.saturating_add(d), Event::StepEnd);
+            if self.tracing {
+                self.trace_executing.index = self.steps_started;
+                self.trace_executing.start_us = self.now;
+                sink.engine_step(&self.trace_executing);
+            }
+            self.steps_started += 1;
+            if self.engine.config().async_scheduling {
+                let queued = self.engine.queue_step(&mut events);
+                if self.tracing {
+                    self.trace_scheduling(queued, true);
+                }
+            }
+        }
+        for e in events.drain(..) {
+            if let EngineEvent::Scheduled(owner) = e {
+                self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us = Some(self.now);
+            }
+        }
+        self.events = events;
+    }
+
+    /// Step trace: names the requests of what the engine just scheduled, in
+    /// the record of the step executing or of the one queued. A scheduling
+    /// that scheduled nothing can still have preempted (a request that
+    /// cannot grow preempts itself): those are reported with the next step.
+    /// Named now, since a slot can be reused before the step runs.
+    pub(super) fn trace_scheduling(&mut self, scheduled: bool, queued: bool) {
+        if !scheduled {
+            let carried: Vec<NodeRef> =
+                self.engine.preempted_unscheduled().iter().map(|&slot| self.node_ref(slot)).collect();
+            self.trace_carried.extend(carried);
+            return;
+        }
+        let mut record = std::mem::take(if queued { &mut self.trace_queued } else { &mut self.trace_executing });
+        let batch: &Batch = if queued { self.engine.last_scheduled() } else { self.engine.executing() };
+        record.duration_us = batch.duration_us;
+        record.kv_blocks_used = batch.kv_blocks_used;
+        record.scheduled.clear();
+        record.scheduled.extend(batch.entries.iter().map(|e| (self.node_ref(e.slot), e.tokens)));
+        record.admitted.clear();
+        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (self.node_ref(slot), cached)));
+        record.preempted.clear();
+        record.preempted.append(&mut self.trace_carried);
+        record.preempted.extend(batch.preempted.iter().map(|&slot| self.node_ref(slot)));
+        *(if queued { &mut self.trace_queued } else { &mut self.trace_executing }) = record;
+    }
+
+    /// The request and node the engine's `slot` holds.
+    pub(super) fn node_ref(&self, slot: u32) -> NodeRef {
+        let owner = self.engine.owner(slot);
+        let a = self.active[owner.slot as usize].as_ref().expect("live request");
+        NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
+    }
+
+    pub(super) fn record_departure(&mut self, d: Departure) {
+        let node = &mut self.active_mut(d.owner.slot).nodes[d.owner.node as usize];
+        node.token_times_us = d.token_times_us;
+        node.preemptions = d.preemptions;
+        node.cached_tokens = d.cached_tokens;
+    }
+
+    pub(super) fn handle(&mut self, event: Event, sink: &mut dyn ResultSink) {
+        match event {
+            Event::NodeStart { slot, generation, node } if self.is_live(slot, generation) => {
+                self.start_node(slot, node, sink)
+            }
+            Event::ToolDone { slot, generation, node } if self.is_live(slot, generation) => {
+                self.node_done(slot, node, sink)
+            }
+            Event::EngineEnter { slot, generation, node } if self.is_live(slot, generation) => {
+                self.enter_engine(slot, node, sink)
+            }
+            Event::Timeout { slot, generation } if self.is_live(slot, generation) => self.time_out(slot, sink),
+            // Left behind by a request that timed out.
+            Event::NodeStart { .. } | Event::ToolDone { .. } | Event::EngineEnter { .. } | Event::Timeout { .. } => {}
+            Event::StepEnd => {
+                let mut events = std::mem::take(&mut self.events);
+                self.engine.finish_step(self.now, &mut events);
+                if self.check_invariants
+                    && let Err(e) = self.engine.check_kv()
+                {
+                    panic!("KV cache invariant broken at {} µs: {e}", self.now);
+                }
+                for e in events.drain(..) {
+                    if let EngineEvent::Finished(d) = e {
+                        let owner = d.owner;
+                        self.record_departure(d);
+                        self.node_done(owner.slot, owner.node, sink);
+                    }
+                }
+                self.events = events;
+            }
+        }
+    }
+}

@@ -11,6 +11,7 @@ mod conformance;
 mod dag;
 mod engine;
 mod fuzz;
+mod golden;
 mod hardening;
 mod properties;
 mod reject;

@@ -522,7 +522,9 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
     let gpu = run.split("__").next().unwrap_or("");
     let workload_path = data.join(&dataset);
     let wl_file = workload_path.display().to_string();
-    let wl_text = std::fs::read_to_string(&workload_path).map_err(|e| bad(&wl_file, 0, "file", e.to_string()))?;
+    // A dataset that cannot be read is meta.json's error: its key names it.
+    let wl_text = std::fs::read_to_string(&workload_path)
+        .map_err(|e| bad(&meta_file, 0, "dataset_path", format!("{wl_file}: {e}")))?;
     let req_path = run_dir.join("requests.jsonl");
     let req_file = req_path.display().to_string();
     let req_text = std::fs::read_to_string(&req_path).map_err(|e| bad(&req_file, 0, "file", e.to_string()))?;

@@ -14,7 +14,7 @@ mod collector;
 pub mod executor;
 pub mod grid;
 pub mod hash;
-mod input;
+pub(crate) mod input;
 mod lock;
 mod output_dir;
 pub mod plan;

@@ -4,8 +4,8 @@
 //! every row, so a bad file is rejected before any output exists (results may
 //! go to stdout, which cannot be taken back); the second pass feeds the
 //! simulation. A workload on a pipe is copied to an unnamed temporary file
-//! during the first pass and read back from it. Results are written in input order as requests finish, through
-//! a reorder buffer that holds only requests finished ahead of an earlier one.
+//! during the first pass (through the sweep's `Tap`) and read back from it.
+//! Results arrive from `sim::run` in input order and are written as they come.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Seek, SeekFrom, Write};
@@ -18,6 +18,7 @@ use super::atomic::AtomicFile;
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, FinishedRequest, RunConfig, RunError, RunSummary, Sink, Tee};
+use crate::sweep::input::Tap;
 use crate::workload::Request;
 use crate::workload::reader::{Format, Reader};
 
@@ -194,28 +195,16 @@ fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
         return Ok((count(&mut file)?, Input::File(path.to_owned())));
     }
     let (spool_path, spool) = super::atomic::unnamed_temp_file()?;
-    let mut tee = Copying { input: file, copy: BufWriter::with_capacity(1 << 20, &spool), spool: &spool_path };
-    let n = count(&mut tee)?;
-    tee.copy.flush().with_context(|| format!("{}: write failed", spool_path.display()))?;
-    drop(tee);
+    let mut copy = BufWriter::with_capacity(1 << 20, &spool);
+    let mut copy_error = None;
+    let n = count(&mut Tap { inner: file, hash: None, copy: Some(&mut copy), copy_error: &mut copy_error })?;
+    let copied = match copy_error {
+        Some(e) => Err(e),
+        None => copy.flush(),
+    };
+    copied.with_context(|| format!("{name}: copying it to {}", spool_path.display()))?;
+    drop(copy);
     Ok((n, Input::Spool(spool, name)))
-}
-
-/// Reads `input`, keeping a copy of every byte in `copy`.
-struct Copying<'a> {
-    input: File,
-    copy: BufWriter<&'a File>,
-    spool: &'a Path,
-}
-
-impl io::Read for Copying<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.input.read(buf)?;
-        self.copy.write_all(&buf[..n]).map_err(|e| {
-            io::Error::new(e.kind(), format!("copying the piped workload to {}: {e}", self.spool.display()))
-        })?;
-        Ok(n)
-    }
 }
 
 fn simulate(

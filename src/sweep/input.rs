@@ -27,18 +27,22 @@ impl Drop for Spool {
     }
 }
 
-/// A reader that hashes (and, for a stream, copies) what passes through.
-struct Tap<'a> {
-    inner: File,
-    hash: &'a mut Fnv64,
-    copy: Option<&'a mut BufWriter<File>>,
-    copy_error: &'a mut Option<std::io::Error>,
+/// A reader that hashes and/or copies what passes through: the sweep's
+/// first read of its workload, and `run`'s of a piped one. A failed copy is
+/// kept in `copy_error` (the read goes on, so the workload is still checked).
+pub(crate) struct Tap<'a> {
+    pub(crate) inner: File,
+    pub(crate) hash: Option<&'a mut Fnv64>,
+    pub(crate) copy: Option<&'a mut dyn Write>,
+    pub(crate) copy_error: &'a mut Option<std::io::Error>,
 }
 
 impl Read for Tap<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.hash.update(&buf[..n]);
+        if let Some(hash) = &mut self.hash {
+            hash.update(&buf[..n]);
+        }
         if let Some(copy) = &mut self.copy
             && self.copy_error.is_none()
             && let Err(e) = copy.write_all(&buf[..n])
@@ -63,7 +67,12 @@ pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<(u6
     let (spool, mut copy) = spool.map_or((None, None), |(s, c)| (Some(s), Some(c)));
     let mut hash = Fnv64::new();
     let mut copy_error = None;
-    let tap = Tap { inner: file, hash: &mut hash, copy: copy.as_mut(), copy_error: &mut copy_error };
+    let tap = Tap {
+        inner: file,
+        hash: Some(&mut hash),
+        copy: copy.as_mut().map(|c| c as &mut dyn Write),
+        copy_error: &mut copy_error,
+    };
     for row in Reader::new(BufReader::with_capacity(1 << 20, tap), path.display().to_string(), Format::Workload) {
         row?;
     }

@@ -7,6 +7,7 @@
 //! does no I/O; [`cli`] owns files, printing and exit codes.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod atomic;
 pub mod calibrate;
 pub mod cli;
 pub mod latency;

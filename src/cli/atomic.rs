@@ -1,209 +1,30 @@
-//! Output files that appear whole or not at all: written under a temporary
-//! name in the same directory, then renamed over the target. Dropped without
-//! [`AtomicFile::commit`] (an error on the way), or when the commit itself
-//! fails, the temporary file is removed.
-//!
-//! A target that is not a regular file (`/dev/null`, `/dev/stdout`, a FIFO)
-//! is written in place: renaming over it would replace the device or pipe
-//! with a file. A symlink is followed, so the file it points to is replaced
-//! and the link stays a link.
+//! The CLI's side of [`crate::atomic`]: the same output files, with the
+//! path in front of every error.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
-/// Makes temporary names unique within the process (two outputs of one
-/// command in one directory); the pid makes them unique across processes.
-static NEXT_TMP: AtomicU32 = AtomicU32::new(0);
+pub(crate) use crate::atomic::AtomicFile;
 
-/// Symlink hops followed before giving up (Linux's own limit, `ELOOP`).
-const MAX_SYMLINK_HOPS: u32 = 40;
-
-/// A buffered file that becomes visible at `path` only on commit.
-#[derive(Debug)]
-pub(crate) struct AtomicFile {
-    /// The temporary file; `None` when writing in place.
-    tmp: Option<PathBuf>,
-    path: PathBuf,
-    out: Option<BufWriter<File>>,
+/// [`AtomicFile::create`], the error naming `path`.
+pub(crate) fn create(path: &Path) -> anyhow::Result<AtomicFile> {
+    AtomicFile::create(path).with_context(|| path.display().to_string())
 }
 
-impl AtomicFile {
-    pub(crate) fn create(path: &Path) -> anyhow::Result<AtomicFile> {
-        // (metadata follows symlinks: /dev/stdout → a pipe is a pipe.)
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => bail!("{}: is a directory, not a file path", path.display()),
-            Ok(m) if !m.is_file() => {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .with_context(|| format!("{}: cannot open for writing", path.display()))?;
-                let path = path.to_path_buf();
-                return Ok(AtomicFile { tmp: None, path, out: Some(BufWriter::with_capacity(1 << 20, file)) });
-            }
-            _ => {}
-        }
-        let path = resolve_symlinks(path)?;
-        let name = path.file_name().with_context(|| format!("{}: not a file path", path.display()))?;
-        let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
-        let tmp = path.with_file_name(format!(".{}.tmp-{}-{n}", name.to_string_lossy(), std::process::id()));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .with_context(|| format!("{}: cannot create a file beside it", path.display()))?;
-        Ok(AtomicFile { tmp: Some(tmp), path, out: Some(BufWriter::with_capacity(1 << 20, file)) })
-    }
-
-    /// Flushes and renames into place; on any failure the temporary file
-    /// is removed and the target left as it was.
-    pub(crate) fn commit(mut self) -> anyhow::Result<()> {
-        let out = self.out.take().expect("not committed yet");
-        let result = out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|file| match &self.tmp {
-                // No fsync: the rename already guarantees readers never see a
-                // partial file, and flushing hundreds of MB to disk would
-                // double the run time.
-                Some(tmp) => {
-                    drop(file);
-                    std::fs::rename(tmp, &self.path)
-                }
-                None => Ok(()),
-            })
-            .with_context(|| format!("{}: write failed", self.path.display()));
-        if result.is_err()
-            && let Some(tmp) = &self.tmp
-        {
-            let _ = std::fs::remove_file(tmp);
-        }
-        result
-    }
+/// [`AtomicFile::commit`], the error naming the file.
+pub(crate) fn commit(file: AtomicFile) -> anyhow::Result<()> {
+    let path = file.path().display().to_string();
+    file.commit().context(path)
 }
 
-/// Follows `path` through symlinks to what they name (which may not exist yet).
-fn resolve_symlinks(path: &Path) -> anyhow::Result<PathBuf> {
-    let mut path = path.to_path_buf();
-    for _ in 0..MAX_SYMLINK_HOPS {
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target =
-                    std::fs::read_link(&path).with_context(|| format!("{}: cannot read the link", path.display()))?;
-                path = match path.parent() {
-                    Some(dir) => dir.join(target),
-                    None => target,
-                };
-            }
-            _ => return Ok(path),
-        }
-    }
-    bail!("{}: too many levels of symbolic links", path.display())
-}
-
-impl Write for AtomicFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.out.as_mut().expect("open").write(buf)
-    }
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.out.as_mut().expect("open").write_all(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.as_mut().expect("open").flush()
-    }
-}
-
-impl Drop for AtomicFile {
-    fn drop(&mut self) {
-        if self.out.take().is_some()
-            && let Some(tmp) = &self.tmp
-        {
-            let _ = std::fs::remove_file(tmp);
-        }
-    }
-}
-
-/// A read-write file in the temporary directory (`TMPDIR`), already removed
-/// from it: it lives while open and never outlives the process. Returns the
-/// name it had, for messages.
-pub(crate) fn unnamed_temp_file() -> anyhow::Result<(PathBuf, File)> {
-    let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(".blis-sweep-spool-{}-{n}", std::process::id()));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .with_context(|| format!("{}: cannot create a temporary file (set TMPDIR)", path.display()))?;
-    let _ = std::fs::remove_file(&path);
-    Ok((path, file))
-}
-
-/// Writes `bytes` to `path` atomically.
+/// Writes `bytes` to `path` atomically, the error naming `path`.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut f = AtomicFile::create(path)?;
-    f.write_all(bytes).with_context(|| format!("{}: write failed", path.display()))?;
-    f.commit()
+    crate::atomic::write_file(path, bytes).with_context(|| path.display().to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("blis-atomic-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    #[test]
-    fn a_symlink_is_followed_and_stays_a_link() {
-        let dir = temp_dir("link");
-        std::fs::write(dir.join("real"), "old").unwrap();
-        std::os::unix::fs::symlink("real", dir.join("link")).unwrap();
-        write_file(&dir.join("link"), b"new").unwrap();
-        assert!(std::fs::symlink_metadata(dir.join("link")).unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read_to_string(dir.join("real")).unwrap(), "new");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no temporary file left");
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_device_is_written_in_place() {
-        // Through a link of our own: a regression replaces the link, not /dev/null.
-        let dir = temp_dir("device");
-        std::os::unix::fs::symlink("/dev/null", dir.join("null")).unwrap();
-        write_file(&dir.join("null"), b"x").unwrap();
-        assert!(std::fs::symlink_metadata(dir.join("null")).unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_failed_commit_leaves_nothing_behind() {
-        let dir = temp_dir("fail");
-        let mut f = AtomicFile::create(&dir.join("out")).unwrap();
-        f.write_all(b"data").unwrap();
-        // The target becomes a non-empty directory: the rename fails.
-        std::fs::create_dir_all(dir.join("out/inside")).unwrap();
-        assert!(f.commit().is_err());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the directory");
-        assert!(AtomicFile::create(&dir.join("out")).unwrap_err().to_string().contains("is a directory"));
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn two_outputs_in_one_directory_get_distinct_temporary_names() {
-        let dir = temp_dir("two");
-        let a = AtomicFile::create(&dir.join("x")).unwrap();
-        let b = AtomicFile::create(&dir.join("x")).unwrap();
-        assert_ne!(a.tmp, b.tmp);
-        drop((a, b));
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        std::fs::remove_dir_all(dir).unwrap();
-    }
+/// A temporary file already removed from its directory (see
+/// [`crate::atomic::unnamed_temp_file`]).
+pub(crate) fn unnamed_temp_file() -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
+    Ok(crate::atomic::unnamed_temp_file()?)
 }

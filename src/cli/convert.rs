@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::atomic::AtomicFile;
+use super::atomic;
 use crate::workload::convert::{self, Converted};
 use crate::workload::writer::write_workload_row;
 
@@ -60,13 +60,13 @@ fn write(out: &Path, converted: &[(String, Converted)]) -> anyhow::Result<()> {
             ("scenario.yaml", c.scenario_yaml.clone().into_bytes()),
         ] {
             let path = out.join(format!("{name}.{suffix}"));
-            let mut f = AtomicFile::create(&path)?;
+            let mut f = atomic::create(&path)?;
             f.write_all(&bytes).with_context(|| format!("{}: write failed", path.display()))?;
             files.push(f);
         }
     }
     for f in files {
-        f.commit()?;
+        atomic::commit(f)?;
     }
     for (name, c) in converted {
         eprintln!("{name}: {} requests -> {}", c.workload.len(), out.display());

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use super::atomic::AtomicFile;
+use super::atomic;
 use crate::workload::generate::{GenerateError, GenerateSpec, Generator};
 use crate::workload::writer::write_workload_row;
 
@@ -88,9 +88,9 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     match &args.output {
         Some(path) => {
-            let mut file = AtomicFile::create(path)?;
+            let mut file = atomic::create(path)?;
             emit(&mut file).with_context(|| format!("{}: write failed", path.display()))?;
-            file.commit()
+            atomic::commit(file)
         }
         None => {
             // Stdout cannot be taken back: a spec that fails part-way (a

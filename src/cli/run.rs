@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use super::atomic::AtomicFile;
+use super::atomic::{self, AtomicFile};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, FinishedRequest, RunConfig, RunError, RunSummary, Sink, Tee};
@@ -111,12 +111,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let wall = Instant::now();
     // Every output is written under a temporary name and committed only once
     // all of them are complete: a failing command leaves none of its own.
-    let mut steps = args.step_trace.as_deref().map(AtomicFile::create).transpose()?;
-    let mut metrics_file = args.metrics.as_deref().map(AtomicFile::create).transpose()?;
+    let mut steps = args.step_trace.as_deref().map(atomic::create).transpose()?;
+    let mut metrics_file = args.metrics.as_deref().map(atomic::create).transpose()?;
     let steps_name = args.step_trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let (outcome, results) = match &args.output {
         Some(path) => {
-            let mut out = AtomicFile::create(path)?;
+            let mut out = atomic::create(path)?;
             let names = (path.display().to_string(), steps_name);
             let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut(), (&names.0, &names.1))?;
             (outcome, Some(out))
@@ -136,7 +136,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         f.write_all(json.as_bytes()).with_context(|| format!("{}: write failed", path.display()))?;
     }
     for file in [results, steps, metrics_file].into_iter().flatten() {
-        file.commit()?;
+        atomic::commit(file)?;
     }
     if args.metrics.is_none() && args.output.is_some() {
         io::stdout().write_all(json.as_bytes()).context("stdout")?;
@@ -194,7 +194,7 @@ fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
         let mut file = file;
         return Ok((count(&mut file)?, Input::File(path.to_owned())));
     }
-    let (spool_path, spool) = super::atomic::unnamed_temp_file()?;
+    let (spool_path, spool) = atomic::unnamed_temp_file()?;
     let mut copy = BufWriter::with_capacity(1 << 20, &spool);
     let mut copy_error = None;
     let n = count(&mut Tap { inner: file, hash: None, copy: Some(&mut copy), copy_error: &mut copy_error })?;

@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,7 +29,7 @@ use serde_json::Value;
 
 use super::executor::SweepError;
 use super::grid::{PlanError, set_path};
-use super::output_dir::write_atomic;
+use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;
 use crate::calibrate::fit::replay;
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
@@ -244,24 +243,16 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     }
     let batch = table(outcomes);
     let path = plan.output.join("calibration.parquet");
-    // Unique to this process, and removed if anything fails.
-    let tmp = super::output_dir::tmp_path(&path);
+    let file = TmpFile::create(&path)?;
+    let tmp = file.tmp().to_owned();
     let parquet_err = |e: parquet::errors::ParquetError| SweepError::Io {
         path: tmp.display().to_string(),
         error: std::io::Error::other(e),
     };
-    let written = (|| {
-        let file = File::create(&tmp).map_err(io(&tmp))?;
-        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema())))
-            .map_err(parquet_err)?;
-        writer.write(&batch).map_err(parquet_err)?;
-        writer.close().map_err(parquet_err)?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
+    let mut writer =
+        ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema()))).map_err(parquet_err)?;
+    writer.write(&batch).map_err(parquet_err)?;
+    writer.into_inner().map_err(parquet_err)?.commit()?;
     let md = plan.output.join("calibration.md");
     write_atomic(&md, markdown(&plan.name, outcomes).as_bytes())
 }

@@ -1,5 +1,5 @@
-//! The output folder: where each file goes ([`Layout`]), temporary files
-//! that are never seen half-written ([`TmpFile`]), and the folder's plan
+//! The output folder: where each file goes ([`Layout`]), files that are
+//! never seen half-written ([`TmpFile`], over [`AtomicFile`]), and the folder's plan
 //! identity, checked before a sweep writes anything.
 //!
 //! **Identity.** `.blis-sweep.json` names the plan whose results the folder
@@ -24,12 +24,12 @@
 //! is removed.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::executor::SweepError;
 use super::grid::Plan;
+use crate::atomic::AtomicFile;
 
 /// The per-run tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,12 +58,6 @@ pub(crate) struct Layout {
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
     move |error| SweepError::Io { path: path.display().to_string(), error }
-}
-
-/// `dir/.NAME.tmp-<pid>` for `dir/NAME`: unique to this process.
-pub(crate) fn tmp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 fn is_tmp_name(name: &str) -> bool {
@@ -246,58 +240,39 @@ fn remove_if_there(path: &Path) -> Result<(), SweepError> {
     }
 }
 
-/// A file written under [`tmp_path`] and renamed into place by
-/// [`TmpFile::commit`]; dropped uncommitted (an error, a cancelled run), the
-/// temporary file is removed.
+/// A sweep output written through [`AtomicFile`] (renamed into place by
+/// [`TmpFile::commit`]; dropped uncommitted, an error or a cancelled run, the
+/// temporary file is removed), its errors naming the file.
 #[derive(Debug)]
-pub(crate) struct TmpFile {
-    tmp: PathBuf,
-    path: PathBuf,
-    out: Option<BufWriter<File>>,
-}
+pub(crate) struct TmpFile(AtomicFile);
 
 impl TmpFile {
     pub(crate) fn create(path: &Path) -> Result<TmpFile, SweepError> {
-        let tmp = tmp_path(path);
-        let file = File::create(&tmp).map_err(io_err(&tmp))?;
-        Ok(TmpFile { tmp, path: path.to_owned(), out: Some(BufWriter::with_capacity(1 << 20, file)) })
+        AtomicFile::create(path).map(TmpFile).map_err(io_err(path))
     }
 
     /// The file being written.
     pub(crate) fn tmp(&self) -> &Path {
-        &self.tmp
+        self.0.tmp()
     }
 
     /// The file it becomes.
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.0.path()
     }
 
-    pub(crate) fn commit(mut self) -> Result<(), SweepError> {
-        let Some(out) = self.out.take() else { return Ok(()) };
-        let result = out.into_inner().map_err(|e| e.into_error()).and_then(|_| std::fs::rename(&self.tmp, &self.path));
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&self.tmp);
-            return Err(io_err(&self.path)(e));
-        }
-        Ok(())
+    pub(crate) fn commit(self) -> Result<(), SweepError> {
+        let path = self.0.path().to_owned();
+        self.0.commit().map_err(io_err(&path))
     }
 }
 
 impl Write for TmpFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.out.as_mut().ok_or_else(|| std::io::Error::other("committed"))?.write(buf)
+        self.0.write(buf)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.as_mut().ok_or_else(|| std::io::Error::other("committed"))?.flush()
-    }
-}
-
-impl Drop for TmpFile {
-    fn drop(&mut self) {
-        if self.out.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        self.0.flush()
     }
 }
 

@@ -94,13 +94,19 @@ impl FinishedRequest {
         } else {
             self.request.arrival_time
         };
-        let errors: Vec<Option<String>> = self.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect();
+        // Messages are formatted only for a request with a failed node: the
+        // usual row allocates nothing here.
+        let errors: Vec<Option<String>> = if self.nodes.iter().any(|n| n.error.is_some()) {
+            self.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect()
+        } else {
+            Vec::new()
+        };
         crate::workload::writer::write_result_row_at(out, &self.request, arrival_time, &mut |i| {
             let node = &self.nodes[i];
             Some(crate::workload::writer::NodeTokens {
                 start_us: node.start_us.unwrap_or(0),
                 token_times_us: &node.token_times_us,
-                error: errors[i].as_deref(),
+                error: errors.get(i).and_then(Option::as_deref),
             })
         });
     }

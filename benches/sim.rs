@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use blis_sweep::metrics::MetricsCollector;
-use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, RunSummary, Sink, Tee};
+use blis_sweep::sim::{self, FinishedRequest, RunSummary, Sink, Tee};
 use blis_sweep::workload::writer::write_workload_row;
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -106,14 +106,7 @@ fn one(n: u64, rate: f64) {
     let mut metrics = MetricsCollector::default();
     let mut rows = Rows { out: CountingSink(&mut bytes), buf: Vec::with_capacity(1 << 21) };
     let write = std::env::var_os("BENCH_NO_WRITE").is_none();
-    let config = RunConfig {
-        engine: d.engine.clone(),
-        latency: d.latency.clone(),
-        client: Client::OpenLoop,
-        horizon_us: None,
-        timeout_us: None,
-        step_trace: false,
-    };
+    let config = d.run_config();
     let wall = Instant::now();
     // The production path: the one run function, metrics and writer as sinks.
     let source = chat(n, rate).map(Ok::<_, io::Error>);
@@ -123,7 +116,7 @@ fn one(n: u64, rate: f64) {
         sim::run(config, source, &mut Tee(&mut metrics, Nothing))
     }
     .unwrap_or_else(|_| panic!("the benchmark's sinks do not fail"));
-    let m = metrics.finish(&end.stats, end.sim_end_us);
+    let m = metrics.finish(&end);
     drop(rows);
     let wall_s = wall.elapsed().as_secs_f64();
     println!(

@@ -11,12 +11,14 @@
 //!   arrival, unless a concurrency cap or a closed loop held it back).
 //! - Send wait, per request: sent − arrived (0 for an open-loop client).
 //! - Scheduling delay, per llm node: first admission − entering the scheduler.
+//! - Imbalance (clusters): the most llm calls any replica served / the mean
+//!   over replicas (1 = even).
 
 pub mod histogram;
 
 use serde::Serialize;
 
-use crate::sim::{EngineStats, FinishedRequest, RequestStatus};
+use crate::sim::{FinishedRequest, RequestStatus, RunSummary};
 use crate::workload::NodeKind;
 use histogram::Histogram;
 
@@ -35,6 +37,16 @@ pub struct MetricsCollector {
     unservable_nodes: u64,
     unfinished: u64,
     timed_out: u64,
+    rejected: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    /// Per replica: llm calls routed there, their prompt and output tokens.
+    replicas: Vec<ReplicaCounts>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ReplicaCounts {
+    requests: u64,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -48,6 +60,7 @@ impl MetricsCollector {
             RequestStatus::Unservable => self.unservable_requests += 1,
             RequestStatus::Unfinished => self.unfinished += 1,
             RequestStatus::TimedOut => self.timed_out += 1,
+            RequestStatus::Rejected => self.rejected += 1,
         }
         let completed = r.status == RequestStatus::Completed;
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
@@ -56,8 +69,21 @@ impl MetricsCollector {
                 self.unservable_nodes += 1;
             }
             self.output_tokens += node.token_times_us.len() as u64;
-            if node.start_us.is_some() && node.error.is_none() {
+            let ran = node.start_us.is_some() && node.error.is_none();
+            if ran {
                 self.input_tokens += u64::from(call.input_tokens);
+            }
+            if node.start_us.is_some() {
+                let r = node.replica.unwrap_or(0) as usize;
+                if self.replicas.len() <= r {
+                    self.replicas.resize(r + 1, ReplicaCounts::default());
+                }
+                let counts = &mut self.replicas[r];
+                counts.requests += 1;
+                counts.output_tokens += node.token_times_us.len() as u64;
+                if ran {
+                    counts.input_tokens += u64::from(call.input_tokens);
+                }
             }
             if !completed {
                 continue;
@@ -83,10 +109,32 @@ impl MetricsCollector {
         }
     }
 
-    /// The metrics of the run, given the engine's counters and the simulated
-    /// time of the last event.
-    pub fn finish(&self, stats: &EngineStats, sim_end_us: u64) -> Metrics {
-        let duration_s = sim_end_us as f64 / 1e6;
+    /// The metrics of the run, given how it ended (the engines' counters
+    /// and the simulated time of the last event).
+    pub fn finish(&self, end: &RunSummary) -> Metrics {
+        let stats = &end.stats;
+        let duration_s = end.sim_end_us as f64 / 1e6;
+        let hit_rate = |hits: u64, queries: u64| if queries > 0 { hits as f64 / queries as f64 } else { 0.0 };
+        let per_replica: Vec<ReplicaMetrics> = end
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(r, s)| {
+                let counts = self.replicas.get(r).copied().unwrap_or_default();
+                ReplicaMetrics {
+                    replica: r as u32,
+                    requests: counts.requests,
+                    input_tokens: counts.input_tokens,
+                    output_tokens: counts.output_tokens,
+                    kv_cache_hit_rate: hit_rate(s.prefix_hits, s.prefix_queries),
+                    preemption_count: s.preemptions,
+                    engine_steps: s.steps,
+                }
+            })
+            .collect();
+        let total: u64 = per_replica.iter().map(|r| r.requests).sum();
+        let most = per_replica.iter().map(|r| r.requests).max().unwrap_or(0);
+        let imbalance = if total > 0 { most as f64 * per_replica.len() as f64 / total as f64 } else { 1.0 };
         let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
         let ms = |h: &Histogram, p: f64| h.percentile(p) / 1e3;
         Metrics {
@@ -96,6 +144,7 @@ impl MetricsCollector {
             unservable_llm_calls: self.unservable_nodes,
             still_unfinished: self.unfinished,
             timed_out_requests: self.timed_out,
+            rejected_requests: self.rejected,
             total_input_tokens: self.input_tokens,
             total_output_tokens: self.output_tokens,
             sim_duration_s: duration_s,
@@ -126,12 +175,11 @@ impl MetricsCollector {
             send_wait_mean_ms: self.send_wait.mean() / 1e3,
             send_wait_p99_ms: ms(&self.send_wait, 99.0),
             preemption_count: stats.preemptions,
-            kv_cache_hit_rate: if stats.prefix_queries > 0 {
-                stats.prefix_hits as f64 / stats.prefix_queries as f64
-            } else {
-                0.0
-            },
+            kv_cache_hit_rate: hit_rate(stats.prefix_hits, stats.prefix_queries),
             engine_steps: stats.steps,
+            replicas: per_replica.len() as u32,
+            imbalance,
+            per_replica,
         }
     }
 }
@@ -154,6 +202,9 @@ pub struct Metrics {
     pub still_unfinished: u64,
     /// Requests the client gave up on (`--timeout`).
     pub timed_out_requests: u64,
+    /// Requests the router refused on arrival (`router.max_queue`).
+    #[serde(default)]
+    pub rejected_requests: u64,
     /// Prompt tokens of the llm calls that ran.
     pub total_input_tokens: u64,
     /// Output tokens emitted.
@@ -216,6 +267,34 @@ pub struct Metrics {
     pub preemption_count: u64,
     /// Prefix-cache hit rate in tokens (hits / tokens looked up at admission).
     pub kv_cache_hit_rate: f64,
-    /// Engine steps executed.
+    /// Engine steps executed (all replicas).
+    pub engine_steps: u64,
+    /// Replicas behind the router.
+    #[serde(default)]
+    pub replicas: u32,
+    /// The most llm calls a replica served / the mean over replicas.
+    #[serde(default)]
+    pub imbalance: f64,
+    /// Each replica's share.
+    #[serde(default)]
+    pub per_replica: Vec<ReplicaMetrics>,
+}
+
+/// One replica's share of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ReplicaMetrics {
+    /// Its index (0-based).
+    pub replica: u32,
+    /// Llm calls routed to it.
+    pub requests: u64,
+    /// Prompt tokens of those that ran.
+    pub input_tokens: u64,
+    /// Output tokens it emitted.
+    pub output_tokens: u64,
+    /// Its prefix-cache hit rate in tokens.
+    pub kv_cache_hit_rate: f64,
+    /// Its preemptions.
+    pub preemption_count: u64,
+    /// Steps it executed.
     pub engine_steps: u64,
 }

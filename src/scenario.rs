@@ -4,6 +4,7 @@
 //! vLLM's defaults filled in, so nothing downstream sees strings.
 
 pub mod catalog;
+mod cluster;
 pub mod hardware;
 mod kv_capacity;
 pub mod model;
@@ -18,7 +19,7 @@ pub use spec::{Dtype, LatencySpec, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
-use crate::sim::EngineConfig;
+use crate::sim::{Client, EngineConfig, RouterConfig, RunConfig};
 
 /// A resolved deployment, ready to simulate.
 #[derive(Debug, Clone)]
@@ -43,6 +44,28 @@ pub struct Deployment {
     pub kv_capacity_computed: bool,
     /// The step pricer.
     pub latency: StepPricer,
+    /// Identical replicas of the engine behind the router.
+    pub replicas: u32,
+    /// How requests are admitted and spread over the replicas.
+    pub router: RouterConfig,
+}
+
+impl Deployment {
+    /// How to run this deployment: its engine, latency model, replicas and
+    /// router, with an open-loop client, no horizon, timeout or step trace
+    /// (override with struct update syntax).
+    pub fn run_config(&self) -> RunConfig<StepPricer> {
+        RunConfig {
+            engine: self.engine.clone(),
+            replicas: self.replicas,
+            router: self.router.clone(),
+            latency: self.latency.clone(),
+            client: Client::OpenLoop,
+            horizon_us: None,
+            timeout_us: None,
+            step_trace: false,
+        }
+    }
 }
 
 /// A scenario that cannot be simulated. Fatal: nothing is run.
@@ -301,7 +324,10 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             );
         }
     };
+    let (replicas, router) = cluster::resolve(spec.replicas, spec.router)?;
     Ok(Deployment {
+        replicas,
+        router,
         name: spec.name.unwrap_or_else(|| default_name.to_owned()),
         model,
         gpu,

@@ -1,18 +1,28 @@
-//! The simulation core: one single-threaded discrete-event simulation of one
-//! vLLM engine serving request DAGs. [`run`] is the one way to run it: a
+//! The simulation core: one single-threaded discrete-event simulation of
+//! vLLM engines (one, or replicas behind a router) serving request DAGs. [`run`] is the one way to run it: a
 //! request source in, a push-style [`Sink`] out (results in input order,
 //! engine steps, a finish hook; every callback fallible). [`Simulation`],
 //! underneath, owns the clock, the event queue, the client and DAG state and the
 //! engine (scheduler + paged KV cache). Nothing here reads files, prints,
 //! looks at a wall clock or holds global state.
+//!
+//! Reading guide: `run.rs` (the run path and the sink), `simulation.rs` (the
+//! event loop), `client.rs` (how requests are sent, admitted or rejected),
+//! `dag.rs` (a request's nodes), `router.rs` (which replica), `instance.rs`
+//! (one replica), `engine.rs` + `kv_cache.rs` (vLLM's scheduler and paged KV
+//! cache), `outcome.rs` (what leaves).
 
 mod client;
 mod dag;
 mod engine;
+mod instance;
 mod kv_cache;
 mod order;
 mod outcome;
 mod queue;
+mod router;
+#[cfg(test)]
+mod router_tests;
 mod run;
 mod simulation;
 mod step_trace;
@@ -21,6 +31,7 @@ pub use client::Client;
 pub use engine::{EngineConfig, EngineStats};
 pub use order::InputOrder;
 pub use outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+pub use router::{Affinity, RouterConfig, RoutingPolicy, Scorer};
 pub use run::{RunConfig, RunError, RunSummary, Sink, Tee, run};
 pub use simulation::Simulation;
 pub use step_trace::{EngineStep, NodeRef};

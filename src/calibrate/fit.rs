@@ -15,7 +15,7 @@ use super::report::{CalibrateOptions, compare};
 use super::stats::WorkloadLevel;
 use crate::latency::StepPricer;
 use crate::scenario::Deployment;
-use crate::sim::{self, Client, FinishedRequest, RunConfig, Sink};
+use crate::sim::{self, FinishedRequest, RunConfig, Sink};
 use crate::workload::{NodeKind, Request};
 
 /// One real run to fit against.
@@ -106,14 +106,7 @@ pub fn replay(
     requests: &[Request],
     timeout_us: Option<u64>,
 ) -> Observations {
-    let config = RunConfig {
-        engine: deployment.engine.clone(),
-        latency,
-        client: Client::OpenLoop,
-        horizon_us: None,
-        timeout_us,
-        step_trace: false,
-    };
+    let config = RunConfig { latency, timeout_us, ..deployment.run_config() };
     let mut observe = Observe::default();
     let source = requests.iter().map(|r| Ok::<_, std::convert::Infallible>(r.clone()));
     // Neither the source nor observing can fail.

@@ -1,5 +1,6 @@
 //! `blis-sweep results`: absolute token times from a result JSONL, as CSV,
-//! walking each DAG from its arrival (see [`crate::workload::timeline`]).
+//! walking each DAG from its arrival (see [`crate::workload::timeline`]),
+//! with the replica that served each node when a cluster did.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -22,7 +23,7 @@ pub(crate) fn run(args: ResultsArgs) -> anyhow::Result<()> {
     let f = File::open(&args.results).with_context(|| format!("{file}: cannot open"))?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    writeln!(out, "request_id,node,token_index,time_s")?;
+    writeln!(out, "request_id,node,token_index,time_s,replica")?;
     for row in Reader::new(BufReader::new(f), file.as_str(), Format::Results) {
         let request = row?;
         let mut order = Vec::new();
@@ -33,13 +34,18 @@ pub(crate) fn run(args: ResultsArgs) -> anyhow::Result<()> {
         }
         order.sort_unstable();
         for (node, k, t) in order {
-            writeln!(
+            write!(
                 out,
-                "{},{node},{k},{}.{:06}",
+                "{},{node},{k},{}.{:06},",
                 csv_field(&request.request_id.to_string()),
                 t / 1_000_000,
                 t % 1_000_000
             )?;
+            // The replica that served the node, in a cluster of more than one.
+            match request.sub_requests[node].result.as_ref().and_then(|r| r.replica) {
+                Some(r) => writeln!(out, "{r}")?,
+                None => writeln!(out)?,
+            }
         }
     }
     out.flush()?;

@@ -227,12 +227,11 @@ fn simulate(
         }),
     };
     let config = RunConfig {
-        engine: d.engine.clone(),
-        latency: d.latency.clone(),
         client: traffic.client,
         horizon_us: traffic.horizon_us,
         timeout_us: traffic.timeout_us,
         step_trace: writer.steps.is_some(),
+        ..d.run_config()
     };
     let rows = input.rows()?.map(|row| -> anyhow::Result<Request> {
         let mut request = row?;
@@ -244,7 +243,7 @@ fn simulate(
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),
     })?;
-    Ok(metrics.finish(&end.stats, end.sim_end_us))
+    Ok(metrics.finish(&end))
 }
 
 /// A JSONL output: its file, a buffer written in large pieces, its name.
@@ -294,9 +293,15 @@ impl Sink for ResultWriter<'_> {
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     let rate = if wall_s > 0.0 { m.injected_requests as f64 / wall_s } else { 0.0 };
+    let cluster = if d.replicas > 1 {
+        format!("{} replicas ({} router, imbalance {:.2}) of ", d.replicas, d.router.policy.name(), m.imbalance)
+    } else {
+        String::new()
+    };
+    let rejected = if m.rejected_requests > 0 { format!(", {} rejected", m.rejected_requests) } else { String::new() };
     format!(
-        "{name}: {model} on {tp}x {gpu} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model\n\
-         {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished; \
+        "{name}: {cluster}{model} on {tp}x {gpu} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model\n\
+         {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished{rejected}; \
          simulated {sim:.1} s in {wall_s:.2} s wall ({rate:.0} requests/s)\n\
          TTFT mean {ttft:.1} ms, p99 {ttft99:.1} ms | ITL mean {itl:.2} ms, p99 {itl99:.2} ms | \
          E2E mean {e2e:.0} ms, p99 {e2e99:.0} ms\n\

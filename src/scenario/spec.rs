@@ -30,6 +30,39 @@ pub struct ScenarioSpec {
     /// Which latency model prices a step (default: `kernels` with the GPU's
     /// fitted constants where kernel tables exist for it, else `roofline`).
     pub latency_model: Option<LatencySpec>,
+    /// Identical replicas of the engine behind a router (default 1).
+    pub replicas: Option<u32>,
+    /// How requests are admitted and spread over the replicas.
+    pub router: Option<RouterSpec>,
+}
+
+/// `router:`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSpec {
+    /// `round-robin` (default), `random`, `least-requests`, `least-kv`,
+    /// `prefix-affinity`, `weighted` or `vllm-dp`.
+    pub policy: Option<String>,
+    /// The `weighted` policy's scorers.
+    pub scorers: Option<Vec<ScorerSpec>>,
+    /// `node` (default) or `request`.
+    pub affinity: Option<String>,
+    /// How old the router's view of the replicas may be, ms (default 0: live).
+    pub refresh_interval_ms: Option<f64>,
+    /// Reject a request arriving when every replica has this many waiting.
+    pub max_queue: Option<u32>,
+    /// Seed of the `random` policy (default 0).
+    pub seed: Option<u64>,
+}
+
+/// One scorer of `router.scorers`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScorerSpec {
+    /// `queue`, `kv-utilization`, `prefix-cache` or `running-requests`.
+    pub name: String,
+    /// Its weight (> 0).
+    pub weight: f64,
 }
 
 /// Serving dtype.

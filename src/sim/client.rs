@@ -3,7 +3,7 @@
 //! one (its roots scheduled, its timeout set).
 
 use super::dag::Active;
-use super::outcome::{NodeOutcome, ResultSink};
+use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
 use crate::workload::Request;
@@ -50,7 +50,7 @@ impl<L: LatencyModel> Simulation<L> {
                     _ => usize::MAX,
                 };
                 if self.in_flight < limit {
-                    self.send(request, arrival_us, arrival_us);
+                    self.send(request, arrival_us, arrival_us, sink);
                 } else {
                     self.unsent.push_back((request, arrival_us));
                 }
@@ -61,7 +61,12 @@ impl<L: LatencyModel> Simulation<L> {
                     Some(&free_at) if free_at <= self.horizon_us => {
                         self.users_free_at.pop_front();
                         let send_us = self.advance_to(free_at, sink);
-                        self.send(request, 0, send_us);
+                        if !self.send(request, 0, send_us, sink)
+                            && let Client::ClosedLoop { think_time_us, .. } = self.client
+                        {
+                            // Answered at once with an error: the user thinks, then sends again.
+                            self.users_free_at.push_back(send_us.saturating_add(think_time_us));
+                        }
                     }
                     _ => return false,
                 }
@@ -79,8 +84,38 @@ impl<L: LatencyModel> Simulation<L> {
         t
     }
 
-    /// The client sends `request` at `send_us`: its roots are scheduled.
-    pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64) {
+    /// The client sends `request` at `send_us`. The router admits it (its
+    /// roots are scheduled) or rejects it, and then it leaves at once,
+    /// reported; false then.
+    pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64, sink: &mut dyn ResultSink) -> bool {
+        if self.router.admits(send_us, &mut self.instances) {
+            self.dispatch(request, arrival_us, send_us);
+            return true;
+        }
+        let reason = format!(
+            "rejected: every replica has {} or more requests waiting (router.max_queue)",
+            self.router.config().max_queue.unwrap_or(0)
+        );
+        let nodes = request
+            .sub_requests
+            .iter()
+            .map(|_| NodeOutcome { error: Some(NodeError::Rejected(reason.clone())), ..NodeOutcome::default() })
+            .collect();
+        sink.request_done(FinishedRequest {
+            index: self.next_index,
+            request,
+            nodes,
+            arrival_us,
+            send_us,
+            finish_us: None,
+            status: RequestStatus::Rejected,
+        });
+        self.next_index += 1;
+        false
+    }
+
+    /// The request enters the system at `send_us`: its roots are scheduled.
+    pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64) {
         let n = request.sub_requests.len();
         let mut pending_preds = vec![0u32; n];
         for sub in &request.sub_requests {
@@ -116,18 +151,23 @@ impl<L: LatencyModel> Simulation<L> {
             ready_us: vec![send_us; n],
             failed_pred: vec![None; n],
             unresolved: n,
+            pinned: None,
         });
         self.next_index += 1;
         self.in_flight += 1;
     }
 
-    /// A request left: the client may send another.
-    pub(super) fn slot_freed(&mut self) {
+    /// A request left (or was answered with a rejection): the client may
+    /// send another.
+    pub(super) fn slot_freed(&mut self, sink: &mut dyn ResultSink) {
         match self.client {
             Client::OpenLoop => {}
             Client::Capped { .. } => {
-                if let Some((request, arrival_us)) = self.unsent.pop_front() {
-                    self.send(request, arrival_us, self.now);
+                // A rejected request frees its place at once: the next is tried.
+                while let Some((request, arrival_us)) = self.unsent.pop_front() {
+                    if self.send(request, arrival_us, self.now, sink) {
+                        break;
+                    }
                 }
             }
             Client::ClosedLoop { think_time_us, .. } => {

@@ -6,6 +6,7 @@
 
 use super::engine::Owner;
 use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+use super::router::Affinity;
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
 use crate::workload::{NodeKind, Request};
@@ -23,6 +24,8 @@ pub(super) struct Active {
     pub(super) ready_us: Vec<u64>,
     pub(super) failed_pred: Vec<Option<u32>>,
     pub(super) unresolved: usize,
+    /// With `affinity: request`, the replica its first llm node took.
+    pub(super) pinned: Option<u32>,
 }
 
 impl<L: LatencyModel> Simulation<L> {
@@ -46,24 +49,40 @@ impl<L: LatencyModel> Simulation<L> {
                     self.node_done(slot, node, sink);
                     return;
                 }
+                let replica = match a.pinned {
+                    Some(r) => r,
+                    None => {
+                        let r = self.router.route(now, &mut self.instances, call);
+                        if self.router.config().affinity == Affinity::Request {
+                            a.pinned = Some(r);
+                        }
+                        r
+                    }
+                };
+                if self.instances.len() > 1 {
+                    a.nodes[node as usize].replica = Some(replica);
+                }
                 // The server's front end (HTTP, tokenization) takes this long
                 // before the engine sees the request; it counts in TTFT.
-                match self.engine.request_overhead_us() {
-                    0 => self.enter_engine(slot, node, sink),
-                    delay => self
-                        .queue
-                        .push(now.saturating_add(delay), Event::EngineEnter { slot, generation: a.generation, node }),
+                match self.request_overhead_us {
+                    0 => self.enter_engine(slot, node, replica, sink),
+                    delay => {
+                        self.instances[replica as usize].in_transit += 1;
+                        let generation = a.generation;
+                        self.queue
+                            .push(now.saturating_add(delay), Event::EngineEnter { slot, generation, node, replica });
+                    }
                 }
             }
         }
     }
 
-    pub(super) fn enter_engine(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+    pub(super) fn enter_engine(&mut self, slot: u32, node: u32, replica: u32, sink: &mut dyn ResultSink) {
         let a = self.active[slot as usize].as_mut().expect("live request");
         let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
             unreachable!("only llm nodes enter the engine")
         };
-        if let Err(why) = self.engine.add(Owner { slot, node }, call) {
+        if let Err(why) = self.instances[replica as usize].engine.add(Owner { slot, node }, call) {
             a.nodes[node as usize].error = Some(NodeError::Unservable(why));
             self.node_done(slot, node, sink);
         }
@@ -116,7 +135,7 @@ impl<L: LatencyModel> Simulation<L> {
             | Event::ToolDone { slot, generation, .. }
             | Event::EngineEnter { slot, generation, .. }
             | Event::Timeout { slot, generation } => !self.is_live(slot, generation),
-            Event::StepEnd => false,
+            Event::StepEnd { .. } => false,
         }
     }
 
@@ -140,7 +159,7 @@ impl<L: LatencyModel> Simulation<L> {
             finish_us: if status == RequestStatus::Completed { finish_us } else { None },
             status,
         });
-        self.slot_freed();
+        self.slot_freed(sink);
     }
 
     /// The client gives up on the request in `slot`: its llm nodes still in
@@ -150,14 +169,20 @@ impl<L: LatencyModel> Simulation<L> {
     pub(super) fn time_out(&mut self, slot: u32, sink: &mut dyn ResultSink) {
         let n = self.active_mut(slot).nodes.len();
         for node in 0..n {
-            let outcome = &self.active_mut(slot).nodes[node];
+            let a = self.active_mut(slot);
+            let outcome = &a.nodes[node];
             if outcome.finish_us.is_some() || outcome.error.is_some() {
                 continue;
             }
-            if outcome.start_us.is_some()
-                && let Some(d) = self.engine.abort(Owner { slot, node: node as u32 })
-            {
-                self.record_departure(d);
+            let is_llm = matches!(a.request.sub_requests[node].kind, NodeKind::Llm(_));
+            if outcome.start_us.is_some() && is_llm {
+                let r = outcome.replica.unwrap_or(0) as usize;
+                match self.instances[r].engine.abort(Owner { slot, node: node as u32 }) {
+                    Some(d) => self.record_departure(d),
+                    // Still in the replica's front end: its EngineEnter event
+                    // goes stale.
+                    None => self.instances[r].in_transit -= 1,
+                }
             }
             self.active_mut(slot).nodes[node].error = Some(NodeError::TimedOut);
         }

@@ -67,6 +67,17 @@ pub struct EngineStats {
     pub computed_tokens: u64,
 }
 
+impl EngineStats {
+    /// Adds another engine's counters (a cluster's total).
+    pub fn add(&mut self, other: &EngineStats) {
+        self.steps += other.steps;
+        self.preemptions += other.preemptions;
+        self.prefix_queries += other.prefix_queries;
+        self.prefix_hits += other.prefix_hits;
+        self.computed_tokens += other.computed_tokens;
+    }
+}
+
 /// Who a request belongs to, in the driver's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Owner {
@@ -168,11 +179,11 @@ impl Batch {
     }
 }
 
-/// The scheduler, KV cache and latency model of one engine.
-pub(crate) struct Engine<L> {
+/// The scheduler and KV cache of one engine. The latency model that prices
+/// its steps is passed in: it is stateless, and one serves every replica.
+pub(crate) struct Engine {
     config: EngineConfig,
     kv: KvCache,
-    latency: L,
     seqs: Vec<Option<Seq>>,
     free_slots: Vec<u32>,
     waiting: VecDeque<u32>,
@@ -197,13 +208,13 @@ pub(crate) struct Engine<L> {
     stats: EngineStats,
 }
 
-impl<L: LatencyModel> Engine<L> {
+impl Engine {
     /// The engine arguments.
     pub(crate) fn config(&self) -> &EngineConfig {
         &self.config
     }
 
-    pub(crate) fn new(config: EngineConfig, latency: L) -> Self {
+    pub(crate) fn new(config: EngineConfig) -> Self {
         // vLLM takes one block out of the pool as the null block.
         let usable = config.num_gpu_blocks.saturating_sub(1);
         let kv =
@@ -211,7 +222,6 @@ impl<L: LatencyModel> Engine<L> {
         Engine {
             config,
             kv,
-            latency,
             seqs: Vec::new(),
             free_slots: Vec::new(),
             waiting: VecDeque::new(),
@@ -233,10 +243,6 @@ impl<L: LatencyModel> Engine<L> {
     /// Records admissions and preemptions in each [`Batch`].
     pub(crate) fn set_tracing(&mut self, on: bool) {
         self.tracing = on;
-    }
-
-    pub(crate) fn request_overhead_us(&self) -> u64 {
-        self.latency.request_overhead_us()
     }
 
     pub(crate) fn stats(&self) -> &EngineStats {
@@ -280,6 +286,21 @@ impl<L: LatencyModel> Engine<L> {
     /// The request in `slot`, for the step trace.
     pub(crate) fn owner(&self, slot: u32) -> Owner {
         self.seqs[slot as usize].as_ref().expect("live slot").owner
+    }
+
+    /// KV blocks referenced by requests, and the cache's size.
+    pub(crate) fn kv_blocks(&self) -> (u32, u32) {
+        (self.kv.num_used(), self.kv.num_blocks())
+    }
+
+    /// The KV cache, for a router reading its prefix index.
+    pub(crate) fn kv(&self) -> &KvCache {
+        &self.kv
+    }
+
+    /// The KV cache, for a router draining its prefix-index events.
+    pub(crate) fn kv_mut(&mut self) -> &mut KvCache {
+        &mut self.kv
     }
 
     pub(crate) fn check_kv(&self) -> Result<(), String> {
@@ -351,9 +372,9 @@ impl<L: LatencyModel> Engine<L> {
 
     /// Schedules a step and starts executing it; returns its duration in µs,
     /// or `None` when there is nothing to run.
-    pub(crate) fn start_step(&mut self, events: &mut Vec<EngineEvent>) -> Option<u64> {
+    pub(crate) fn start_step(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> Option<u64> {
         debug_assert!(!self.stepping && !self.has_queued);
-        if !self.schedule(events) {
+        if !self.schedule(latency, events) {
             return None;
         }
         std::mem::swap(&mut self.executing, &mut self.building);
@@ -364,9 +385,9 @@ impl<L: LatencyModel> Engine<L> {
     /// Async scheduling: schedules the step after the one executing, whose
     /// samples are placeholders until it ends. False when there is nothing
     /// to schedule.
-    pub(crate) fn queue_step(&mut self, events: &mut Vec<EngineEvent>) -> bool {
+    pub(crate) fn queue_step(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         debug_assert!(self.stepping && !self.has_queued);
-        if !self.schedule(events) {
+        if !self.schedule(latency, events) {
             return false;
         }
         std::mem::swap(&mut self.queued, &mut self.building);
@@ -389,7 +410,7 @@ impl<L: LatencyModel> Engine<L> {
 
     /// vLLM's `schedule()` into `self.building`: running requests first, then
     /// waiting ones. False when it scheduled nothing.
-    fn schedule(&mut self, events: &mut Vec<EngineEvent>) -> bool {
+    fn schedule(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         self.building.clear();
         self.batch.clear();
         self.preempted_this_step = false;
@@ -434,7 +455,7 @@ impl<L: LatencyModel> Engine<L> {
             return false;
         }
         self.stats.steps += 1;
-        self.building.duration_us = self.latency.step_time_us(&self.batch);
+        self.building.duration_us = latency.step_time_us(&self.batch);
         self.building.kv_blocks_used = self.kv.num_used();
         true
     }

@@ -93,6 +93,10 @@ pub(crate) struct KvCache {
     free_uncached_first: bool,
     /// Scratch for [`KvCache::free`]: freed blocks without a hash.
     uncached: Vec<u32>,
+    /// When a router keeps its own (stale) copy of the prefix index: each
+    /// hash that became findable (`true`) or stopped being (`false`), in
+    /// order, as vLLM's KV events (`BlockStored`, `BlockRemoved`) report them.
+    events: Option<Vec<(u64, bool)>>,
 }
 
 impl KvCache {
@@ -111,7 +115,28 @@ impl KvCache {
             prefix_caching,
             free_uncached_first,
             uncached: Vec::new(),
+            events: None,
         }
+    }
+
+    /// Starts recording prefix-index events (see [`KvCache::take_events`]).
+    pub(crate) fn record_events(&mut self) {
+        self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// The prefix-index events since the last call, oldest first.
+    pub(crate) fn take_events(&mut self, out: &mut Vec<(u64, bool)>) {
+        if let Some(events) = &mut self.events {
+            out.append(events);
+        }
+    }
+
+    /// How many leading blocks of `hashes` the prefix cache holds now.
+    pub(crate) fn cached_prefix(&self, hashes: &[u64]) -> usize {
+        if !self.prefix_caching {
+            return 0;
+        }
+        hashes.iter().take_while(|h| self.cached.contains_key(h)).count()
     }
 
     pub(crate) fn num_blocks(&self) -> u32 {
@@ -241,6 +266,9 @@ impl KvCache {
             match self.cached.entry(h) {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert(b);
+                    if let Some(events) = &mut self.events {
+                        events.push((h, true));
+                    }
                 }
                 std::collections::hash_map::Entry::Occupied(_) => self.duplicates.entry(h).or_default().push(b),
             }
@@ -263,6 +291,9 @@ impl KvCache {
                 }
                 None => {
                     self.cached.remove(&h);
+                    if let Some(events) = &mut self.events {
+                        events.push((h, false));
+                    }
                 }
             }
         } else if let Some(dups) = self.duplicates.get_mut(&h) {

@@ -18,6 +18,8 @@ pub enum NodeError {
     /// The client stopped waiting (its request timeout) before the node
     /// finished.
     TimedOut,
+    /// The router refused the request on arrival; the message says why.
+    Rejected(String),
 }
 
 impl std::fmt::Display for NodeError {
@@ -27,6 +29,7 @@ impl std::fmt::Display for NodeError {
             NodeError::Skipped(p) => write!(f, "not run: predecessor {p} failed"),
             NodeError::Unfinished => f.write_str("unfinished: the horizon was reached"),
             NodeError::TimedOut => f.write_str("timed out: the client stopped waiting"),
+            NodeError::Rejected(why) => f.write_str(why),
         }
     }
 }
@@ -48,6 +51,8 @@ pub struct NodeOutcome {
     pub cached_tokens: u32,
     /// Times the engine preempted it.
     pub preemptions: u32,
+    /// The replica the router sent it to, in a cluster of more than one.
+    pub replica: Option<u32>,
 }
 
 /// How a request ended.
@@ -61,6 +66,8 @@ pub enum RequestStatus {
     Unfinished,
     /// The client's request timeout cut it short.
     TimedOut,
+    /// The router refused it on arrival (`router.max_queue`): nothing ran.
+    Rejected,
 }
 
 /// A request leaving the simulation.
@@ -106,6 +113,7 @@ impl FinishedRequest {
             Some(crate::workload::writer::NodeTokens {
                 start_us: node.start_us.unwrap_or(0),
                 token_times_us: &node.token_times_us,
+                replica: node.replica,
                 error: errors.get(i).and_then(Option::as_deref),
             })
         });

@@ -15,6 +15,7 @@ use super::client::Client;
 use super::engine::{EngineConfig, EngineStats};
 use super::order::InputOrder;
 use super::outcome::{FinishedRequest, ResultSink};
+use super::router::RouterConfig;
 use super::simulation::Simulation;
 use super::step_trace::EngineStep;
 use crate::latency::LatencyModel;
@@ -23,8 +24,12 @@ use crate::workload::Request;
 /// How one run is set up.
 #[derive(Debug, Clone)]
 pub struct RunConfig<L> {
-    /// The engine (scheduler and KV cache).
+    /// The engine (scheduler and KV cache) of every replica.
     pub engine: EngineConfig,
+    /// Identical engines behind the router (≥ 1).
+    pub replicas: u32,
+    /// How requests are admitted and spread over the replicas.
+    pub router: RouterConfig,
     /// What prices a step.
     pub latency: L,
     /// How requests are sent.
@@ -105,8 +110,10 @@ pub struct RunSummary {
     pub requests: u64,
     /// The simulated time of the last event, µs.
     pub sim_end_us: u64,
-    /// The engine's counters.
+    /// The engines' counters, summed over the replicas.
     pub stats: EngineStats,
+    /// Each replica's counters.
+    pub replicas: Vec<EngineStats>,
 }
 
 /// Why a run stopped early.
@@ -125,7 +132,7 @@ pub fn run<L: LatencyModel, E>(
     sink: &mut dyn Sink,
 ) -> Result<RunSummary, RunError<E>> {
     sink.begin().map_err(RunError::Sink)?;
-    let mut sim = Simulation::new(config.engine, config.latency);
+    let mut sim = Simulation::cluster(config.engine, config.latency, config.replicas, config.router);
     sim.set_client(config.client);
     sim.set_horizon(config.horizon_us);
     sim.set_request_timeout(config.timeout_us);
@@ -148,7 +155,12 @@ pub fn run<L: LatencyModel, E>(
     if let Some(e) = out.inner.error.take() {
         return Err(RunError::Sink(e));
     }
-    let summary = RunSummary { requests: read, sim_end_us: sim.now_us(), stats: sim.engine_stats().clone() };
+    let summary = RunSummary {
+        requests: read,
+        sim_end_us: sim.now_us(),
+        stats: sim.engine_stats(),
+        replicas: sim.replica_stats(),
+    };
     out.inner.sink.finish(&summary).map_err(RunError::Sink)?;
     Ok(summary)
 }
@@ -206,6 +218,8 @@ mod tests {
                 lone_request_skips_prefill_threshold: false,
                 free_uncached_blocks_first: false,
             },
+            replicas: 1,
+            router: RouterConfig::default(),
             latency: StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()),
             client: Client::OpenLoop,
             horizon_us: None,

@@ -16,10 +16,12 @@ use std::collections::VecDeque;
 
 use super::client::Client;
 use super::dag::Active;
-use super::engine::{Batch, Departure, Engine, EngineConfig, EngineEvent, EngineStats};
+use super::engine::{Batch, Departure, EngineConfig, EngineEvent, EngineStats};
+use super::instance::Instance;
 use super::outcome::{NodeError, RequestStatus, ResultSink};
 use super::queue::EventQueue;
-use super::step_trace::{EngineStep, NodeRef};
+use super::router::{Router, RouterConfig};
+use super::step_trace::NodeRef;
 use crate::latency::LatencyModel;
 use crate::workload::Request;
 
@@ -33,11 +35,13 @@ pub(super) enum Event {
         generation: u32,
         node: u32,
     },
-    /// An llm node reaches the engine, after the server's front end.
+    /// An llm node reaches replica `replica`'s engine, after the server's
+    /// front end.
     EngineEnter {
         slot: u32,
         generation: u32,
         node: u32,
+        replica: u32,
     },
     ToolDone {
         slot: u32,
@@ -49,28 +53,29 @@ pub(super) enum Event {
         slot: u32,
         generation: u32,
     },
-    StepEnd,
+    /// Replica `replica`'s executing step ends.
+    StepEnd {
+        replica: u32,
+    },
 }
 
-/// One simulated engine serving a stream of request DAGs.
+/// Simulated replicas of one engine behind a router, serving a stream of
+/// request DAGs.
 pub struct Simulation<L> {
     pub(super) now: u64,
     pub(super) queue: EventQueue<Event>,
-    pub(super) engine: Engine<L>,
+    /// Prices every replica's steps (models are stateless).
+    pub(super) latency: L,
+    /// The server's front end (HTTP, tokenization) before the engine, µs.
+    pub(super) request_overhead_us: u64,
+    pub(super) instances: Vec<Instance>,
+    pub(super) router: Router,
     pub(super) active: Vec<Option<Active>>,
     pub(super) free_slots: Vec<u32>,
     pub(super) in_flight: usize,
     pub(super) next_index: u64,
     pub(super) events: Vec<EngineEvent>,
-    /// Step trace on: the records of the step executing and of the one
-    /// queued after it (async scheduling), named when they were scheduled.
     pub(super) tracing: bool,
-    pub(super) trace_executing: EngineStep,
-    pub(super) trace_queued: EngineStep,
-    /// Preempted by a scheduling that scheduled nothing: reported with the
-    /// next step.
-    pub(super) trace_carried: Vec<NodeRef>,
-    pub(super) steps_started: u64,
     pub(super) check_invariants: bool,
     pub(super) client: Client,
     /// Nothing happens after this time, µs (`u64::MAX`: no horizon).
@@ -92,22 +97,28 @@ impl<L> std::fmt::Debug for Simulation<L> {
 }
 
 impl<L: LatencyModel> Simulation<L> {
-    /// An idle engine at time 0.
+    /// One idle engine at time 0.
     pub fn new(config: EngineConfig, latency: L) -> Self {
+        Self::cluster(config, latency, 1, RouterConfig::default())
+    }
+
+    /// `replicas` (≥ 1) idle engines of `config` behind a router, at time 0.
+    pub fn cluster(config: EngineConfig, latency: L, replicas: u32, router: RouterConfig) -> Self {
+        let mut instances: Vec<Instance> = (0..replicas.max(1)).map(|_| Instance::new(config.clone())).collect();
+        let router = Router::new(router, &mut instances);
         Simulation {
             now: 0,
             queue: EventQueue::new(),
-            engine: Engine::new(config, latency),
+            request_overhead_us: latency.request_overhead_us(),
+            latency,
+            instances,
+            router,
             active: Vec::new(),
             free_slots: Vec::new(),
             in_flight: 0,
             next_index: 0,
             events: Vec::new(),
             tracing: false,
-            trace_executing: EngineStep::default(),
-            trace_queued: EngineStep::default(),
-            trace_carried: Vec::new(),
-            steps_started: 0,
             check_invariants: false,
             client: Client::OpenLoop,
             horizon_us: u64::MAX,
@@ -145,7 +156,9 @@ impl<L: LatencyModel> Simulation<L> {
     /// Off by default: building the records costs a little per step.
     pub fn set_step_trace(&mut self, on: bool) {
         self.tracing = on;
-        self.engine.set_tracing(on);
+        for instance in &mut self.instances {
+            instance.engine.set_tracing(on);
+        }
     }
 
     /// Verifies the KV cache's block accounting after every step and panics
@@ -164,14 +177,23 @@ impl<L: LatencyModel> Simulation<L> {
         self.in_flight
     }
 
-    /// Engine counters so far.
-    pub fn engine_stats(&self) -> &EngineStats {
-        self.engine.stats()
+    /// Engine counters so far, summed over the replicas.
+    pub fn engine_stats(&self) -> EngineStats {
+        let mut total = EngineStats::default();
+        for instance in &self.instances {
+            total.add(instance.engine.stats());
+        }
+        total
     }
 
-    /// (running, waiting) requests in the engine now.
+    /// Each replica's engine counters so far.
+    pub fn replica_stats(&self) -> Vec<EngineStats> {
+        self.instances.iter().map(|i| i.engine.stats().clone()).collect()
+    }
+
+    /// (running, waiting) requests in the engines now.
     pub fn engine_queues(&self) -> (usize, usize) {
-        (self.engine.num_running(), self.engine.num_waiting())
+        self.instances.iter().fold((0, 0), |(r, w), i| (r + i.engine.num_running(), w + i.engine.num_waiting()))
     }
 
     /// Handles every event up to and including `limit` µs.
@@ -180,7 +202,7 @@ impl<L: LatencyModel> Simulation<L> {
     }
 
     /// Handles every event of the earliest pending time, if that is at most
-    /// `limit`, then lets the engine start a step. False when there was none.
+    /// `limit`, then lets idle engines start a step. False when there was none.
     pub(super) fn step_events(&mut self, limit: u64, sink: &mut dyn ResultSink) -> bool {
         let limit = limit.min(self.horizon_us);
         // Events a request left behind when it timed out (its own timeout
@@ -198,7 +220,9 @@ impl<L: LatencyModel> Simulation<L> {
             let (_, event) = self.queue.pop().expect("peeked");
             self.handle(event, sink);
         }
-        self.start_step(sink);
+        for replica in 0..self.instances.len() as u32 {
+            self.start_step(replica, sink);
+        }
         true
     }
 
@@ -206,8 +230,10 @@ impl<L: LatencyModel> Simulation<L> {
     /// in flight as unfinished.
     pub fn finish(&mut self, sink: &mut dyn ResultSink) {
         self.run_until(u64::MAX, sink);
-        for d in self.engine.drain() {
-            self.record_departure(d);
+        for replica in 0..self.instances.len() {
+            for d in self.instances[replica].engine.drain() {
+                self.record_departure(d);
+            }
         }
         if (self.in_flight > 0 || !self.unsent.is_empty()) && self.horizon_us != u64::MAX {
             // Only a horizon leaves requests behind; the run lasted until it.
@@ -216,7 +242,7 @@ impl<L: LatencyModel> Simulation<L> {
         // A capped client's queue empties as requests finish; with a horizon,
         // what is left was never sent (and is reported with its arrival).
         while let Some((request, arrival_us)) = self.unsent.pop_front() {
-            self.send(request, arrival_us, arrival_us);
+            self.dispatch(request, arrival_us, arrival_us);
         }
         for slot in 0..self.active.len() as u32 {
             let Some(a) = self.active[slot as usize].as_mut() else { continue };
@@ -235,40 +261,45 @@ impl<L: LatencyModel> Simulation<L> {
         self.queue.len()
     }
 
-    /// If the engine is idle, starts its next step: the one queued (async
-    /// scheduling), else a newly scheduled one; with async scheduling, the
-    /// step after it is then scheduled at once.
-    pub(super) fn start_step(&mut self, sink: &mut dyn ResultSink) {
-        if self.engine.stepping() {
+    /// If replica `replica`'s engine is idle, starts its next step: the one
+    /// queued (async scheduling), else a newly scheduled one; with async
+    /// scheduling, the step after it is then scheduled at once.
+    pub(super) fn start_step(&mut self, replica: u32, sink: &mut dyn ResultSink) {
+        let r = replica as usize;
+        if self.instances[r].engine.stepping() {
             return;
         }
         let mut events = std::mem::take(&mut self.events);
-        let duration = match self.engine.start_queued() {
+        let instance = &mut self.instances[r];
+        let duration = match instance.engine.start_queued() {
             Some(d) => {
-                std::mem::swap(&mut self.trace_executing, &mut self.trace_queued);
+                std::mem::swap(&mut instance.trace_executing, &mut instance.trace_queued);
                 Some(d)
             }
-            None if self.engine.has_work() => {
-                let d = self.engine.start_step(&mut events);
+            None if instance.engine.has_work() => {
+                let d = instance.engine.start_step(&self.latency, &mut events);
                 if self.tracing {
-                    self.trace_scheduling(d.is_some(), false);
+                    self.trace_scheduling(r, d.is_some(), false);
                 }
                 d
             }
             None => None,
         };
         if let Some(d) = duration {
-            self.queue.push(self.now.saturating_add(d), Event::StepEnd);
+            self.queue.push(self.now.saturating_add(d), Event::StepEnd { replica });
+            let cluster = self.instances.len() > 1;
+            let instance = &mut self.instances[r];
             if self.tracing {
-                self.trace_executing.index = self.steps_started;
-                self.trace_executing.start_us = self.now;
-                sink.engine_step(&self.trace_executing);
+                instance.trace_executing.index = instance.steps_started;
+                instance.trace_executing.start_us = self.now;
+                instance.trace_executing.replica = cluster.then_some(replica);
+                sink.engine_step(&instance.trace_executing);
             }
-            self.steps_started += 1;
-            if self.engine.config().async_scheduling {
-                let queued = self.engine.queue_step(&mut events);
+            instance.steps_started += 1;
+            if instance.engine.config().async_scheduling {
+                let queued = instance.engine.queue_step(&self.latency, &mut events);
                 if self.tracing {
-                    self.trace_scheduling(queued, true);
+                    self.trace_scheduling(r, queued, true);
                 }
             }
         }
@@ -280,35 +311,43 @@ impl<L: LatencyModel> Simulation<L> {
         self.events = events;
     }
 
-    /// Step trace: names the requests of what the engine just scheduled, in
-    /// the record of the step executing or of the one queued. A scheduling
-    /// that scheduled nothing can still have preempted (a request that
-    /// cannot grow preempts itself): those are reported with the next step.
-    /// Named now, since a slot can be reused before the step runs.
-    pub(super) fn trace_scheduling(&mut self, scheduled: bool, queued: bool) {
+    /// Step trace: names the requests of what replica `r`'s engine just
+    /// scheduled, in the record of the step executing or of the one queued.
+    /// A scheduling that scheduled nothing can still have preempted (a
+    /// request that cannot grow preempts itself): those are reported with
+    /// the next step. Named now, since a slot can be reused before the step
+    /// runs.
+    pub(super) fn trace_scheduling(&mut self, r: usize, scheduled: bool, queued: bool) {
+        let engine = &self.instances[r].engine;
         if !scheduled {
             let carried: Vec<NodeRef> =
-                self.engine.preempted_unscheduled().iter().map(|&slot| self.node_ref(slot)).collect();
-            self.trace_carried.extend(carried);
+                engine.preempted_unscheduled().iter().map(|&slot| self.node_ref(r, slot)).collect();
+            self.instances[r].trace_carried.extend(carried);
             return;
         }
-        let mut record = std::mem::take(if queued { &mut self.trace_queued } else { &mut self.trace_executing });
-        let batch: &Batch = if queued { self.engine.last_scheduled() } else { self.engine.executing() };
+        let instance = &mut self.instances[r];
+        let mut record =
+            std::mem::take(if queued { &mut instance.trace_queued } else { &mut instance.trace_executing });
+        let mut carried = std::mem::take(&mut instance.trace_carried);
+        let engine = &self.instances[r].engine;
+        let batch: &Batch = if queued { engine.last_scheduled() } else { engine.executing() };
         record.duration_us = batch.duration_us;
         record.kv_blocks_used = batch.kv_blocks_used;
         record.scheduled.clear();
-        record.scheduled.extend(batch.entries.iter().map(|e| (self.node_ref(e.slot), e.tokens)));
+        record.scheduled.extend(batch.entries.iter().map(|e| (self.node_ref(r, e.slot), e.tokens)));
         record.admitted.clear();
-        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (self.node_ref(slot), cached)));
+        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (self.node_ref(r, slot), cached)));
         record.preempted.clear();
-        record.preempted.append(&mut self.trace_carried);
-        record.preempted.extend(batch.preempted.iter().map(|&slot| self.node_ref(slot)));
-        *(if queued { &mut self.trace_queued } else { &mut self.trace_executing }) = record;
+        record.preempted.append(&mut carried);
+        record.preempted.extend(batch.preempted.iter().map(|&slot| self.node_ref(r, slot)));
+        let instance = &mut self.instances[r];
+        instance.trace_carried = carried;
+        *(if queued { &mut instance.trace_queued } else { &mut instance.trace_executing }) = record;
     }
 
-    /// The request and node the engine's `slot` holds.
-    pub(super) fn node_ref(&self, slot: u32) -> NodeRef {
-        let owner = self.engine.owner(slot);
+    /// The request and node replica `r`'s engine holds in `slot`.
+    pub(super) fn node_ref(&self, r: usize, slot: u32) -> NodeRef {
+        let owner = self.instances[r].engine.owner(slot);
         let a = self.active[owner.slot as usize].as_ref().expect("live request");
         NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
     }
@@ -328,19 +367,21 @@ impl<L: LatencyModel> Simulation<L> {
             Event::ToolDone { slot, generation, node } if self.is_live(slot, generation) => {
                 self.node_done(slot, node, sink)
             }
-            Event::EngineEnter { slot, generation, node } if self.is_live(slot, generation) => {
-                self.enter_engine(slot, node, sink)
+            Event::EngineEnter { slot, generation, node, replica } if self.is_live(slot, generation) => {
+                self.instances[replica as usize].in_transit -= 1;
+                self.enter_engine(slot, node, replica, sink)
             }
             Event::Timeout { slot, generation } if self.is_live(slot, generation) => self.time_out(slot, sink),
             // Left behind by a request that timed out.
             Event::NodeStart { .. } | Event::ToolDone { .. } | Event::EngineEnter { .. } | Event::Timeout { .. } => {}
-            Event::StepEnd => {
+            Event::StepEnd { replica } => {
+                let r = replica as usize;
                 let mut events = std::mem::take(&mut self.events);
-                self.engine.finish_step(self.now, &mut events);
+                self.instances[r].engine.finish_step(self.now, &mut events);
                 if self.check_invariants
-                    && let Err(e) = self.engine.check_kv()
+                    && let Err(e) = self.instances[r].engine.check_kv()
                 {
-                    panic!("KV cache invariant broken at {} µs: {e}", self.now);
+                    panic!("KV cache invariant broken on replica {r} at {} µs: {e}", self.now);
                 }
                 for e in events.drain(..) {
                     if let EngineEvent::Finished(d) = e {

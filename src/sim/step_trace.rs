@@ -19,8 +19,10 @@ pub struct NodeRef {
 /// One engine step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineStep {
-    /// 0-based count of steps executed before this one.
+    /// 0-based count of steps its replica executed before this one.
     pub index: u64,
+    /// The replica that ran it, in a cluster of more than one.
+    pub replica: Option<u32>,
     /// When it started executing, µs.
     pub start_us: u64,
     /// Its price from the latency model, µs.
@@ -45,11 +47,11 @@ impl EngineStep {
     /// `{"step":0,"start_us":0,"duration_us":1000,"scheduled":[{"request_id":0,"node":0,"tokens":256}],
     /// "admitted":[{"request_id":0,"node":0,"cached_tokens":0}],"preempted":[],"kv_blocks_used":16}`.
     pub fn write_jsonl(&self, out: &mut Vec<u8>) {
-        let _ = write!(
-            out,
-            "{{\"step\":{},\"start_us\":{},\"duration_us\":{},\"scheduled\":[",
-            self.index, self.start_us, self.duration_us
-        );
+        let _ = write!(out, "{{\"step\":{}", self.index);
+        if let Some(replica) = self.replica {
+            let _ = write!(out, ",\"replica\":{replica}");
+        }
+        let _ = write!(out, ",\"start_us\":{},\"duration_us\":{},\"scheduled\":[", self.start_us, self.duration_us);
         for (i, (node, tokens)) in self.scheduled.iter().enumerate() {
             write_node(out, i, node);
             let _ = write!(out, ",\"tokens\":{tokens}}}");
@@ -94,6 +96,7 @@ mod tests {
         let n = |id: &str| NodeRef { request_id: RequestId::Str(id.to_owned()), node: 1 };
         let step = EngineStep {
             index: 3,
+            replica: None,
             start_us: 3000,
             duration_us: 1000,
             scheduled: vec![(n("a\"b"), 1), (NodeRef { request_id: RequestId::Int(7), node: 0 }, 64)],

@@ -348,12 +348,10 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
     let results = open(ctx.opts.results_jsonl, "results.jsonl")?;
     let steps = open(ctx.opts.step_trace, "steps.jsonl")?;
     let config = RunConfig {
-        engine: d.engine.clone(),
-        latency: d.latency.clone(),
         client: cell.client(ctx.plan),
-        horizon_us: None,
         timeout_us: ctx.plan.timeout_us,
         step_trace: steps.is_some(),
+        ..d.run_config()
     };
     let mut sink = RunSink {
         cell,
@@ -402,5 +400,5 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
     for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
         file.commit().map_err(CellError::Io)?;
     }
-    Ok(sink.metrics.finish(&end.stats, end.sim_end_us))
+    Ok(sink.metrics.finish(&end))
 }

@@ -49,7 +49,8 @@ struct RunRows {
 impl RunRows {
     fn new(grid: &GridColumns) -> RunRows {
         let metric_names: Vec<String> = match serde_json::to_value(Metrics::default()) {
-            Ok(Value::Object(m)) => m.keys().cloned().collect(),
+            // The scalar metrics; per-replica lists stay in metrics.json.
+            Ok(Value::Object(m)) => m.iter().filter(|(_, v)| v.is_number()).map(|(k, _)| k.clone()).collect(),
             _ => Vec::new(),
         };
         let mut fields = grid.fields();

@@ -138,6 +138,7 @@ pub(crate) struct RequestRows {
     grid: GridColumns,
     request_id: StringBuilder,
     node: Int64Builder,
+    replica: Int64Builder,
     times: [Float64Builder; 10],
     counts: [Int64Builder; 4],
     error: StringBuilder,
@@ -166,6 +167,9 @@ impl RequestRows {
         let mut fields = grid.fields();
         fields.push(Field::new("request_id", DataType::Utf8, false));
         fields.push(Field::new("node", DataType::Int64, false));
+        // The replica the router sent the node to (0 with one replica); null
+        // for a node never routed (rejected, or behind a failed node).
+        fields.push(Field::new("replica", DataType::Int64, true));
         for name in TIME_COLUMNS {
             let nullable = !matches!(name, "arrival_s" | "send_s");
             fields.push(Field::new(name, DataType::Float64, nullable));
@@ -183,6 +187,7 @@ impl RequestRows {
             grid: grid.clone(),
             request_id: StringBuilder::new(),
             node: Int64Builder::new(),
+            replica: Int64Builder::new(),
             times: std::array::from_fn(|_| Float64Builder::new()),
             counts: std::array::from_fn(|_| Int64Builder::new()),
             error: StringBuilder::new(),
@@ -229,6 +234,7 @@ impl RequestRows {
             }
             self.request_id.append_value(&id);
             self.node.append_value(i as i64);
+            self.replica.append_option(node.start_us.map(|_| i64::from(node.replica.unwrap_or(0))));
             self.error.append_option(node.error.as_ref().map(|e| e.to_string()));
             self.rows += 1;
         }
@@ -239,6 +245,7 @@ impl RequestRows {
         let mut cols = self.grid.columns(cell, self.rows);
         cols.push(Arc::new(self.request_id.finish()));
         cols.push(Arc::new(self.node.finish()));
+        cols.push(Arc::new(self.replica.finish()));
         for b in &mut self.times {
             cols.push(Arc::new(b.finish()));
         }

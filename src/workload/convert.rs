@@ -43,7 +43,7 @@ impl Converted {
                 })
                 .collect();
             super::writer::write_result_row(&mut out, r, &mut |_| {
-                Some(super::writer::NodeTokens { start_us: 0, token_times_us: &times, error: None })
+                Some(super::writer::NodeTokens { start_us: 0, token_times_us: &times, replica: None, error: None })
             });
         }
         out
@@ -246,7 +246,7 @@ fn llm_request(
                 seeded: None,
                 model: None,
             }),
-            result: latencies.map(|token_latency| NodeResult { token_latency, error: None }),
+            result: latencies.map(|token_latency| NodeResult { token_latency, error: None, replica: None }),
         }],
     }
 }

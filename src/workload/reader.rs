@@ -216,6 +216,7 @@ struct RawSubRequest {
     model: Option<String>,
     token_latency: Option<Vec<f64>>,
     error: Option<String>,
+    replica: Option<u32>,
 }
 
 impl<'de> Deserialize<'de> for RequestId {
@@ -338,6 +339,9 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
         if sub.error.is_some() {
             return err(at("error"), "unknown field in a workload file (result files only)");
         }
+        if sub.replica.is_some() {
+            return err(at("replica"), "unknown field in a workload file (result files only)");
+        }
     }
     let kind = match sub.kind {
         RawKind::ToolCall => {
@@ -412,7 +416,14 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
     };
     let result = match format {
         Format::Workload => None,
-        Format::Results => Some(validate_result(&kind, sub.token_latency, sub.error, at)?),
+        Format::Results => {
+            if sub.replica.is_some() && matches!(kind, NodeKind::ToolCall { .. }) {
+                return err(at("replica"), "a tool_call is not routed to a replica");
+            }
+            let mut result = validate_result(&kind, sub.token_latency, sub.error, at)?;
+            result.replica = sub.replica;
+            Some(result)
+        }
     };
     Ok(SubRequest { next: sub.next, interval, kind, result })
 }
@@ -446,7 +457,7 @@ fn validate_result(
     for (k, &v) in token_latency.iter().enumerate() {
         check_time(at(&format!("token_latency[{k}]")), v)?;
     }
-    Ok(NodeResult { token_latency, error })
+    Ok(NodeResult { token_latency, error, replica: None })
 }
 
 /// Returns a node on a cycle, if the `next` edges have one (Kahn's algorithm:

@@ -162,4 +162,6 @@ pub struct NodeResult {
     pub token_latency: Vec<f64>,
     /// Why the node did not (fully) run, if it did not.
     pub error: Option<String>,
+    /// The replica that served it, when a cluster of more than one did.
+    pub replica: Option<u32>,
 }

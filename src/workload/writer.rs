@@ -19,6 +19,8 @@ pub struct NodeTokens<'a> {
     pub start_us: u64,
     /// Absolute emission time of each output token, µs, ascending.
     pub token_times_us: &'a [u64],
+    /// The replica that served it, in a cluster of more than one.
+    pub replica: Option<u32>,
     /// Why the node did not (fully) run.
     pub error: Option<&'a str>,
 }
@@ -105,6 +107,9 @@ fn write_row<'a>(
                     json_string(out, model);
                 }
                 if let Some(result) = tokens(i) {
+                    if let Some(replica) = result.replica {
+                        write!(out, ",\"replica\":{replica}").expect("writing to a Vec cannot fail");
+                    }
                     out.extend_from_slice(b",\"token_latency\":[");
                     let mut previous = result.start_us;
                     for (k, &t) in result.token_times_us.iter().enumerate() {
@@ -194,7 +199,7 @@ mod tests {
         let times = [1_512_000, 1_520_500];
         let mut out = Vec::new();
         write_result_row(&mut out, &request, &mut |_| {
-            Some(NodeTokens { start_us: 1_500_000, token_times_us: &times, error: Some("e") })
+            Some(NodeTokens { start_us: 1_500_000, token_times_us: &times, replica: None, error: Some("e") })
         });
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#""token_latency":[0.012,0.0085],"error":"e""#), "{text}");

@@ -25,12 +25,12 @@ fn results_reconstructs_hand_computed_token_times() {
     // It ends at 1.502030; node 1 runs 1.602030–1.852030, node 2
     // 1.502030–1.552030; node 3 starts at 1.852030 + 0.01 = 1.862030:
     // prefill 1000 + 2·20 = 1040 µs, then two decodes of 1010 µs.
-    let expected = "request_id,node,token_index,time_s\n\
-                    agent-1,0,0,1.501020\n\
-                    agent-1,0,1,1.502030\n\
-                    agent-1,3,0,1.863070\n\
-                    agent-1,3,1,1.864080\n\
-                    agent-1,3,2,1.865090\n";
+    let expected = "request_id,node,token_index,time_s,replica\n\
+                    agent-1,0,0,1.501020,\n\
+                    agent-1,0,1,1.502030,\n\
+                    agent-1,3,0,1.863070,\n\
+                    agent-1,3,1,1.864080,\n\
+                    agent-1,3,2,1.865090,\n";
     assert_eq!(csv, expected);
     let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
     assert_eq!(m["e2e_mean_ms"], 865.09);

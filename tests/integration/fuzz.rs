@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use blis_sweep::calibrate::observed;
 use blis_sweep::scenario::{self, ModelArch, ScenarioSpec};
-use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink};
+use blis_sweep::sim::{self, FinishedRequest, RunConfig, Sink};
 use blis_sweep::sweep::{calibration, grid};
 use blis_sweep::workload::convert;
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
@@ -107,14 +107,7 @@ fn simulate(rows_in: Vec<blis_sweep::workload::Request>) {
         }
     }
     for timeout_us in [None, Some(50_000)] {
-        let config = RunConfig {
-            engine: d.engine.clone(),
-            latency: d.latency.clone(),
-            client: Client::OpenLoop,
-            horizon_us: None,
-            timeout_us,
-            step_trace: true,
-        };
+        let config = RunConfig { timeout_us, step_trace: true, ..d.run_config() };
         let mut rows = Rows(Vec::new());
         let source = rows_in.iter().cloned().map(Ok::<_, ()>);
         sim::run(config, source, &mut rows).unwrap();

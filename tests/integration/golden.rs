@@ -13,6 +13,23 @@ use std::path::Path;
 
 use crate::util::{Dir, TestCommand};
 
+/// A copy of `scenario` with `replicas: 1` and a weighted router, in `dir`
+/// (beside the scenario when it names files relative to itself).
+fn one_replica_cluster(scenario: &Path, dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(scenario).unwrap();
+    let mut spec: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    spec["replicas"] = 1.into();
+    spec["router"] = serde_json::json!({
+        "policy": "weighted",
+        "refresh_interval_ms": 50,
+        "scorers": [{"name": "prefix-cache", "weight": 2}, {"name": "queue", "weight": 1}]
+    });
+    let dir = if spec.get("model_config").is_some() { scenario.parent().unwrap() } else { dir };
+    let out = dir.join("one-replica.json");
+    std::fs::write(&out, serde_json::to_string(&spec).unwrap()).unwrap();
+    out
+}
+
 /// FNV-1a, 64 bits.
 fn hash(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
@@ -70,6 +87,14 @@ fn every_example_keeps_its_results() {
         TestCommand::new(&dir.path, &args).stdout();
         let h = [dir.read("r.jsonl"), dir.read("s.jsonl"), dir.read("m.json")].map(|t| hash(t.as_bytes()));
         writeln!(text, "{:016x} {:016x} {:016x}  {name}", h[0], h[1], h[2]).unwrap();
+        // The same deployment as a cluster of one replica behind a router
+        // that reads the prefix index and a stale view: not a byte moves.
+        let one = one_replica_cluster(Path::new(scenario), &dir.path);
+        args[3] = one.to_str().unwrap();
+        TestCommand::new(&dir.path, &args).stdout();
+        let c = [dir.read("r.jsonl"), dir.read("s.jsonl"), dir.read("m.json")].map(|t| hash(t.as_bytes()));
+        assert_eq!(c, h, "{name}: a cluster of one replica differs from the single engine");
+        std::fs::remove_file(one).unwrap();
     }
     let file = root.join("tests/data/golden-results.txt");
     if std::env::var_os("BLIS_GOLDEN_UPDATE").is_some() {

@@ -1,0 +1,131 @@
+//! `replicas:` and `router:` resolved into the simulator's
+//! [`RouterConfig`]: policy and scorer names checked, weights and intervals
+//! bounded, every mistake named by its key.
+
+use super::spec::RouterSpec;
+use super::{InvalidValue, invalid};
+use crate::sim::{Affinity, RouterConfig, RoutingPolicy, Scorer};
+
+/// Most replicas one scenario may declare: each is a whole engine in memory,
+/// and a router decision walks them all.
+pub(super) const MAX_REPLICAS: u32 = 1024;
+
+/// The policies, as scenario files name them.
+const POLICIES: [&str; 7] =
+    ["round-robin", "random", "least-requests", "least-kv", "prefix-affinity", "weighted", "vllm-dp"];
+
+/// Resolves `replicas` and `router`.
+pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Result<(u32, RouterConfig), InvalidValue> {
+    let replicas = replicas.unwrap_or(1);
+    if replicas == 0 || replicas > MAX_REPLICAS {
+        return invalid("replicas", format!("{replicas} must be between 1 and {MAX_REPLICAS}"));
+    }
+    let Some(spec) = router else { return Ok((replicas, RouterConfig::default())) };
+    let name = spec.policy.as_deref().unwrap_or("round-robin");
+    let policy = match name {
+        "round-robin" => RoutingPolicy::RoundRobin,
+        "random" => RoutingPolicy::Random,
+        "least-requests" => RoutingPolicy::LeastRequests,
+        "least-kv" => RoutingPolicy::LeastKv,
+        "prefix-affinity" => RoutingPolicy::PrefixAffinity,
+        "vllm-dp" => RoutingPolicy::VllmDp,
+        "weighted" => RoutingPolicy::Weighted(scorers(spec.scorers.as_deref())?),
+        other => {
+            return invalid("router.policy", format!("unknown policy `{other}`; available: {}", POLICIES.join(", ")));
+        }
+    };
+    if name != "weighted" && spec.scorers.is_some() {
+        return invalid("router.scorers", format!("only the `weighted` policy takes scorers, not `{name}`"));
+    }
+    let affinity = match spec.affinity.as_deref() {
+        None | Some("node") => Affinity::Node,
+        Some("request") => Affinity::Request,
+        Some(other) => return invalid("router.affinity", format!("`{other}`: use `node` or `request`")),
+    };
+    let refresh_interval_us = match spec.refresh_interval_ms {
+        None => 0,
+        Some(ms) => crate::workload::checked_seconds_to_us(ms / 1e3).map_err(|e| InvalidValue {
+            field: "router.refresh_interval_ms".to_owned(),
+            reason: format!("{ms} ms: {e}"),
+        })?,
+    };
+    if spec.max_queue == Some(0) {
+        return invalid(
+            "router.max_queue",
+            "must be positive (1 rejects a request when every replica has one waiting)",
+        );
+    }
+    let config =
+        RouterConfig { policy, affinity, refresh_interval_us, max_queue: spec.max_queue, seed: spec.seed.unwrap_or(0) };
+    Ok((replicas, config))
+}
+
+fn scorers(specs: Option<&[super::spec::ScorerSpec]>) -> Result<Vec<(Scorer, f64)>, InvalidValue> {
+    let names = || Scorer::ALL.map(Scorer::name).join(", ");
+    let Some(specs) = specs.filter(|s| !s.is_empty()) else {
+        return invalid(
+            "router.scorers",
+            format!("the `weighted` policy needs scorers, e.g. [{{name: queue, weight: 1}}]; available: {}", names()),
+        );
+    };
+    let mut out: Vec<(Scorer, f64)> = Vec::new();
+    for s in specs {
+        let Some(scorer) = Scorer::ALL.into_iter().find(|k| k.name() == s.name) else {
+            return invalid("router.scorers", format!("unknown scorer `{}`; available: {}", s.name, names()));
+        };
+        if !(s.weight.is_finite() && s.weight > 0.0) {
+            return invalid("router.scorers", format!("`{}`: weight {} must be a positive number", s.name, s.weight));
+        }
+        if out.iter().any(|(k, _)| *k == scorer) {
+            return invalid("router.scorers", format!("`{}` is given twice", s.name));
+        }
+        out.push((scorer, s.weight));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn router(yaml: &str) -> Result<(u32, RouterConfig), InvalidValue> {
+        let spec: super::super::ScenarioSpec =
+            serde_saphyr::from_str(&format!("hardware: H100\n{yaml}")).expect("well-formed");
+        resolve(spec.replicas, spec.router)
+    }
+
+    #[test]
+    fn a_weighted_router_keeps_its_scorers_in_order() {
+        let (n, c) = router(
+            "replicas: 4\nrouter: {policy: weighted, affinity: request, refresh_interval_ms: 50, max_queue: 8, \
+             scorers: [{name: queue, weight: 2}, {name: prefix-cache, weight: 3}]}",
+        )
+        .unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(c.policy, RoutingPolicy::Weighted(vec![(Scorer::Queue, 2.0), (Scorer::PrefixCache, 3.0)]));
+        assert_eq!((c.affinity, c.refresh_interval_us, c.max_queue), (Affinity::Request, 50_000, Some(8)));
+        assert_eq!(router("").unwrap(), (1, RouterConfig::default()));
+    }
+
+    #[test]
+    fn mistakes_name_their_key() {
+        for (yaml, field) in [
+            ("replicas: 0", "replicas"),
+            ("replicas: 5000", "replicas"),
+            ("router: {policy: least-loaded}", "router.policy"),
+            ("router: {policy: weighted}", "router.scorers"),
+            ("router: {policy: weighted, scorers: [{name: queue, weight: 0}]}", "router.scorers"),
+            (
+                "router: {policy: weighted, scorers: [{name: queue, weight: 1}, {name: queue, weight: 2}]}",
+                "router.scorers",
+            ),
+            ("router: {policy: weighted, scorers: [{name: lora, weight: 1}]}", "router.scorers"),
+            ("router: {policy: round-robin, scorers: [{name: queue, weight: 1}]}", "router.scorers"),
+            ("router: {affinity: session}", "router.affinity"),
+            ("router: {refresh_interval_ms: -1}", "router.refresh_interval_ms"),
+            ("router: {max_queue: 0}", "router.max_queue"),
+        ] {
+            assert_eq!(router(yaml).unwrap_err().field, field, "{yaml}");
+        }
+    }
+}

@@ -7,6 +7,7 @@ mod util;
 mod calibrate;
 mod cli;
 mod client;
+mod cluster;
 mod conformance;
 mod dag;
 mod engine;

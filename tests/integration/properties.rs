@@ -1,10 +1,13 @@
-//! Property tests: random DAG workloads on random engines, through the
-//! library with the KV-cache invariant checked after every step. A fixed
+//! Property tests: random DAG workloads on random engines (one, or a
+//! cluster of 2–8 behind a random router), through the library with the KV-cache invariant checked after every step. A fixed
 //! seed makes any failure reproducible; the case number is in the message.
 
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use blis_sweep::scenario::{ModelArch, catalog, hardware};
-use blis_sweep::sim::{Client, EngineConfig, FinishedRequest, NodeError, RequestStatus, Simulation};
+use blis_sweep::sim::{
+    Affinity, Client, EngineConfig, FinishedRequest, NodeError, RequestStatus, RouterConfig, RoutingPolicy, Scorer,
+    Simulation,
+};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -38,6 +41,34 @@ fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
         let model = ModelArch::from_config_json(id, catalog::model_config(id).unwrap().1).unwrap();
         let gpu = hardware::lookup(hardware::names()[rng.random_range(0..7)]).unwrap();
         StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, 1, 2, false, RooflineConstants::default())))
+    }
+}
+
+fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
+    let scorers = [Scorer::Queue, Scorer::KvUtilization, Scorer::PrefixCache, Scorer::RunningRequests];
+    let policy = match rng.random_range(0..7) {
+        0 => RoutingPolicy::RoundRobin,
+        1 => RoutingPolicy::Random,
+        2 => RoutingPolicy::LeastRequests,
+        3 => RoutingPolicy::LeastKv,
+        4 => RoutingPolicy::PrefixAffinity,
+        5 => RoutingPolicy::VllmDp,
+        _ => {
+            let mut chosen = Vec::new();
+            for s in scorers {
+                if rng.random_bool(0.6) {
+                    chosen.push((s, rng.random_range(0.1..3.0)));
+                }
+            }
+            RoutingPolicy::Weighted(chosen)
+        }
+    };
+    RouterConfig {
+        policy,
+        affinity: if rng.random_bool(0.5) { Affinity::Request } else { Affinity::Node },
+        refresh_interval_us: if rng.random_bool(0.5) { 0 } else { rng.random_range(1..200_000) },
+        max_queue: rng.random_bool(0.3).then(|| rng.random_range(1..=3)),
+        seed: rng.random(),
     }
 }
 
@@ -92,9 +123,25 @@ fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     total <= e.max_model_len && (total - 1).div_ceil(e.block_size) < e.num_gpu_blocks
 }
 
-fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
+fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
     let ctx = format!("case {case}, request {}", r.request.request_id);
     assert_ne!(r.status, RequestStatus::Unfinished, "{ctx}: never finished");
+    if r.status == RequestStatus::Rejected {
+        // Rejected on arrival: nothing started, every node says why.
+        for node in &r.nodes {
+            assert!(node.start_us.is_none() && node.token_times_us.is_empty(), "{ctx}: a rejected request ran");
+            assert!(matches!(&node.error, Some(NodeError::Rejected(m)) if m.starts_with("rejected: ")), "{ctx}");
+        }
+        return;
+    }
+    for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
+        // Every llm node that started with tokens to emit was routed to a
+        // replica of the cluster (named only when there is more than one).
+        if matches!(&sub.kind, NodeKind::Llm(c) if c.tokens_to_emit() > 0) && node.start_us.is_some() {
+            assert_eq!(node.replica.is_some(), replicas > 1, "{ctx}: replica {:?}", node.replica);
+            assert!(node.replica.unwrap_or(0) < replicas, "{ctx}: no replica {:?}", node.replica);
+        }
+    }
     let mut unservable = false;
     for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
         let ctx = format!("{ctx}, node {i}");
@@ -149,10 +196,13 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig) {
 #[test]
 fn random_workloads_finish_with_consistent_timelines() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0xB115);
-    let mut totals = (0, 0, 0u64, 0);
+    let mut totals = (0, 0, 0u64, 0, 0);
     for case in 0..CASES {
         let engine = random_engine(&mut rng);
-        let mut sim = Simulation::new(engine.clone(), random_latency(&mut rng));
+        // Half the cases are clusters of 2–8 replicas behind a random router.
+        let replicas = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=8) };
+        let router = random_router(&mut rng);
+        let mut sim = Simulation::cluster(engine.clone(), random_latency(&mut rng), replicas, router);
         sim.check_invariants(true);
         let client = match rng.random_range(0..5) {
             0 => Client::Capped { limit: rng.random_range(1..=4) },
@@ -182,13 +232,17 @@ fn random_workloads_finish_with_consistent_timelines() {
         let finishes: Vec<u64> = done.iter().filter_map(|r| r.finish_us).collect();
         assert!(finishes.windows(2).all(|w| w[0] <= w[1]), "case {case}: completions out of time order");
         for r in &done {
-            check(case, r, &engine);
+            check(case, r, &engine, replicas);
         }
         totals.0 += done.iter().filter(|r| r.status == RequestStatus::Completed).count() as u64;
         totals.1 += done.iter().filter(|r| r.status == RequestStatus::Unservable).count() as u64;
         totals.2 += sim.engine_stats().preemptions;
         totals.3 += done.iter().filter(|r| r.status == RequestStatus::TimedOut).count() as u64;
+        totals.4 += done.iter().filter(|r| r.status == RequestStatus::Rejected).count() as u64;
     }
     // The generator must exercise every path, or the properties prove little.
-    assert!(totals.0 > 1000 && totals.1 > 50 && totals.2 > 100 && totals.3 > 100, "coverage: {totals:?}");
+    assert!(
+        totals.0 > 1000 && totals.1 > 50 && totals.2 > 100 && totals.3 > 100 && totals.4 > 50,
+        "coverage: {totals:?}"
+    );
 }

@@ -5,8 +5,9 @@
 //! and peak RSS for several N, each in its own process so the peaks are
 //! comparable.
 //!
-//!     cargo bench --bench sim                 # 10k, 100k and 300k requests
+//!     cargo bench --bench sim                 # 10k, 100k and 300k requests; then 8 replicas on 8x
 //!     cargo bench --bench sim -- one 100000   # one size, in this process
+//!     cargo bench --bench sim -- cluster 8 800000   # 8 replicas, 8x the traffic
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
@@ -99,9 +100,16 @@ impl Sink for Nothing {
     }
 }
 
-fn one(n: u64, rate: f64) {
+/// `replicas` copies of the deployment behind a least-requests router, fed
+/// `replicas` times the traffic.
+fn one(n: u64, rate: f64, replicas: u32) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
-    let d = blis_sweep::scenario::load(&scenario).unwrap();
+    let mut d = blis_sweep::scenario::load(&scenario).unwrap();
+    d.replicas = replicas;
+    if replicas > 1 {
+        d.router.policy = blis_sweep::sim::RoutingPolicy::LeastRequests;
+    }
+    let rate = rate * f64::from(replicas);
     let mut bytes = 0u64;
     let mut metrics = MetricsCollector::default();
     let mut rows = Rows { out: CountingSink(&mut bytes), buf: Vec::with_capacity(1 << 21) };
@@ -120,7 +128,7 @@ fn one(n: u64, rate: f64) {
     drop(rows);
     let wall_s = wall.elapsed().as_secs_f64();
     println!(
-        "{n:>8} requests  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
+        "{n:>8} requests  {replicas} replica(s)  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
          | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL",
         n as f64 / wall_s,
         rss::peak_rss_mib(),
@@ -163,17 +171,23 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "one") {
         let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
-        one(args[i + 1].parse().expect("a request count"), rate);
+        one(args[i + 1].parse().expect("a request count"), rate, 1);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "cluster") {
+        let replicas = args[i + 1].parse().expect("a replica count");
+        one(args[i + 2].parse().expect("a request count"), RATE, replicas);
         return;
     }
     println!(
         "Llama-3.1-8B, H100, TP1, default latency model; Poisson {RATE} req/s; results written as JSONL to a counting sink"
     );
-    for n in [10_000u64, 100_000, 300_000] {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["one", &n.to_string()])
-            .status()
-            .unwrap();
+    let sizes = [10_000u64, 100_000, 300_000];
+    let runs = sizes.iter().map(|n| vec!["one".to_owned(), n.to_string()]);
+    // Eight replicas on eight times the traffic (416 req/s), least-requests.
+    let clusters = sizes.iter().map(|n| vec!["cluster".to_owned(), "8".to_owned(), (8 * n).to_string()]);
+    for args in runs.chain(clusters) {
+        let status = std::process::Command::new(std::env::current_exe().unwrap()).args(&args).status().unwrap();
         assert!(status.success());
     }
 }

@@ -2,7 +2,7 @@
 //! arrival, under a concurrency cap, or from closed-loop users), and sending
 //! one (its roots scheduled, its timeout set).
 
-use super::dag::Active;
+use super::dag::{Active, NodeProgress};
 use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
@@ -117,10 +117,10 @@ impl<L: LatencyModel> Simulation<L> {
     /// The request enters the system at `send_us`: its roots are scheduled.
     pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64) {
         let n = request.sub_requests.len();
-        let mut pending_preds = vec![0u32; n];
+        let mut progress = vec![NodeProgress { pending_preds: 0, failed_pred: None, ready_us: send_us }; n];
         for sub in &request.sub_requests {
             for &j in &sub.next {
-                pending_preds[j as usize] += 1;
+                progress[j as usize].pending_preds += 1;
             }
         }
         let slot = match self.free_slots.pop() {
@@ -147,9 +147,7 @@ impl<L: LatencyModel> Simulation<L> {
             arrival_us,
             send_us,
             nodes: vec![NodeOutcome::default(); n],
-            pending_preds,
-            ready_us: vec![send_us; n],
-            failed_pred: vec![None; n],
+            progress,
             unresolved: n,
             pinned: None,
         });

@@ -20,12 +20,22 @@ pub(super) struct Active {
     pub(super) arrival_us: u64,
     pub(super) send_us: u64,
     pub(super) nodes: Vec<NodeOutcome>,
-    pub(super) pending_preds: Vec<u32>,
-    pub(super) ready_us: Vec<u64>,
-    pub(super) failed_pred: Vec<Option<u32>>,
+    /// Per node, what its start waits on (one allocation per request).
+    pub(super) progress: Vec<NodeProgress>,
     pub(super) unresolved: usize,
     /// With `affinity: request`, the replica its first llm node took.
     pub(super) pinned: Option<u32>,
+}
+
+/// A node's wait for its predecessors.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NodeProgress {
+    /// Predecessors not resolved yet.
+    pub(super) pending_preds: u32,
+    /// The first predecessor that failed, if any.
+    pub(super) failed_pred: Option<u32>,
+    /// When its last finished predecessor finished (or the send), µs.
+    pub(super) ready_us: u64,
 }
 
 impl<L: LatencyModel> Simulation<L> {
@@ -103,21 +113,22 @@ impl<L: LatencyModel> Simulation<L> {
         while let Some((n, failed)) = stack.pop() {
             for k in 0..a.request.sub_requests[n as usize].next.len() {
                 let s = a.request.sub_requests[n as usize].next[k] as usize;
-                a.pending_preds[s] -= 1;
+                let progress = &mut a.progress[s];
+                progress.pending_preds -= 1;
                 if failed {
-                    a.failed_pred[s].get_or_insert(n);
+                    progress.failed_pred.get_or_insert(n);
                 } else {
-                    a.ready_us[s] = a.ready_us[s].max(now);
+                    progress.ready_us = progress.ready_us.max(now);
                 }
-                if a.pending_preds[s] > 0 {
+                if progress.pending_preds > 0 {
                     continue;
                 }
-                if let Some(p) = a.failed_pred[s] {
+                if let Some(p) = progress.failed_pred {
                     a.nodes[s].error = Some(NodeError::Skipped(p));
                     a.unresolved -= 1;
                     stack.push((s as u32, true));
                 } else {
-                    let at = a.ready_us[s].saturating_add(a.request.sub_requests[s].interval_us());
+                    let at = progress.ready_us.saturating_add(a.request.sub_requests[s].interval_us());
                     self.queue.push(at, Event::NodeStart { slot, generation: a.generation, node: s as u32 });
                 }
             }

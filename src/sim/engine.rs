@@ -349,7 +349,7 @@ impl Engine {
             prefill_end: num_tokens,
             seeded_kv,
             hashes,
-            blocks: SeqBlocks::default(),
+            blocks: SeqBlocks::with_capacity(blocks_needed as usize),
             preemptions: 0,
             cached_tokens: 0,
             admitted: false,

@@ -50,6 +50,14 @@ pub(crate) struct SeqBlocks {
     num_hashed: usize,
 }
 
+impl SeqBlocks {
+    /// Room for `blocks` blocks, allocated once: a request's block list
+    /// never outgrows what its whole sequence needs.
+    pub(crate) fn with_capacity(blocks: usize) -> SeqBlocks {
+        SeqBlocks { blocks: Vec::with_capacity(blocks), num_hashed: 0 }
+    }
+}
+
 /// Hashes of the full blocks of a token sequence, each chained on the one
 /// before, so equal hashes mean equal prefixes.
 pub(crate) fn block_hashes(tokens: impl Iterator<Item = u32>, block_size: u32, out: &mut Vec<u64>) {
@@ -201,7 +209,9 @@ impl KvCache {
         // there is nothing new to register.
         if hits.is_empty()
             && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
-            && (!self.prefix_caching || seq.num_hashed >= self.num_full(hashes, num_tokens.min(known)))
+            && (!self.prefix_caching
+                || seq.num_hashed >= hashes.len()
+                || seq.num_hashed >= self.num_full(hashes, num_tokens.min(known)))
         {
             return true;
         }
@@ -255,10 +265,17 @@ impl KvCache {
 
     /// Registers every block of `seq` full within its first `tokens` tokens
     /// that is not registered yet (vLLM's `cache_blocks`).
+    #[inline]
     pub(crate) fn register(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
-        if !self.prefix_caching {
+        // Every block with a hash is registered already (always, for a
+        // request without token ids): the common case, kept out of line.
+        if !self.prefix_caching || seq.num_hashed >= hashes.len() {
             return;
         }
+        self.register_blocks(seq, hashes, tokens);
+    }
+
+    fn register_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
         let full = self.num_full(hashes, tokens).min(seq.blocks.len());
         let start = seq.num_hashed.min(full);
         for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {

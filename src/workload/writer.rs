@@ -61,7 +61,7 @@ fn write_row<'a>(
 ) {
     out.extend_from_slice(b"{\"request_id\":");
     match &request.request_id {
-        RequestId::Int(n) => write!(out, "{n}").expect("writing to a Vec cannot fail"),
+        RequestId::Int(n) => push_uint(out, *n),
         RequestId::Str(s) => json_string(out, s),
     }
     out.extend_from_slice(b",\"arrival_time\":");
@@ -78,9 +78,12 @@ fn write_row<'a>(
             NodeKind::ToolCall { .. } => None,
         };
         let (input, output) = call.map_or((0, 0), |c| (c.input_tokens, c.output_tokens));
-        let kind = if call.is_some() { "llm" } else { "tool_call" };
-        write!(out, "{{\"kind\":\"{kind}\",\"input_tokens\":{input},\"output_tokens\":{output},\"next\":")
-            .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(if call.is_some() { b"{\"kind\":\"llm\"" } else { b"{\"kind\":\"tool_call\"" });
+        out.extend_from_slice(b",\"input_tokens\":");
+        push_uint(out, u64::from(input));
+        out.extend_from_slice(b",\"output_tokens\":");
+        push_uint(out, u64::from(output));
+        out.extend_from_slice(b",\"next\":");
         json_u32s(out, &sub.next);
         out.extend_from_slice(b",\"interval\":");
         json_f64(out, sub.interval);
@@ -111,14 +114,7 @@ fn write_row<'a>(
                         write!(out, ",\"replica\":{replica}").expect("writing to a Vec cannot fail");
                     }
                     out.extend_from_slice(b",\"token_latency\":[");
-                    let mut previous = result.start_us;
-                    for (k, &t) in result.token_times_us.iter().enumerate() {
-                        if k > 0 {
-                            out.extend_from_slice(b",");
-                        }
-                        seconds_from_us(out, t - previous);
-                        previous = t;
-                    }
+                    token_latencies(out, result.start_us, result.token_times_us);
                     out.extend_from_slice(b"]");
                     if let Some(error) = result.error {
                         out.extend_from_slice(b",\"error\":");
@@ -142,23 +138,77 @@ fn json_f64(out: &mut Vec<u8>, x: f64) {
 
 fn json_u32s(out: &mut Vec<u8>, values: &[u32]) {
     out.extend_from_slice(b"[");
-    for (k, v) in values.iter().enumerate() {
+    for (k, &v) in values.iter().enumerate() {
         if k > 0 {
             out.extend_from_slice(b",");
         }
-        write!(out, "{v}").expect("writing to a Vec cannot fail");
+        push_uint(out, u64::from(v));
     }
     out.extend_from_slice(b"]");
+}
+
+/// An unsigned integer in decimal, without `core::fmt`'s machinery (rows
+/// hold several per node; token id lists thousands).
+fn push_uint(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    while v >= 100 {
+        let pair = (v % 100) as usize;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[2 * pair..2 * pair + 2]);
+    }
+    if v >= 10 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[2 * v as usize..2 * v as usize + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Two-digit strings `00`..`99`.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                            2021222324252627282930313233343536373839\
+                            4041424344454647484950515253545556575859\
+                            6061626364656667686970717273747576777879\
+                            8081828384858687888990919293949596979899";
+
+/// The gaps between `start_us` and each token time, comma-separated, as
+/// [`seconds_from_us`] writes them. The usual gap (under 10 s) is built in
+/// a fixed 16-byte buffer and appended with one fixed-size copy (plain
+/// moves and one capacity check, where pushing piece by piece checks each).
+fn token_latencies(out: &mut Vec<u8>, start_us: u64, times: &[u64]) {
+    out.reserve(times.len() * 10);
+    let mut previous = start_us;
+    for (k, &t) in times.iter().enumerate() {
+        let us = t - previous;
+        previous = t;
+        if k == 0 || us >= 10_000_000 {
+            if k > 0 {
+                out.push(b',');
+            }
+            seconds_from_us(out, us);
+            continue;
+        }
+        let frac = (us % 1_000_000) as usize;
+        let mut buf = [0u8; 16];
+        buf[0] = b',';
+        buf[1] = b'0' + (us / 1_000_000) as u8;
+        buf[2] = b'.';
+        buf[3..5].copy_from_slice(&PAIRS[2 * (frac / 10_000)..2 * (frac / 10_000) + 2]);
+        buf[5..7].copy_from_slice(&PAIRS[2 * (frac / 100 % 100)..2 * (frac / 100 % 100) + 2]);
+        buf[7..9].copy_from_slice(&PAIRS[2 * (frac % 100)..2 * (frac % 100) + 2]);
+        let digits = buf[3..9].iter().rposition(|&d| d != b'0').map_or(1, |i| i + 1);
+        out.extend_from_slice(&buf);
+        out.truncate(out.len() - (16 - 3 - digits));
+    }
 }
 
 /// Microseconds as a decimal number of seconds, shortest exact form
 /// (`1200` → `0.0012`, `2000000` → `2.0`).
 fn seconds_from_us(out: &mut Vec<u8>, us: u64) {
-    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-                                2021222324252627282930313233343536373839\
-                                4041424344454647484950515253545556575859\
-                                6061626364656667686970717273747576777879\
-                                8081828384858687888990919293949596979899";
     let (whole, frac) = (us / 1_000_000, (us % 1_000_000) as usize);
     if whole < 10 {
         out.push(b'0' + whole as u8);
@@ -205,6 +255,32 @@ mod tests {
         assert!(text.contains(r#""token_latency":[0.012,0.0085],"error":"e""#), "{text}");
         let back = Reader::new(text.as_bytes(), "t", Format::Results).next().unwrap().unwrap();
         assert_eq!(back.sub_requests[0].result.as_ref().unwrap().token_latency, vec![0.012, 0.0085]);
+    }
+
+    #[test]
+    fn integers_format_as_display_does() {
+        for v in [0u64, 7, 10, 99, 100, 12_345, 4_294_967_295, u64::MAX] {
+            let mut out = Vec::new();
+            push_uint(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
+        }
+    }
+
+    #[test]
+    fn token_latencies_match_one_by_one_formatting() {
+        let times = [5, 1_000_005, 1_001_205, 12_001_205, 12_001_206, 21_999_999, 22_000_000];
+        let mut fast = Vec::new();
+        token_latencies(&mut fast, 0, &times);
+        let mut slow = Vec::new();
+        let mut previous = 0;
+        for (k, &t) in times.iter().enumerate() {
+            if k > 0 {
+                slow.push(b',');
+            }
+            seconds_from_us(&mut slow, t - previous);
+            previous = t;
+        }
+        assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(slow).unwrap());
     }
 
     #[test]

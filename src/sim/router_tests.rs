@@ -143,36 +143,31 @@ fn requests_in_the_front_end_count_as_waiting() {
 #[test]
 fn least_kv_avoids_the_replica_holding_a_long_prompt() {
     // 0 ms: 32 blocks → 0. 5 ms: 0 holds 33 blocks → 1. 6 ms: 1 holds 2 → 1.
-    let requests =
-        vec![single(0, 0.0, prompt(1, 32), 100), single(1, 5.0, prompt(2, 1), 100), single(2, 6.0, prompt(3, 1), 100)];
-    let c = route(2, 8, 0, policy(RoutingPolicy::LeastKv), requests);
+    let requests = || {
+        vec![single(0, 0.0, prompt(1, 32), 100), single(1, 5.0, prompt(2, 1), 100), single(2, 6.0, prompt(3, 1), 100)]
+    };
+    let c = route(2, 8, 0, policy(RoutingPolicy::LeastKv), requests());
     assert_eq!(firsts(&c), [0, 1, 1]);
     let weighted = policy(RoutingPolicy::Weighted(vec![(Scorer::KvUtilization, 1.0)]));
-    let requests =
-        vec![single(0, 0.0, prompt(1, 32), 100), single(1, 5.0, prompt(2, 1), 100), single(2, 6.0, prompt(3, 1), 100)];
-    assert_eq!(firsts(&route(2, 8, 0, weighted, requests)), [0, 1, 1]);
+    assert_eq!(firsts(&route(2, 8, 0, weighted, requests())), [0, 1, 1]);
 }
 
 #[test]
 fn prefix_affinity_sends_a_shared_prefix_where_it_is_cached() {
     // Prefix A is cached on 0 once request 0 ran; request 2 (prefix B) goes
     // to the emptier 1; request 3 (prefix A again) to 0 although 0 is busier.
-    let requests = vec![
-        single(0, 0.0, prompt(1, 4), 2),
-        single(1, 20.0, prompt(1, 4), 100),
-        single(2, 21.0, prompt(2, 4), 100),
-        single(3, 22.0, prompt(1, 4), 100),
-    ];
-    let c = route(2, 8, 0, policy(RoutingPolicy::PrefixAffinity), requests);
+    let requests = || {
+        vec![
+            single(0, 0.0, prompt(1, 4), 2),
+            single(1, 20.0, prompt(1, 4), 100),
+            single(2, 21.0, prompt(2, 4), 100),
+            single(3, 22.0, prompt(1, 4), 100),
+        ]
+    };
+    let c = route(2, 8, 0, policy(RoutingPolicy::PrefixAffinity), requests());
     assert_eq!(firsts(&c), [0, 0, 1, 0]);
     // Round-robin spreads them regardless.
-    let requests = vec![
-        single(0, 0.0, prompt(1, 4), 2),
-        single(1, 20.0, prompt(1, 4), 100),
-        single(2, 21.0, prompt(2, 4), 100),
-        single(3, 22.0, prompt(1, 4), 100),
-    ];
-    assert_eq!(firsts(&route(2, 8, 0, policy(RoutingPolicy::RoundRobin), requests)), [0, 1, 0, 1]);
+    assert_eq!(firsts(&route(2, 8, 0, policy(RoutingPolicy::RoundRobin), requests())), [0, 1, 0, 1]);
 }
 
 #[test]

@@ -4,9 +4,9 @@
 //! a rerun), and router mistakes named by file, line and key.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use crate::parquet_util::read_columns;
+use crate::sweep::files;
 use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 
 const CHAT: &str = include_str!("../../sweeps/workloads/chat-200.jsonl");
@@ -66,24 +66,6 @@ fn a_full_cluster_rejects_requests_whole() {
         assert_eq!(node["token_latency"], serde_json::json!([]));
         assert!(node.get("replica").is_none());
     }
-}
-
-/// Every file under `root` except those carrying wall time.
-fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if p.is_dir() {
-                stack.push(p);
-            } else if !matches!(name.as_str(), "timing.json" | "manifest.json" | "runs.parquet") {
-                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn setup(dir: &Dir, grid: &str) {
 
 /// Every file under `root`, relative path → bytes, skipping timing.json (wall
 /// time), manifest.json and runs.parquet (they carry wall time too).
-fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -95,9 +95,7 @@ impl MetricsCollector {
             let times = &node.token_times_us;
             if let (Some(&first), Some(&last)) = (times.first(), times.last()) {
                 self.ttft.record(first - start);
-                for w in times.windows(2) {
-                    self.itl.record(w[1] - w[0]);
-                }
+                self.itl.record_gaps(times);
                 if times.len() >= 2 {
                     self.tpot.record((last - first) / (times.len() as u64 - 1));
                 }

@@ -53,6 +53,25 @@ impl Histogram {
         self.sum += u128::from(v);
     }
 
+    /// Adds the gaps between consecutive `times` (ascending): per gap only
+    /// its bucket is counted, since the gaps' sum is last − first.
+    #[inline]
+    pub fn record_gaps(&mut self, times: &[u64]) {
+        let (Some(&first), Some(&last)) = (times.first(), times.last()) else { return };
+        for w in times.windows(2) {
+            let i = index(w[1] - w[0]);
+            match self.counts.get_mut(i) {
+                Some(c) => *c += 1,
+                None => {
+                    self.counts.resize((i + 1).next_power_of_two(), 0);
+                    self.counts[i] += 1;
+                }
+            }
+        }
+        self.total += times.len() as u64 - 1;
+        self.sum += u128::from(last - first);
+    }
+
     /// Number of values.
     pub fn count(&self) -> u64 {
         self.total
@@ -116,5 +135,19 @@ mod tests {
         }
         assert!(index(4095) < index(4096));
         assert!(index(8191) < index(8192));
+    }
+
+    #[test]
+    fn gaps_count_as_recorded_one_by_one() {
+        let times = [5u64, 9, 9, 5000, 90_000, 3_000_090_000];
+        let mut one_by_one = Histogram::default();
+        for w in times.windows(2) {
+            one_by_one.record(w[1] - w[0]);
+        }
+        let mut gaps = Histogram::default();
+        gaps.record_gaps(&times);
+        gaps.record_gaps(&[7]);
+        gaps.record_gaps(&[]);
+        assert_eq!((gaps.counts, gaps.total, gaps.sum), (one_by_one.counts, one_by_one.total, one_by_one.sum));
     }
 }

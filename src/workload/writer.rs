@@ -192,19 +192,48 @@ fn token_latencies(out: &mut Vec<u8>, start_us: u64, times: &[u64]) {
             seconds_from_us(out, us);
             continue;
         }
-        let frac = (us % 1_000_000) as usize;
+        // `,S.` then six fraction digits from two table entries, trailing
+        // zeros cut by the entries' digit counts: no division left but by
+        // constants, no loop over digits.
+        let us = us as u32;
+        let whole = us / 1_000_000;
+        let frac = us - whole * 1_000_000;
+        let (high, low) = (TRIPLES[(frac / 1000) as usize], TRIPLES[(frac % 1000) as usize]);
+        let digits = if frac % 1000 == 0 { (high >> 24).max(1) } else { 3 + (low >> 24) };
+        let word = u64::from(b',')
+            | u64::from(b'0' + whole as u8) << 8
+            | u64::from(b'.') << 16
+            | u64::from(high & 0xff_ffff) << 24
+            | u64::from(low & 0xff_ffff) << 48;
         let mut buf = [0u8; 16];
-        buf[0] = b',';
-        buf[1] = b'0' + (us / 1_000_000) as u8;
-        buf[2] = b'.';
-        buf[3..5].copy_from_slice(&PAIRS[2 * (frac / 10_000)..2 * (frac / 10_000) + 2]);
-        buf[5..7].copy_from_slice(&PAIRS[2 * (frac / 100 % 100)..2 * (frac / 100 % 100) + 2]);
-        buf[7..9].copy_from_slice(&PAIRS[2 * (frac % 100)..2 * (frac % 100) + 2]);
-        let digits = buf[3..9].iter().rposition(|&d| d != b'0').map_or(1, |i| i + 1);
+        buf[..8].copy_from_slice(&word.to_le_bytes());
+        buf[8] = (low >> 16) as u8;
         out.extend_from_slice(&buf);
-        out.truncate(out.len() - (16 - 3 - digits));
+        out.truncate(out.len() - (16 - 3 - digits as usize));
     }
 }
+
+/// For `0..1000`: three ASCII digits in the low bytes, and in the top byte
+/// how many of them are left once trailing zeros are cut (0 for `000`).
+const TRIPLES: [u32; 1000] = {
+    let mut table = [0u32; 1000];
+    let mut n = 0;
+    while n < 1000 {
+        let d = [(n / 100) as u32, (n / 10 % 10) as u32, (n % 10) as u32];
+        let significant = if d[2] != 0 {
+            3
+        } else if d[1] != 0 {
+            2
+        } else if d[0] != 0 {
+            1
+        } else {
+            0
+        };
+        table[n] = (b'0' as u32 + d[0]) | (b'0' as u32 + d[1]) << 8 | (b'0' as u32 + d[2]) << 16 | significant << 24;
+        n += 1;
+    }
+    table
+};
 
 /// Microseconds as a decimal number of seconds, shortest exact form
 /// (`1200` → `0.0012`, `2000000` → `2.0`).
@@ -268,7 +297,13 @@ mod tests {
 
     #[test]
     fn token_latencies_match_one_by_one_formatting() {
-        let times = [5, 1_000_005, 1_001_205, 12_001_205, 12_001_206, 21_999_999, 22_000_000];
+        let mut times = vec![5, 1_000_005, 1_001_205, 12_001_205, 12_001_206, 21_999_999, 22_000_000];
+        // Every trailing-zero count and digit position, under 10 s.
+        let mut t = 22_000_000u64;
+        for gap in (0..10_000_000u64).step_by(997).chain([1, 10, 100, 1000, 10_000, 100_000, 9_999_999, 1_000_010]) {
+            t += gap;
+            times.push(t);
+        }
         let mut fast = Vec::new();
         token_latencies(&mut fast, 0, &times);
         let mut slow = Vec::new();

@@ -20,7 +20,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use blis_sweep::metrics::MetricsCollector;
-use blis_sweep::sim::{self, FinishedRequest, RunSummary, Sink, Tee};
+use blis_sweep::output::JsonlWriter;
+use blis_sweep::sim::{self, FinishedRequest, Sink, Tee};
 use blis_sweep::workload::writer::write_workload_row;
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -69,28 +70,6 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
     })
 }
 
-/// The result JSONL writer, as `run -o` has it: rows appended to a buffer
-/// written out in 1 MiB pieces.
-struct Rows<W> {
-    out: W,
-    buf: Vec<u8>,
-}
-
-impl<W: Write> Sink for Rows<W> {
-    fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
-        r.write_result_row(&mut self.buf);
-        if self.buf.len() >= 1 << 20 {
-            self.out.write_all(&self.buf)?;
-            self.buf.clear();
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
-        self.out.write_all(&self.buf)
-    }
-}
-
 /// Nothing: `BENCH_NO_WRITE=1` measures the simulation with metrics only.
 struct Nothing;
 
@@ -112,7 +91,8 @@ fn one(n: u64, rate: f64, replicas: u32) {
     let rate = rate * f64::from(replicas);
     let mut bytes = 0u64;
     let mut metrics = MetricsCollector::default();
-    let mut rows = Rows { out: CountingSink(&mut bytes), buf: Vec::with_capacity(1 << 21) };
+    let mut counted = CountingSink(&mut bytes);
+    let mut rows = JsonlWriter::new(&mut counted, "results");
     let write = std::env::var_os("BENCH_NO_WRITE").is_none();
     let config = d.run_config();
     let wall = Instant::now();

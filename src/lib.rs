@@ -3,8 +3,9 @@
 //! Data flows one way: [`workload`] reads request DAGs, [`sim`] drives them
 //! through a model of vLLM's V1 scheduler priced by a [`latency`] model for
 //! the deployment a [`scenario`] names, and finished requests leave through a
-//! push-style sink to [`metrics`] and the result writer. The simulation core
-//! does no I/O; [`cli`] owns files, printing and exit codes.
+//! push-style sink to [`metrics`] and the JSONL writers of [`output`]. The
+//! simulation core does no I/O and knows no file format; [`cli`] owns files,
+//! printing and exit codes.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod atomic;
@@ -12,6 +13,7 @@ pub mod calibrate;
 pub mod cli;
 pub mod latency;
 pub mod metrics;
+pub mod output;
 pub mod scenario;
 pub mod sim;
 pub mod sweep;

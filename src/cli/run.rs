@@ -16,8 +16,9 @@ use anyhow::{Context, bail};
 
 use super::atomic::{self, AtomicFile};
 use crate::metrics::{Metrics, MetricsCollector};
+use crate::output::JsonlWriter;
 use crate::scenario::{self, Deployment};
-use crate::sim::{self, Client, FinishedRequest, RunConfig, RunError, RunSummary, Sink, Tee};
+use crate::sim::{self, Client, RunConfig, RunError, Tee};
 use crate::sweep::input::Tap;
 use crate::workload::Request;
 use crate::workload::reader::{Format, Reader};
@@ -216,21 +217,16 @@ fn simulate(
     names: (&str, &str),
 ) -> anyhow::Result<Metrics> {
     let mut metrics = MetricsCollector::default();
-    let mut writer = ResultWriter {
-        out,
-        buf: Vec::with_capacity(1 << 21),
-        name: names.0.to_owned(),
-        steps: steps.map(|f| StepTrace {
-            out: f as &mut dyn Write,
-            buf: Vec::with_capacity(1 << 16),
-            name: names.1.to_owned(),
-        }),
-    };
+    let tracing = steps.is_some();
+    let mut writer = JsonlWriter::new(out, names.0);
+    if let Some(f) = steps {
+        writer = writer.with_steps(f as &mut dyn Write, names.1);
+    }
     let config = RunConfig {
         client: traffic.client,
         horizon_us: traffic.horizon_us,
         timeout_us: traffic.timeout_us,
-        step_trace: writer.steps.is_some(),
+        step_trace: tracing,
         ..d.run_config()
     };
     let rows = input.rows()?.map(|row| -> anyhow::Result<Request> {
@@ -244,51 +240,6 @@ fn simulate(
         RunError::Sink(e) => anyhow::Error::new(e),
     })?;
     Ok(metrics.finish(&end))
-}
-
-/// A JSONL output: its file, a buffer written in large pieces, its name.
-struct StepTrace<'a> {
-    out: &'a mut dyn Write,
-    buf: Vec<u8>,
-    name: String,
-}
-
-/// Writes each buffer when it passes 1 MiB; an error names the file.
-fn write_out(out: &mut dyn Write, buf: &mut Vec<u8>, name: &str, at_least: usize) -> io::Result<()> {
-    if buf.len() >= at_least {
-        out.write_all(buf).map_err(|e| io::Error::new(e.kind(), format!("{name}: write failed: {e}")))?;
-        buf.clear();
-    }
-    Ok(())
-}
-
-/// Writes result rows (in input order) and the step trace.
-struct ResultWriter<'a> {
-    out: &'a mut dyn Write,
-    buf: Vec<u8>,
-    name: String,
-    steps: Option<StepTrace<'a>>,
-}
-
-impl Sink for ResultWriter<'_> {
-    fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
-        r.write_result_row(&mut self.buf);
-        write_out(self.out, &mut self.buf, &self.name, 1 << 20)
-    }
-
-    fn engine_step(&mut self, step: &crate::sim::EngineStep) -> io::Result<()> {
-        let Some(t) = &mut self.steps else { return Ok(()) };
-        step.write_jsonl(&mut t.buf);
-        write_out(t.out, &mut t.buf, &t.name, 1 << 20)
-    }
-
-    fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
-        write_out(self.out, &mut self.buf, &self.name, 0)?;
-        if let Some(t) = &mut self.steps {
-            write_out(t.out, &mut t.buf, &t.name, 0)?;
-        }
-        Ok(())
-    }
 }
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {

@@ -1,6 +1,7 @@
 //! What a run measures about each request, and how it leaves the
 //! simulation: [`FinishedRequest`] (every node's outcome, with its token
-//! times) through a [`ResultSink`].
+//! times) through a [`ResultSink`]. Rows of files are written elsewhere
+//! (`crate::output`): the core knows no file format.
 
 use super::step_trace::EngineStep;
 use crate::workload::Request;
@@ -88,36 +89,6 @@ pub struct FinishedRequest {
     pub finish_us: Option<u64>,
     /// How it ended.
     pub status: RequestStatus,
-}
-
-impl FinishedRequest {
-    /// Appends the request's result row (see [`crate::workload::writer`]).
-    /// Its `arrival_time` is when the client sent it, where the client held
-    /// it back: a result row records when the request reached the server, as
-    /// a real client's baseline does.
-    pub fn write_result_row(&self, out: &mut Vec<u8>) {
-        let arrival_time = if self.send_us != self.request.arrival_us() {
-            self.send_us as f64 / 1e6
-        } else {
-            self.request.arrival_time
-        };
-        // Messages are formatted only for a request with a failed node: the
-        // usual row allocates nothing here.
-        let errors: Vec<Option<String>> = if self.nodes.iter().any(|n| n.error.is_some()) {
-            self.nodes.iter().map(|n| n.error.as_ref().map(|e| e.to_string())).collect()
-        } else {
-            Vec::new()
-        };
-        crate::workload::writer::write_result_row_at(out, &self.request, arrival_time, &mut |i| {
-            let node = &self.nodes[i];
-            Some(crate::workload::writer::NodeTokens {
-                start_us: node.start_us.unwrap_or(0),
-                token_times_us: &node.token_times_us,
-                replica: node.replica,
-                error: errors.get(i).and_then(Option::as_deref),
-            })
-        });
-    }
 }
 
 /// Where finished requests go: the result writer, the metrics, a test's `Vec`.

@@ -31,6 +31,7 @@ use super::resume::{self, Outputs, RunStatus};
 use super::summary::{self, BATCH_CELLS};
 use super::tables::{BATCH_ROWS, GridColumns, RequestRows, TokenRows};
 use crate::metrics::{Metrics, MetricsCollector};
+use crate::output;
 use crate::scenario;
 use crate::sim::{self, FinishedRequest, RunConfig, RunError, RunSummary, Sink};
 use crate::workload::reader::{Format, ReadError, Reader};
@@ -273,7 +274,7 @@ fn write_row(out: &mut JsonlOut, error: &mut Option<SweepError>, row: impl FnOnc
 impl Sink for RunSink<'_> {
     fn engine_step(&mut self, step: &crate::sim::EngineStep) -> io::Result<()> {
         match &mut self.steps {
-            Some(out) => write_row(out, &mut self.error, |buf| step.write_jsonl(buf)),
+            Some(out) => write_row(out, &mut self.error, |buf| output::step_row(buf, step)),
             None => Ok(()),
         }
     }
@@ -285,7 +286,7 @@ impl Sink for RunSink<'_> {
             t.push(r);
         }
         if let Some(out) = &mut self.results {
-            write_row(out, &mut self.error, |buf| r.write_result_row(buf))?;
+            write_row(out, &mut self.error, |buf| output::result_row(buf, r))?;
         }
         if self.requests.len() >= BATCH_ROWS || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS) {
             self.flush();

@@ -199,7 +199,7 @@ fn token_latencies(out: &mut Vec<u8>, start_us: u64, times: &[u64]) {
         let whole = us / 1_000_000;
         let frac = us - whole * 1_000_000;
         let (high, low) = (TRIPLES[(frac / 1000) as usize], TRIPLES[(frac % 1000) as usize]);
-        let digits = if frac % 1000 == 0 { (high >> 24).max(1) } else { 3 + (low >> 24) };
+        let digits = if frac.is_multiple_of(1000) { (high >> 24).max(1) } else { 3 + (low >> 24) };
         let word = u64::from(b',')
             | u64::from(b'0' + whole as u8) << 8
             | u64::from(b'.') << 16

@@ -102,7 +102,7 @@ fn simulate(rows_in: Vec<blis_sweep::workload::Request>) {
     struct Rows(Vec<u8>);
     impl Sink for Rows {
         fn request_done(&mut self, r: &FinishedRequest) -> std::io::Result<()> {
-            r.write_result_row(&mut self.0);
+            blis_sweep::output::result_row(&mut self.0, r);
             Ok(())
         }
     }

@@ -42,6 +42,9 @@ pub struct StepBatch {
 }
 
 impl StepBatch {
+    /// A step that computes nothing.
+    pub const EMPTY: StepBatch = StepBatch { prefills: Vec::new(), decodes: 0, decode_context_tokens: 0 };
+
     /// Empties the batch, keeping its allocation.
     pub fn clear(&mut self) {
         self.prefills.clear();
@@ -65,7 +68,21 @@ pub trait LatencyModel {
     fn request_overhead_us(&self) -> u64 {
         0
     }
+
+    /// Duration of one step of data-parallel ranks that run in lockstep (an
+    /// MoE model's DP ranks meet in every MoE layer), one batch per rank; an
+    /// idle rank's batch is empty and it runs vLLM's dummy batch of one
+    /// token. The default is the slowest rank, as for ranks that share
+    /// nothing but a barrier; a model that knows expert parallelism prices
+    /// the shared MoE layers on every rank's tokens.
+    fn lockstep_time_us(&self, ranks: &[&StepBatch]) -> u64 {
+        ranks.iter().map(|b| self.step_time_us(if b.is_empty() { &DUMMY_BATCH } else { b })).max().unwrap_or(1)
+    }
 }
+
+/// What an idle data-parallel rank runs so the others' collectives complete:
+/// one token (vLLM's `execute_dummy_batch`, `_dummy_run(1)`).
+pub static DUMMY_BATCH: StepBatch = StepBatch { prefills: Vec::new(), decodes: 1, decode_context_tokens: 0 };
 
 /// The latency model a scenario chose.
 #[derive(Debug, Clone)]
@@ -84,6 +101,14 @@ impl LatencyModel for StepPricer {
             StepPricer::Roofline(m) => m.step_time_us(batch),
             StepPricer::Kernels(m) => m.step_time_us(batch),
             StepPricer::Linear(m) => m.step_time_us(batch),
+        }
+    }
+
+    fn lockstep_time_us(&self, ranks: &[&StepBatch]) -> u64 {
+        match self {
+            StepPricer::Roofline(m) => m.lockstep_time_us(ranks),
+            StepPricer::Kernels(m) => m.lockstep_time_us(ranks),
+            StepPricer::Linear(m) => m.lockstep_time_us(ranks),
         }
     }
 

@@ -48,6 +48,10 @@ pub struct Deployment {
     pub replicas: u32,
     /// How requests are admitted and spread over the replicas.
     pub router: RouterConfig,
+    /// Data-parallel ranks of one engine (1: none). With `dp > 1` the run
+    /// has `dp` engines behind vLLM's DP load balancer, in lockstep for an
+    /// MoE model.
+    pub dp: u32,
 }
 
 impl Deployment {
@@ -55,10 +59,16 @@ impl Deployment {
     /// router, with an open-loop client, no horizon, timeout or step trace
     /// (override with struct update syntax).
     pub fn run_config(&self) -> RunConfig<StepPricer> {
+        let (replicas, router) = if self.dp > 1 {
+            (self.dp, cluster::data_parallel_balancer())
+        } else {
+            (self.replicas, self.router.clone())
+        };
         RunConfig {
             engine: self.engine.clone(),
-            replicas: self.replicas,
-            router: self.router.clone(),
+            replicas,
+            router,
+            lockstep: self.dp > 1 && self.model.moe.is_some(),
             latency: self.latency.clone(),
             client: Client::OpenLoop,
             horizon_us: None,
@@ -208,7 +218,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     if !(util > 0.0 && util <= 1.0) {
         return invalid("engine.gpu_memory_utilization", format!("{util} must be in (0, 1]"));
     }
-    let weights = weight_bytes_per_gpu(&model, tp, weight_bytes);
+    let dp = cluster::resolve_dp(spec.dp, spec.replicas, spec.router.is_some())?;
+    let weights = weight_bytes_per_gpu(&model, tp, dp, weight_bytes);
     let (num_gpu_blocks, computed) = match e.num_gpu_blocks {
         Some(0) => return invalid("engine.num_gpu_blocks", "must be positive"),
         Some(n) => {
@@ -303,7 +314,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             let defaults = RooflineConstants::for_gpu(gpu.name);
             let c = constants_layered(base, defaults, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
-            StepPricer::Roofline(Box::new(Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)))
+            StepPricer::Roofline(Box::new(
+                Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c).with_expert_parallel(u64::from(dp)),
+            ))
         }
         LatencySpec::Kernels { constants_file, constants } => {
             let bad = |reason: String| InvalidValue { field: "latency_model".to_owned(), reason };
@@ -324,10 +337,20 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             );
         }
     };
+    if dp > 1 && model.moe.is_some() && !matches!(latency, StepPricer::Roofline(_)) {
+        return invalid(
+            "dp",
+            format!(
+                "dp = {dp} on an MoE model is priced by the roofline model only (the {} model has no expert-parallel MoE); set latency_model: {{kind: roofline}}",
+                latency.kind()
+            ),
+        );
+    }
     let (replicas, router) = cluster::resolve(spec.replicas, spec.router)?;
     Ok(Deployment {
         replicas,
         router,
+        dp,
         name: spec.name.unwrap_or_else(|| default_name.to_owned()),
         model,
         gpu,
@@ -388,16 +411,23 @@ fn constants_layered<C: serde::Serialize + serde::de::DeserializeOwned>(
 }
 
 /// Weight bytes on one GPU. FP8 quantises the linear layers; vLLM keeps the
-/// embedding and LM head in 16 bits.
-fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, weight_bytes: u64) -> f64 {
+/// embedding and LM head in 16 bits. Under data parallelism an MoE model's
+/// experts are spread over all `dp × tp` GPUs (expert parallelism); every
+/// other weight is on each rank, split `tp` ways.
+fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, dp: u32, weight_bytes: u64) -> f64 {
     let embed = model.vocab_size * model.hidden_size * if model.tie_word_embeddings { 1 } else { 2 };
-    let rest = model.param_count() - embed;
-    (embed * 2 + rest * weight_bytes) as f64 / tp as f64
+    let experts = model
+        .moe
+        .as_ref()
+        .map_or(0, |m| model.num_layers * m.num_experts * 3 * model.hidden_size * m.expert_intermediate_size);
+    let rest = model.param_count() - embed - experts;
+    (embed * 2 + rest * weight_bytes) as f64 / tp as f64 + (experts * weight_bytes) as f64 / (tp * u64::from(dp)) as f64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::RoutingPolicy;
 
     fn spec(yaml: &str) -> ScenarioSpec {
         serde_saphyr::from_str(yaml).unwrap()
@@ -446,6 +476,35 @@ mod tests {
         ];
         for (yaml, field) in cases {
             let e = resolve(spec(yaml), Path::new("."), "x").unwrap_err();
+            assert_eq!(e.field, field, "{yaml}: {}", e.reason);
+        }
+    }
+
+    #[test]
+    fn dp_makes_lockstep_ranks_with_the_experts_spread_over_them() {
+        let moe = "model: Qwen3-30B-A3B\nhardware: H100\nlatency_model: {kind: roofline}\n";
+        let one = resolve(spec(moe), Path::new("."), "x").unwrap();
+        let two = resolve(spec(&format!("{moe}dp: 2\n")), Path::new("."), "x").unwrap();
+        // Each rank holds half the experts, so more KV fits beside them.
+        assert!(two.engine.num_gpu_blocks > one.engine.num_gpu_blocks + one.engine.num_gpu_blocks / 4);
+        let c = two.run_config();
+        assert_eq!((c.replicas, c.lockstep, &c.router.policy), (2, true, &RoutingPolicy::VllmDp));
+        assert_eq!(c.router.refresh_interval_us, 100_000);
+        let c1 = one.run_config();
+        assert_eq!((c1.replicas, c1.lockstep), (1, false));
+        // A dense model's ranks are independent engines behind the same balancer.
+        let dense = resolve(spec("model: Llama-3.1-8B\nhardware: H100\ndp: 3\n"), Path::new("."), "x").unwrap();
+        let c = dense.run_config();
+        assert_eq!((c.replicas, c.lockstep, &c.router.policy), (3, false, &RoutingPolicy::VllmDp));
+        let tp1 = resolve(spec("model: Llama-3.1-8B\nhardware: H100\n"), Path::new("."), "x").unwrap();
+        assert_eq!(dense.engine.num_gpu_blocks, tp1.engine.num_gpu_blocks);
+        for (yaml, field) in [
+            (format!("{moe}dp: 0\n"), "dp"),
+            (format!("{moe}dp: 2\nreplicas: 2\n"), "dp"),
+            (format!("{moe}dp: 2\nrouter: {{policy: round-robin}}\n"), "router"),
+            ("model: Qwen3-30B-A3B\nhardware: H100\ndp: 2\n".to_owned(), "dp"),
+        ] {
+            let e = resolve(spec(&yaml), Path::new("."), "x").unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {}", e.reason);
         }
     }

@@ -171,9 +171,14 @@ pub struct Roofline {
 struct MoeShape {
     experts: f64,
     top_k: f64,
-    /// Weights of one expert per GPU (gate, up, down), elements.
+    /// Weights of one expert per GPU (gate, up, down), elements: an expert's
+    /// weights over the GPUs the experts are spread across.
     expert_weights: f64,
     shared_weights: f64,
+    /// GPUs the experts are spread across: `tp`, or `tp × dp` under expert
+    /// parallelism (either way each GPU streams 1/ranks of the touched
+    /// experts' weights and computes 1/ranks of the routed FLOPs).
+    ranks: f64,
 }
 
 impl Roofline {
@@ -195,6 +200,7 @@ impl Roofline {
             top_k: m.top_k as f64,
             expert_weights: 3.0 * d * m.expert_intermediate_size as f64 / tpf,
             shared_weights: 3.0 * d * m.shared_intermediate_size as f64 / tpf,
+            ranks: tpf,
         });
         Roofline {
             layers: model.num_layers as f64,
@@ -220,6 +226,17 @@ impl Roofline {
         }
     }
 
+    /// Experts spread over `tp × dp` GPUs (vLLM's `--enable-expert-parallel`
+    /// with data parallelism), for pricing lockstep steps of `dp` ranks.
+    pub fn with_expert_parallel(mut self, dp: u64) -> Roofline {
+        if let Some(m) = &mut self.moe {
+            let ranks = self.tp * dp as f64;
+            m.expert_weights *= m.ranks / ranks;
+            m.ranks = ranks;
+        }
+        self
+    }
+
     /// The constants in use.
     pub fn constants(&self) -> &RooflineConstants {
         &self.c
@@ -243,27 +260,30 @@ impl Roofline {
         (compute.max(memory) * 1e6).max(GEMM_FLOOR_US)
     }
 
-    fn allreduce_us(&self, tokens: f64) -> f64 {
-        if self.tp <= 1.0 {
+    /// An all-reduce of `tokens` hidden states over `ranks` GPUs, µs.
+    fn allreduce_us(&self, tokens: f64, ranks: f64) -> f64 {
+        if ranks <= 1.0 {
             return 0.0;
         }
         let bytes = tokens * self.hidden * self.act_bytes;
-        let wire = 2.0 * (self.tp - 1.0) / self.tp * bytes;
+        let wire = 2.0 * (ranks - 1.0) / ranks * bytes;
         self.c.allreduce_floor_us + wire / (self.interconnect * self.c.allreduce_efficiency) * 1e6
     }
-}
 
-impl LatencyModel for Roofline {
-    fn request_overhead_us(&self) -> u64 {
-        self.c.request_overhead_us.round() as u64
+    /// Tokens `batch` computes.
+    fn tokens(batch: &StepBatch) -> f64 {
+        let mut tokens = f64::from(batch.decodes);
+        for c in &batch.prefills {
+            tokens += f64::from(c.new_tokens);
+        }
+        tokens
     }
 
-    fn step_time_us(&self, batch: &StepBatch) -> u64 {
-        if batch.is_empty() {
-            return 1;
-        }
+    /// One layer of `batch` on one GPU, µs, with `ffn` for its MLP or MoE and
+    /// `comm` for its collectives; and the sequences it samples. (Summed in
+    /// one fixed order, so a price never moves by a rounding.)
+    fn layer_us(&self, batch: &StepBatch, tokens: f64, ffn: f64, comm: f64) -> (f64, f64) {
         let decodes = f64::from(batch.decodes);
-        let mut tokens = decodes;
         let mut sampled = decodes;
         // Attention per layer: prefill FLOPs (causal over context + chunk) and
         // KV bytes (read the context, write and read the new tokens).
@@ -272,7 +292,6 @@ impl LatencyModel for Roofline {
         for c in &batch.prefills {
             let t = f64::from(c.new_tokens);
             let ctx = f64::from(c.context_tokens);
-            tokens += t;
             if c.samples {
                 sampled += 1.0;
             }
@@ -286,7 +305,29 @@ impl LatencyModel for Roofline {
         let o_weights = q_out * d;
         let mut layer =
             self.gemm_us(tokens, self.attn_weights - o_weights, q_out + kv_out) + self.gemm_us(tokens, o_weights, d);
-        layer += match &self.moe {
+        layer += ffn;
+        if prefill_flops > 0.0 {
+            let compute = prefill_flops / (self.attention_flops * self.c.prefill_attention_efficiency);
+            let memory = prefill_kv / (self.bandwidth * self.c.memory_efficiency);
+            layer += (compute.max(memory) * 1e6).max(ATTENTION_FLOOR_US);
+        }
+        if batch.decodes > 0 {
+            layer += self.c.decode_attention_base_us
+                + self.c.decode_attention_per_sequence_us * decodes
+                + decode_kv / (self.bandwidth * self.c.decode_attention_efficiency) * 1e6;
+        }
+        let elementwise_bytes = tokens * (6.0 * d) * self.act_bytes;
+        layer += (elementwise_bytes / (self.bandwidth * self.c.memory_efficiency) * 1e6)
+            .max(ELEMENTWISE_KERNELS_PER_LAYER * GEMM_FLOOR_US);
+        layer += comm;
+        (layer, sampled)
+    }
+
+    /// One layer's MLP, or its MoE when every token of `tokens` is routed
+    /// over the experts' GPUs, µs.
+    fn ffn_us(&self, tokens: f64) -> f64 {
+        let d = self.hidden;
+        match &self.moe {
             None => {
                 let i = self.dense_mlp_weights / (3.0 * d);
                 self.gemm_us(tokens, 2.0 * d * i, 2.0 * i) + self.gemm_us(tokens, d * i, d)
@@ -308,23 +349,53 @@ impl LatencyModel for Roofline {
                 };
                 experts.max(GEMM_FLOOR_US) + router + shared
             }
-        };
-        if prefill_flops > 0.0 {
-            let compute = prefill_flops / (self.attention_flops * self.c.prefill_attention_efficiency);
-            let memory = prefill_kv / (self.bandwidth * self.c.memory_efficiency);
-            layer += (compute.max(memory) * 1e6).max(ATTENTION_FLOOR_US);
         }
-        if batch.decodes > 0 {
-            layer += self.c.decode_attention_base_us
-                + self.c.decode_attention_per_sequence_us * decodes
-                + decode_kv / (self.bandwidth * self.c.decode_attention_efficiency) * 1e6;
+    }
+
+    /// The LM head over `sampled` sequences, µs.
+    fn lm_head_us(&self, sampled: f64) -> f64 {
+        let d = self.hidden;
+        if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 }
+    }
+}
+
+impl LatencyModel for Roofline {
+    fn request_overhead_us(&self) -> u64 {
+        self.c.request_overhead_us.round() as u64
+    }
+
+    fn step_time_us(&self, batch: &StepBatch) -> u64 {
+        if batch.is_empty() {
+            return 1;
         }
-        let elementwise_bytes = tokens * (6.0 * d) * self.act_bytes;
-        layer += (elementwise_bytes / (self.bandwidth * self.c.memory_efficiency) * 1e6)
-            .max(ELEMENTWISE_KERNELS_PER_LAYER * GEMM_FLOOR_US);
-        layer += 2.0 * self.allreduce_us(tokens);
-        let lm_head =
-            if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
+        let tokens = Self::tokens(batch);
+        // Two all-reduces over the TP group: after attention's output
+        // projection and after the MLP or MoE.
+        let comm = 2.0 * self.allreduce_us(tokens, self.tp);
+        let (layer, sampled) = self.layer_us(batch, tokens, self.ffn_us(tokens), comm);
+        let total = self.layers * layer + self.lm_head_us(sampled) + self.c.step_overhead_us;
+        total.round().max(1.0) as u64
+    }
+
+    /// Lockstep data-parallel ranks with expert parallelism: each rank runs
+    /// attention on its own batch, then every MoE layer routes all ranks'
+    /// tokens over the experts' GPUs, as vLLM's default all2all backend
+    /// (`allgather_reducescatter`) does: the hidden states are all-gathered
+    /// before the experts and reduce-scattered after, a collective priced as
+    /// one all-reduce of every rank's tokens. Each layer waits for the
+    /// slowest rank's attention.
+    fn lockstep_time_us(&self, ranks: &[&StepBatch]) -> u64 {
+        let (mut slowest, mut all_tokens, mut lm_head) = (0.0f64, 0.0, 0.0f64);
+        for b in ranks {
+            let b = if b.is_empty() { &super::DUMMY_BATCH } else { b };
+            let tokens = Self::tokens(b);
+            let (rest, sampled) = self.layer_us(b, tokens, 0.0, self.allreduce_us(tokens, self.tp));
+            slowest = slowest.max(rest);
+            all_tokens += tokens;
+            lm_head = lm_head.max(self.lm_head_us(sampled));
+        }
+        let ep_ranks = self.moe.as_ref().map_or(self.tp, |m| m.ranks);
+        let layer = slowest + self.ffn_us(all_tokens) + self.allreduce_us(all_tokens, ep_ranks);
         let total = self.layers * layer + lm_head + self.c.step_overhead_us;
         total.round().max(1.0) as u64
     }
@@ -388,5 +459,27 @@ mod tests {
         assert!(fp8 < bf16);
         let moe = Roofline::new(&model("Qwen3-30B-A3B"), &h100, 1, 2, false, RooflineConstants::default());
         assert!(moe.step_time_us(&decode(1, 100)) < moe.step_time_us(&decode(64, 100)));
+    }
+
+    #[test]
+    fn expert_parallel_ranks_share_the_experts_and_wait_for_each_other() {
+        let h100 = hardware::lookup("H100").unwrap();
+        let tp1 = Roofline::new(&model("Qwen3-30B-A3B"), &h100, 1, 2, false, RooflineConstants::default());
+        let ep2 = tp1.clone().with_expert_parallel(2);
+        let batch = decode(64, 1000);
+        // One rank streams half the touched experts' weights.
+        assert!(ep2.step_time_us(&batch) < tp1.step_time_us(&batch));
+        // In lockstep the MoE layers see both ranks' tokens and pay the
+        // collective: an idle partner (a one-token dummy) costs a little, a
+        // busy one more, and both ranks' steps last the same either way.
+        let empty = StepBatch::default();
+        let alone = ep2.lockstep_time_us(&[&batch, &empty]);
+        let both = ep2.lockstep_time_us(&[&batch, &batch]);
+        assert!(alone > ep2.step_time_us(&batch), "{alone}");
+        assert!(both > alone, "{both} {alone}");
+        assert_eq!(ep2.lockstep_time_us(&[&empty, &batch]), alone);
+        // A dense model is unchanged by it.
+        let dense = Roofline::new(&model("Llama-2-7b"), &h100, 1, 2, false, RooflineConstants::default());
+        assert_eq!(dense.clone().with_expert_parallel(4).step_time_us(&batch), dense.step_time_us(&batch));
     }
 }

@@ -14,6 +14,38 @@ pub(super) const MAX_REPLICAS: u32 = 1024;
 const POLICIES: [&str; 7] =
     ["round-robin", "random", "least-requests", "least-kv", "prefix-affinity", "weighted", "vllm-dp"];
 
+/// vLLM's DP coordinator publishes the ranks' queue lengths to the front
+/// end at most every 100 ms (`vllm/v1/engine/coordinator.py`,
+/// `min_stats_update_interval_ms`).
+const DP_STATS_INTERVAL_US: u64 = 100_000;
+
+/// The front end of `dp` data-parallel ranks: vLLM's DP load balancer.
+pub(super) fn data_parallel_balancer() -> RouterConfig {
+    RouterConfig { policy: RoutingPolicy::VllmDp, refresh_interval_us: DP_STATS_INTERVAL_US, ..RouterConfig::default() }
+}
+
+/// Resolves `dp`: data-parallel ranks balanced by vLLM itself, so neither
+/// replicas nor a router may be given with it.
+pub(super) fn resolve_dp(dp: Option<u32>, replicas: Option<u32>, router: bool) -> Result<u32, InvalidValue> {
+    let dp = dp.unwrap_or(1);
+    if dp == 0 || dp > MAX_REPLICAS {
+        return invalid("dp", format!("{dp} must be between 1 and {MAX_REPLICAS}"));
+    }
+    if dp > 1 && replicas.is_some_and(|r| r > 1) {
+        return invalid(
+            "dp",
+            "dp > 1 with replicas > 1 (data-parallel groups behind a router) is not modelled; give one or the other",
+        );
+    }
+    if dp > 1 && router {
+        return invalid(
+            "router",
+            "dp ranks are balanced by vLLM's own DP load balancer (policy vllm-dp, 100 ms stats); drop `router` or use replicas",
+        );
+    }
+    Ok(dp)
+}
+
 /// Resolves `replicas` and `router`.
 pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Result<(u32, RouterConfig), InvalidValue> {
     let replicas = replicas.unwrap_or(1);

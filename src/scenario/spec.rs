@@ -32,6 +32,10 @@ pub struct ScenarioSpec {
     pub latency_model: Option<LatencySpec>,
     /// Identical replicas of the engine behind a router (default 1).
     pub replicas: Option<u32>,
+    /// Data-parallel engine ranks of `tp` GPUs each behind vLLM's DP load
+    /// balancer (default 1); an MoE model's ranks step together with its
+    /// experts spread over all `dp × tp` GPUs (`--enable-expert-parallel`).
+    pub dp: Option<u32>,
     /// How requests are admitted and spread over the replicas.
     pub router: Option<RouterSpec>,
 }

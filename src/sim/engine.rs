@@ -168,6 +168,9 @@ pub(crate) struct Batch {
     pub(crate) preempted: Vec<u32>,
     /// KV blocks referenced once scheduled.
     pub(crate) kv_blocks_used: u32,
+    /// What the latency model priced: kept with the step, since lockstep
+    /// data-parallel ranks are priced together when their steps start.
+    pub(crate) priced: StepBatch,
 }
 
 impl Batch {
@@ -176,6 +179,7 @@ impl Batch {
         self.admitted.clear();
         self.preempted.clear();
         self.duration_us = 0;
+        self.priced.clear();
     }
 }
 
@@ -195,7 +199,6 @@ pub(crate) struct Engine {
     has_queued: bool,
     /// Where the next step is scheduled into.
     building: Batch,
-    batch: StepBatch,
     hits: Vec<u32>,
     /// Aborted while a step was executing: freed at its end.
     pending_aborts: Vec<u32>,
@@ -230,7 +233,6 @@ impl Engine {
             queued: Batch::default(),
             has_queued: false,
             building: Batch::default(),
-            batch: StepBatch::default(),
             hits: Vec::new(),
             pending_aborts: Vec::new(),
             preempted_this_step: false,
@@ -412,7 +414,6 @@ impl Engine {
     /// waiting ones. False when it scheduled nothing.
     fn schedule(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         self.building.clear();
-        self.batch.clear();
         self.preempted_this_step = false;
         let mut lpt = self.config.long_prefill_token_threshold;
         // scheduler.py (0.31+): "When it is the only request there is nobody
@@ -455,7 +456,7 @@ impl Engine {
             return false;
         }
         self.stats.steps += 1;
-        self.building.duration_us = latency.step_time_us(&self.batch);
+        self.building.duration_us = latency.step_time_us(&self.building.priced);
         self.building.kv_blocks_used = self.kv.num_used();
         true
     }
@@ -471,13 +472,17 @@ impl Engine {
         let async_scheduling = self.config.async_scheduling;
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         if seq.num_computed >= seq.prefill_end {
-            self.batch.decodes += 1;
-            self.batch.decode_context_tokens += u64::from(seq.num_computed);
+            self.building.priced.decodes += 1;
+            self.building.priced.decode_context_tokens += u64::from(seq.num_computed);
         }
         let known_end = seq.num_tokens + seq.pending;
         let samples = seq.num_computed + n >= known_end;
         if seq.num_computed < seq.prefill_end {
-            self.batch.prefills.push(PrefillChunk { new_tokens: n, context_tokens: seq.num_computed, samples });
+            self.building.priced.prefills.push(PrefillChunk {
+                new_tokens: n,
+                context_tokens: seq.num_computed,
+                samples,
+            });
         }
         seq.num_computed += n;
         seq.in_flight_tokens += n;

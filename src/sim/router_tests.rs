@@ -90,6 +90,7 @@ fn route(replicas: u32, max_num_seqs: u32, overhead_us: u64, router: RouterConfi
         engine: engine(max_num_seqs),
         replicas,
         router,
+        lockstep: false,
         latency: Fixed { overhead_us },
         client: Client::OpenLoop,
         horizon_us: None,

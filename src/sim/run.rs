@@ -30,6 +30,9 @@ pub struct RunConfig<L> {
     pub replicas: u32,
     /// How requests are admitted and spread over the replicas.
     pub router: RouterConfig,
+    /// The replicas are data-parallel ranks of one MoE engine: they step
+    /// together, priced together ([`crate::latency::LatencyModel::lockstep_time_us`]).
+    pub lockstep: bool,
     /// What prices a step.
     pub latency: L,
     /// How requests are sent.
@@ -137,6 +140,7 @@ pub fn run<L: LatencyModel, E>(
     sim.set_horizon(config.horizon_us);
     sim.set_request_timeout(config.timeout_us);
     sim.set_step_trace(config.step_trace);
+    sim.set_lockstep(config.lockstep && config.replicas > 1);
     let mut out = InputOrder::new(Forward { sink, error: None });
     let mut read = 0;
     for request in requests {
@@ -220,6 +224,7 @@ mod tests {
             },
             replicas: 1,
             router: RouterConfig::default(),
+            lockstep: false,
             latency: StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()),
             client: Client::OpenLoop,
             horizon_us: None,

@@ -88,7 +88,14 @@ pub struct Simulation<L> {
     pub(super) slot_generations: Vec<u32>,
     /// The client gives up on a request this long after sending it, µs.
     pub(super) timeout_us: Option<u64>,
+    /// The replicas are data-parallel ranks that step together.
+    pub(super) lockstep: bool,
+    /// Ranks that started the current lockstep step (reused buffer).
+    pub(super) lockstep_started: Vec<u32>,
 }
+
+/// An idle data-parallel rank's batch: nothing (it runs the dummy batch).
+static IDLE_RANK: crate::latency::StepBatch = crate::latency::StepBatch::EMPTY;
 
 impl<L> std::fmt::Debug for Simulation<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -126,6 +133,8 @@ impl<L: LatencyModel> Simulation<L> {
             users_free_at: VecDeque::new(),
             slot_generations: Vec::new(),
             timeout_us: None,
+            lockstep: false,
+            lockstep_started: Vec::new(),
         }
     }
 
@@ -150,6 +159,12 @@ impl<L: LatencyModel> Simulation<L> {
         if let Client::ClosedLoop { users, .. } = client {
             self.users_free_at.extend(std::iter::repeat_n(0, users.max(1) as usize));
         }
+    }
+
+    /// Makes the replicas data-parallel ranks of one MoE engine that step
+    /// together (see [`Self::start_lockstep`]). Set before the first request.
+    pub fn set_lockstep(&mut self, on: bool) {
+        self.lockstep = on;
     }
 
     /// Reports every engine step to the sink's [`ResultSink::engine_step`].
@@ -220,8 +235,12 @@ impl<L: LatencyModel> Simulation<L> {
             let (_, event) = self.queue.pop().expect("peeked");
             self.handle(event, sink);
         }
-        for replica in 0..self.instances.len() as u32 {
-            self.start_step(replica, sink);
+        if self.lockstep {
+            self.start_lockstep(sink);
+        } else {
+            for replica in 0..self.instances.len() as u32 {
+                self.start_step(replica, sink);
+            }
         }
         true
     }
@@ -265,10 +284,48 @@ impl<L: LatencyModel> Simulation<L> {
     /// queued (async scheduling), else a newly scheduled one; with async
     /// scheduling, the step after it is then scheduled at once.
     pub(super) fn start_step(&mut self, replica: u32, sink: &mut dyn ResultSink) {
-        let r = replica as usize;
-        if self.instances[r].engine.stepping() {
+        if self.instances[replica as usize].engine.stepping() {
             return;
         }
+        if let Some(d) = self.begin_step(replica as usize) {
+            self.launch(replica, d, sink);
+        }
+    }
+
+    /// Data-parallel ranks in lockstep: when none is executing and one has
+    /// work, every rank with work starts its step and the others run a dummy
+    /// batch; all end together, after the step the latency model prices for
+    /// all ranks at once (vLLM's DP engines of an MoE model meet in every MoE
+    /// layer; `DPEngineCoreProc` runs `execute_dummy_batch` on an idle rank
+    /// while any rank has requests).
+    pub(super) fn start_lockstep(&mut self, sink: &mut dyn ResultSink) {
+        if self.instances.iter().any(|i| i.engine.stepping()) {
+            return;
+        }
+        let mut started = std::mem::take(&mut self.lockstep_started);
+        started.clear();
+        for r in 0..self.instances.len() {
+            if self.begin_step(r).is_some() {
+                started.push(r as u32);
+            }
+        }
+        if !started.is_empty() {
+            let batches: Vec<&crate::latency::StepBatch> = self
+                .instances
+                .iter()
+                .map(|i| if i.engine.stepping() { &i.engine.executing().priced } else { &IDLE_RANK })
+                .collect();
+            let duration = self.latency.lockstep_time_us(&batches);
+            for &r in &started {
+                self.launch(r, duration, sink);
+            }
+        }
+        self.lockstep_started = started;
+    }
+
+    /// Starts replica `r`'s queued step or schedules a new one; its duration,
+    /// or `None` when it has nothing to run.
+    fn begin_step(&mut self, r: usize) -> Option<u64> {
         let mut events = std::mem::take(&mut self.events);
         let instance = &mut self.instances[r];
         let duration = match instance.engine.start_queued() {
@@ -285,30 +342,45 @@ impl<L: LatencyModel> Simulation<L> {
             }
             None => None,
         };
-        if let Some(d) = duration {
-            self.queue.push(self.now.saturating_add(d), Event::StepEnd { replica });
-            let cluster = self.instances.len() > 1;
-            let instance = &mut self.instances[r];
-            if self.tracing {
-                instance.trace_executing.index = instance.steps_started;
-                instance.trace_executing.start_us = self.now;
-                instance.trace_executing.replica = cluster.then_some(replica);
-                sink.engine_step(&instance.trace_executing);
-            }
-            instance.steps_started += 1;
-            if instance.engine.config().async_scheduling {
-                let queued = instance.engine.queue_step(&self.latency, &mut events);
-                if self.tracing {
-                    self.trace_scheduling(r, queued, true);
-                }
-            }
+        self.scheduled(&mut events);
+        self.events = events;
+        duration
+    }
+
+    /// Replica `replica`'s step, just begun, executes for `duration_us`:
+    /// its end is queued, it is traced, and with async scheduling the step
+    /// after it is scheduled at once.
+    fn launch(&mut self, replica: u32, duration_us: u64, sink: &mut dyn ResultSink) {
+        let r = replica as usize;
+        self.queue.push(self.now.saturating_add(duration_us), Event::StepEnd { replica });
+        let cluster = self.instances.len() > 1;
+        let instance = &mut self.instances[r];
+        if self.tracing {
+            instance.trace_executing.index = instance.steps_started;
+            instance.trace_executing.start_us = self.now;
+            instance.trace_executing.duration_us = duration_us;
+            instance.trace_executing.replica = cluster.then_some(replica);
+            sink.engine_step(&instance.trace_executing);
         }
+        instance.steps_started += 1;
+        if instance.engine.config().async_scheduling {
+            let mut events = std::mem::take(&mut self.events);
+            let queued = self.instances[r].engine.queue_step(&self.latency, &mut events);
+            if self.tracing {
+                self.trace_scheduling(r, queued, true);
+            }
+            self.scheduled(&mut events);
+            self.events = events;
+        }
+    }
+
+    /// Records the first admission of the requests the engine reports.
+    fn scheduled(&mut self, events: &mut Vec<EngineEvent>) {
         for e in events.drain(..) {
             if let EngineEvent::Scheduled(owner) = e {
                 self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us = Some(self.now);
             }
         }
-        self.events = events;
     }
 
     /// Step trace: names the requests of what replica `r`'s engine just

@@ -131,8 +131,8 @@ pub fn load(file: &Path) -> Result<CalibrationPlan, PlanError> {
 pub struct Outcome {
     /// The experiment.
     pub experiment: Experiment,
-    /// Model, GPU, TP and latency model of its scenario.
-    pub deployment: Option<(String, String, u64, &'static str)>,
+    /// Model, GPU, TP, latency model and DP ranks of its scenario.
+    pub deployment: Option<(String, String, u64, &'static str, u32)>,
     /// The comparison, or why the experiment could not run.
     pub report: Result<Report, String>,
     /// BLIS's published predictions for it.
@@ -177,7 +177,7 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         let spec: ScenarioSpec =
             serde_json::from_value(value).map_err(|x| format!("overrides: {x} (scenario of {})", e.name))?;
         let d = scenario::resolve(spec, &plan.base, &e.name).map_err(|x| format!("{}: scenario: {x}", e.name))?;
-        outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind()));
+        outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
         let timeout_us = converted.client_timeout_s.map(crate::workload::seconds_to_us);
         let sim = replay(&d, d.latency.clone(), &converted.workload, timeout_us);
         let baseline = converted.baseline_jsonl();
@@ -285,7 +285,7 @@ fn table(outcomes: &[Outcome]) -> RecordBatch {
     );
     let mut pairs = Int64Builder::new();
     for o in outcomes {
-        let (Ok(report), Some((model, gpu, t, kind))) = (&o.report, &o.deployment) else { continue };
+        let (Ok(report), Some((model, gpu, t, kind, _))) = (&o.report, &o.deployment) else { continue };
         for (name, metric, stat) in METRICS {
             let Some(m) = report.metrics.get(metric) else { continue };
             let (r, s, e) = value(m, stat);
@@ -328,8 +328,9 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
     }
     let _ = writeln!(out, " E2E MAPE |\n|---|---|---|---|---|---|---|");
     for o in outcomes {
-        let deployment = o.deployment.as_ref().map_or_else(String::new, |(m, g, tp, kind)| {
-            format!("{} / {g} / TP{tp} / {kind}", m.rsplit('/').next().unwrap_or(m))
+        let deployment = o.deployment.as_ref().map_or_else(String::new, |(m, g, tp, kind, dp)| {
+            let dp = if *dp > 1 { format!(" DP{dp} EP{}", tp * u64::from(*dp)) } else { String::new() };
+            format!("{} / {g} / TP{tp}{dp} / {kind}", m.rsplit('/').next().unwrap_or(m))
         });
         let report = match &o.report {
             Ok(r) => r,

@@ -603,25 +603,26 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
     let mut notes = vec!["the baseline spreads latency - TTFT evenly over the output tokens after the first (the data has first and last token times only)".to_owned()];
     let tp = count("tensor_parallel_size").unwrap_or(1);
     let dp = count("data_parallel_size").unwrap_or(1);
-    if dp > 1 {
-        notes.push(format!("vLLM ran data parallel {dp} with expert parallelism; the scenario simulates one engine with tp {}, not {dp} replicas", tp.max(dp)));
+    let expert_parallel = kw["enable_expert_parallel"].as_bool().unwrap_or(false);
+    if dp > 1 && !expert_parallel {
+        notes.push(format!("vLLM ran data parallel {dp} without expert parallelism; simulated with the experts spread over the ranks as under expert parallelism"));
     }
     let blocks = meta.pointer("/kv_cache/num_gpu_blocks").and_then(serde_json::Value::as_u64);
     let scenario_yaml = format!(
         "# {run}: real vLLM {version} run (../shared/data/llmservingsim-vllm-bench), converted by\n\
          # `blis-sweep convert llmservingsim`.{dp_note}\n\
-         name: {run}\nmodel: {model}\nhardware: {gpu}\ntp: {tp}\ndtype: bf16\nengine:\n  max_num_seqs: {seqs}\n  \
+         name: {run}\nmodel: {model}\nhardware: {gpu}\ntp: {tp}\n{dp_key}dtype: bf16\nengine:\n  max_num_seqs: {seqs}\n  \
          max_num_batched_tokens: {mbt}\n  block_size: 16\n  gpu_memory_utilization: 0.9\n{blocks}  enable_prefix_caching: true\n{engine_version}",
         version = meta["vllm_version"].as_str().unwrap_or("?"),
         // The release it ran, when the run says (`meta.json`), so the engine
         // behaves as that release's scheduler did.
         engine_version = meta["vllm_version"].as_str().map_or_else(String::new, |v| format!("  vllm_version: {v}\n")),
         dp_note = if dp > 1 {
-            format!("\n# vLLM ran DP{dp} + EP; simulated here as one engine over {} GPUs (tp).", tp.max(dp))
+            format!("\n# vLLM ran DP{dp} + EP: {dp} engine ranks of tp {tp} behind its DP load balancer.")
         } else {
             String::new()
         },
-        tp = tp.max(dp),
+        dp_key = if dp > 1 { format!("dp: {dp}\n") } else { String::new() },
         seqs = count("max_num_seqs").unwrap_or(256),
         mbt = count("max_num_batched_tokens").unwrap_or(2048),
         blocks = blocks.map_or_else(String::new, |b| format!("  num_gpu_blocks: {b}\n")),

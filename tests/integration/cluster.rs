@@ -121,3 +121,62 @@ fn router_mistakes_name_file_line_and_key() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
 }
+
+/// Steps of the step trace as (replica, start, duration).
+fn steps(trace: &str) -> Vec<(u64, u64, u64)> {
+    rows(trace)
+        .iter()
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (n("replica"), n("start_us"), n("duration_us"))
+        })
+        .collect()
+}
+
+/// Pairs of steps of different replicas that overlap without starting
+/// together.
+fn out_of_step(steps: &[(u64, u64, u64)]) -> usize {
+    let mut n = 0;
+    for (i, a) in steps.iter().enumerate() {
+        for b in &steps[i + 1..] {
+            let overlap = a.1 < b.1 + b.2 && b.1 < a.1 + a.2;
+            if a.0 != b.0 && overlap && (a.1, a.2) != (b.1, b.2) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn data_parallel_moe_ranks_step_together() {
+    let dir = Dir::new("cluster-dp");
+    let moe = "model: Qwen3-30B-A3B\nhardware: H100\nlatency_model: {kind: roofline}\n\
+               engine: {max_num_seqs: 16, max_num_batched_tokens: 2048}\n";
+    dir.create("dp.yaml", &format!("{moe}dp: 2\n"));
+    dir.create("replicas.yaml", &format!("{moe}replicas: 2\nrouter: {{policy: vllm-dp, refresh_interval_ms: 100}}\n"));
+    dir.create("w.jsonl", CHAT);
+    let run = |scenario: &str| {
+        TestCommand::new(
+            &dir.path,
+            &["run", "-q", "-s", scenario, "w.jsonl", "--rate-scale", "3", "-o", "r.jsonl", "--step-trace", "t.jsonl"],
+        )
+        .stdout();
+        let served: Vec<u64> =
+            rows(&dir.read("r.jsonl")).iter().map(|r| r["sub_requests"][0]["replica"].as_u64().unwrap()).collect();
+        (served, steps(&dir.read("t.jsonl")))
+    };
+    let (served, lockstep) = run("dp.yaml");
+    // vLLM's DP balancer uses both ranks.
+    for rank in 0..2 {
+        assert!(served.iter().filter(|&&r| r == rank).count() >= 60, "{served:?}");
+    }
+    // Every step of one rank starts and ends with the other's, or while the
+    // other is idle (running its dummy batch).
+    assert_eq!(out_of_step(&lockstep), 0);
+    let together = lockstep.iter().filter(|a| lockstep.iter().any(|b| b.0 != a.0 && b.1 == a.1)).count();
+    assert!(together > lockstep.len() / 2, "{together} of {}", lockstep.len());
+    // Independent replicas (each with every expert) drift apart.
+    let (_, independent) = run("replicas.yaml");
+    assert!(out_of_step(&independent) > 100, "{}", out_of_step(&independent));
+}

@@ -1,5 +1,6 @@
 //! Property tests: random DAG workloads on random engines (one, or a
-//! cluster of 2–8 behind a random router), through the library with the KV-cache invariant checked after every step. A fixed
+//! cluster of 2–8 behind a random router, a third of them data-parallel
+//! ranks in lockstep), through the library with the KV-cache invariant checked after every step. A fixed
 //! seed makes any failure reproducible; the case number is in the message.
 
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
@@ -204,6 +205,9 @@ fn random_workloads_finish_with_consistent_timelines() {
         let router = random_router(&mut rng);
         let mut sim = Simulation::cluster(engine.clone(), random_latency(&mut rng), replicas, router);
         sim.check_invariants(true);
+        // A third of the clusters are data-parallel ranks in lockstep
+        // (chosen by case number, so the random stream is the same).
+        sim.set_lockstep(replicas > 1 && case % 3 == 0);
         let client = match rng.random_range(0..5) {
             0 => Client::Capped { limit: rng.random_range(1..=4) },
             1 => Client::ClosedLoop { users: rng.random_range(1..=4), think_time_us: rng.random_range(0..100_000) },

@@ -11,6 +11,10 @@
 //! starts executing, the step after it is scheduled at once, before the
 //! first one's results are in. A request that reaches the engine while a
 //! step executes is therefore first scheduled two steps later.
+//!
+//! Replicas step independently, each on its own clock, except the
+//! data-parallel ranks of an MoE model: they step in lockstep
+//! ([`Simulation::start_lockstep`]).
 
 use std::collections::VecDeque;
 
@@ -162,7 +166,8 @@ impl<L: LatencyModel> Simulation<L> {
     }
 
     /// Makes the replicas data-parallel ranks of one MoE engine that step
-    /// together (see [`Self::start_lockstep`]). Set before the first request.
+    /// together, all ranks' steps priced at once by the latency model. Set
+    /// before the first request.
     pub fn set_lockstep(&mut self, on: bool) {
         self.lockstep = on;
     }

@@ -40,7 +40,7 @@ pub(crate) struct CalibrateArgs {
     /// Verdict on output-token throughput within this percent error.
     #[arg(long, value_name = "PCT")]
     throughput_tolerance_pct: Option<f64>,
-    /// GPUs (TP × replicas), for per-GPU throughput.
+    /// GPUs (TP × DP × replicas), for per-GPU throughput.
     #[arg(long, value_name = "N")]
     num_gpus: Option<u32>,
 }

@@ -244,7 +244,10 @@ fn simulate(
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     let rate = if wall_s > 0.0 { m.injected_requests as f64 / wall_s } else { 0.0 };
-    let cluster = if d.replicas > 1 {
+    let cluster = if d.dp > 1 {
+        let lockstep = if d.model.moe.is_some() { ", lockstep, experts over all GPUs" } else { "" };
+        format!("{} data-parallel ranks (vLLM's DP balancer{lockstep}, imbalance {:.2}) of ", d.dp, m.imbalance)
+    } else if d.replicas > 1 {
         format!("{} replicas ({} router, imbalance {:.2}) of ", d.replicas, d.router.policy.name(), m.imbalance)
     } else {
         String::new()

@@ -176,6 +176,9 @@ fn data_parallel_moe_ranks_step_together() {
     assert_eq!(out_of_step(&lockstep), 0);
     let together = lockstep.iter().filter(|a| lockstep.iter().any(|b| b.0 != a.0 && b.1 == a.1)).count();
     assert!(together > lockstep.len() / 2, "{together} of {}", lockstep.len());
+    let out = TestCommand::new(&dir.path, &["run", "-s", "dp.yaml", "w.jsonl", "-o", "r.jsonl"]).output();
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("2 data-parallel ranks (vLLM's DP balancer, lockstep"), "{summary}");
     // Independent replicas (each with every expert) drift apart.
     let (_, independent) = run("replicas.yaml");
     assert!(out_of_step(&independent) > 100, "{}", out_of_step(&independent));

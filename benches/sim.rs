@@ -63,6 +63,7 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
                     output_token_ids: None,
                     seeded: None,
                     model: None,
+                    prompt_blocks: None,
                 }),
                 result: None,
             }],

@@ -12,6 +12,7 @@ mod calibrate;
 mod convert;
 mod fit;
 mod generate;
+mod import;
 mod results;
 mod run;
 mod sweep;
@@ -47,6 +48,8 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Turn real vLLM runs into a workload, a baseline and a scenario.
     Convert(convert::ConvertArgs),
+    /// Write a trace in another format (mooncake, azure, agent-calls) as workload JSONL.
+    Import(import::ImportArgs),
     /// Fit a latency model's per-GPU constants to converted real runs.
     Fit(fit::FitArgs),
 }
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
         Some(Command::Generate(args)) => generate::run(args),
         Some(Command::Calibrate(args)) => calibrate::run(args),
         Some(Command::Convert(args)) => convert::run(args),
+        Some(Command::Import(args)) => import::run(args),
         Some(Command::Fit(args)) => fit::run(args),
         None => match sweep::run(cli.sweep) {
             Ok(sweep::Outcome::AllOk) => Ok(()),

@@ -9,11 +9,13 @@
 
 pub mod convert;
 pub mod generate;
+pub mod import;
 pub mod reader;
 pub mod timeline;
 mod types;
 pub mod writer;
 
 pub use types::{
-    LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest, checked_seconds_to_us, seconds_to_us,
+    LlmCall, NodeKind, NodeResult, PromptBlocks, Request, RequestId, SeededProgress, SubRequest, checked_seconds_to_us,
+    seconds_to_us,
 };

@@ -15,12 +15,14 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 
 use super::atomic::{self, AtomicFile};
+use super::import::{ImportFlags, parse_input};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output::JsonlWriter;
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, RunConfig, RunError, Tee};
 use crate::sweep::input::Tap;
 use crate::workload::Request;
+use crate::workload::import::{self, ImportFormat, ImportOptions};
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]
@@ -29,8 +31,14 @@ pub(crate) struct RunArgs {
     #[arg(long, short = 's', value_name = "S.yaml")]
     scenario: PathBuf,
     /// Workload JSONL: one request DAG per line, sorted by arrival_time.
-    #[arg(value_name = "WORKLOAD.jsonl")]
-    workload: PathBuf,
+    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present = "input", conflicts_with = "input")]
+    workload: Option<PathBuf>,
+    /// A trace in another format, read directly: FORMAT:PATH with FORMAT
+    /// mooncake, azure or agent-calls (see `blis-sweep import`).
+    #[arg(long, value_name = "FORMAT:PATH")]
+    input: Option<String>,
+    #[command(flatten)]
+    import: ImportFlags,
     /// Result JSONL (written atomically). Without it, results go to stdout.
     #[arg(short = 'o', long, value_name = "RESULTS.jsonl")]
     output: Option<PathBuf>,
@@ -108,7 +116,15 @@ impl RunArgs {
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let deployment = scenario::load(&args.scenario)?;
     let traffic = args.traffic()?;
-    let (rows, input) = validate(&args.workload, traffic.rate_scale)?;
+    let (rows, input) = match (&args.workload, &args.input) {
+        (Some(path), _) => validate(path, traffic.rate_scale)?,
+        (None, Some(text)) => {
+            let (format, path) = parse_input(text)?;
+            let input = Input::Import(format, path, args.import.options()?);
+            (input.count(traffic.rate_scale)?, input)
+        }
+        (None, None) => bail!("give a workload file or --input FORMAT:PATH"),
+    };
     let wall = Instant::now();
     // Every output is written under a temporary name and committed only once
     // all of them are complete: a failing command leaves none of its own.
@@ -156,10 +172,29 @@ enum Input {
     /// temporary file (removed from the directory at once, so nothing is
     /// left behind whatever happens).
     Spool(File, String),
+    /// A trace read by an importer, each pass anew.
+    Import(ImportFormat, PathBuf, ImportOptions),
 }
 
+/// Requests of a pass over the input.
+type Rows = Box<dyn Iterator<Item = anyhow::Result<Request>>>;
+
 impl Input {
-    fn rows(&self) -> anyhow::Result<Reader<BufReader<File>>> {
+    /// First pass over an imported trace: every row valid, or the first error.
+    fn count(&self, rate_scale: f64) -> anyhow::Result<u64> {
+        let mut n = 0;
+        for row in self.rows()? {
+            let mut request = row?;
+            request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("--rate-scale: {e}"))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn rows(&self) -> anyhow::Result<Rows> {
+        if let Input::Import(format, path, options) = self {
+            return Ok(Box::new(import::open(*format, path, options)?.map(|r| r.map_err(anyhow::Error::new))));
+        }
         let (file, name) = match self {
             Input::File(path) => (
                 File::open(path).with_context(|| format!("{}: cannot open", path.display()))?,
@@ -170,8 +205,10 @@ impl Input {
                 file.seek(SeekFrom::Start(0)).context("the workload's temporary copy")?;
                 (file, name.clone())
             }
+            Input::Import(..) => unreachable!("returned above"),
         };
-        Ok(Reader::new(BufReader::with_capacity(1 << 20, file), name, Format::Workload))
+        let reader = Reader::new(BufReader::with_capacity(1 << 20, file), name, Format::Workload);
+        Ok(Box::new(reader.map(|r| r.map_err(anyhow::Error::new))))
     }
 }
 

@@ -335,10 +335,10 @@ impl Engine {
         }
         let mut hashes = Vec::new();
         if self.config.enable_prefix_caching
-            && let Some(input) = &call.input_token_ids
+            && let Some(input) = call.prompt_ids()
         {
-            let output = call.output_token_ids.iter().flatten();
-            block_hashes(input.iter().chain(output).copied(), self.config.block_size, &mut hashes);
+            let output = call.output_token_ids.iter().flatten().copied();
+            block_hashes(input.chain(output), self.config.block_size, &mut hashes);
         }
         let num_tokens = known.max(call.input_tokens);
         let seq = Seq {

@@ -269,9 +269,9 @@ impl Router {
     /// Leading prompt blocks of `call` each replica's prefix index holds, into `self.hits`.
     fn prefix_hits(&mut self, instances: &[Instance], call: &LlmCall) {
         self.hashes.clear();
-        if let Some(ids) = &call.input_token_ids {
+        if let Some(ids) = call.prompt_ids() {
             let block_size = instances[0].engine.config().block_size;
-            block_hashes(ids.iter().copied(), block_size, &mut self.hashes);
+            block_hashes(ids, block_size, &mut self.hashes);
         }
         for (i, instance) in instances.iter().enumerate() {
             self.hits[i] = match self.prefix_sets.get(i) {

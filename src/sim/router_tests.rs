@@ -44,6 +44,7 @@ fn call(prompt: Vec<u32>, output_tokens: u32) -> NodeKind {
         output_token_ids: None,
         seeded: None,
         model: None,
+        prompt_blocks: None,
     })
 }
 

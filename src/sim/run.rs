@@ -248,6 +248,7 @@ mod tests {
                     output_token_ids: None,
                     seeded: None,
                     model: None,
+                    prompt_blocks: None,
                 }),
                 result: None,
             }],

@@ -245,6 +245,7 @@ fn llm_request(
                 output_token_ids: None,
                 seeded: None,
                 model: None,
+                prompt_blocks: None,
             }),
             result: latencies.map(|token_latency| NodeResult { token_latency, error: None, replica: None }),
         }],

@@ -465,6 +465,7 @@ impl Requests<'_> {
                 output_token_ids: Some(output),
                 seeded: None,
                 model: None,
+                prompt_blocks: None,
             }),
             result: None,
         }

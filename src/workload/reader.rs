@@ -411,6 +411,7 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                 output_token_ids: sub.output_token_ids,
                 seeded,
                 model: sub.model,
+                prompt_blocks: None,
             })
         }
     };

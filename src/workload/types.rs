@@ -130,9 +130,49 @@ pub struct LlmCall {
     pub seeded: Option<SeededProgress>,
     /// Provenance only; never affects simulation.
     pub model: Option<String>,
+    /// The prompt as block identities instead of token ids (an imported
+    /// trace's prefix hashes, e.g. Mooncake's 512-token blocks): equal ids at
+    /// equal positions are equal content. Held as is, never expanded into
+    /// token ids but in a workload file written from it.
+    pub prompt_blocks: Option<PromptBlocks>,
+}
+
+/// A prompt given as identities of fixed-size token blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptBlocks {
+    /// Tokens per block (the last block may be partial).
+    pub block_tokens: u32,
+    /// One identity per block, `ceil(input_tokens / block_tokens)` of them.
+    pub ids: Vec<u64>,
+}
+
+impl PromptBlocks {
+    /// The prompt's `len` tokens as stand-in token ids: token `k` is a hash of
+    /// its block's identity and its offset in the block, so two prompts share
+    /// a prefix of tokens exactly where they share block identities.
+    pub fn tokens(&self, len: u32) -> impl Iterator<Item = u32> + '_ {
+        let per = self.block_tokens.max(1);
+        (0..len).map(move |k| {
+            let id = self.ids.get((k / per) as usize).copied().unwrap_or(u64::MAX);
+            let mut z = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(k % per);
+            z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            // Token ids stay below 2^31, as a vocabulary's do.
+            ((z ^ (z >> 29)) & 0x7FFF_FFFF) as u32
+        })
+    }
 }
 
 impl LlmCall {
+    /// The prompt's token ids, given or stood in for by its blocks; `None`
+    /// when the workload gives neither (no prefix caching for it).
+    pub fn prompt_ids(&self) -> Option<Box<dyn Iterator<Item = u32> + '_>> {
+        match (&self.input_token_ids, &self.prompt_blocks) {
+            (Some(ids), _) => Some(Box::new(ids.iter().copied())),
+            (None, Some(b)) => Some(Box::new(b.tokens(self.input_tokens))),
+            (None, None) => None,
+        }
+    }
+
     /// Output tokens the engine still has to emit: those not already known
     /// through seeded progress.
     pub fn tokens_to_emit(&self) -> u32 {

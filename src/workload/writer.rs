@@ -26,8 +26,10 @@ pub struct NodeTokens<'a> {
 }
 
 /// Appends `request` as a workload row (no results), newline-terminated.
+/// A prompt given as block identities ([`super::PromptBlocks`]) is written as
+/// the token ids that stand in for it, the format's only way to say it.
 pub fn write_workload_row(out: &mut Vec<u8>, request: &Request) {
-    write_row(out, request, request.arrival_time, &mut |_| None);
+    write_row(out, request, request.arrival_time, true, &mut |_| None);
 }
 
 /// Appends `request` as a result row. `tokens(i)` gives node `i`'s outcome;
@@ -39,24 +41,27 @@ pub fn write_result_row<'a>(
     request: &Request,
     tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
 ) {
-    write_row(out, request, request.arrival_time, tokens);
+    write_row(out, request, request.arrival_time, false, tokens);
 }
 
 /// [`write_result_row`] with `arrival_time` in place of the request's own
-/// (the time a held-back request was sent).
+/// (the time a held-back request was sent). A prompt given as block
+/// identities is not expanded in result rows (an imported trace's prompts
+/// would dwarf its latencies).
 pub fn write_result_row_at<'a>(
     out: &mut Vec<u8>,
     request: &Request,
     arrival_time: f64,
     tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
 ) {
-    write_row(out, request, arrival_time, tokens);
+    write_row(out, request, arrival_time, false, tokens);
 }
 
 fn write_row<'a>(
     out: &mut Vec<u8>,
     request: &Request,
     arrival_time: f64,
+    expand_blocks: bool,
     tokens: &mut dyn FnMut(usize) -> Option<NodeTokens<'a>>,
 ) {
     out.extend_from_slice(b"{\"request_id\":");
@@ -96,6 +101,15 @@ fn write_row<'a>(
                 if let Some(ids) = &call.input_token_ids {
                     out.extend_from_slice(b",\"input_token_ids\":");
                     json_u32s(out, ids);
+                } else if let (Some(blocks), true) = (&call.prompt_blocks, expand_blocks) {
+                    out.extend_from_slice(b",\"input_token_ids\":[");
+                    for (k, id) in blocks.tokens(call.input_tokens).enumerate() {
+                        if k > 0 {
+                            out.push(b',');
+                        }
+                        push_uint(out, u64::from(id));
+                    }
+                    out.push(b']');
                 }
                 if let Some(ids) = &call.output_token_ids {
                     out.extend_from_slice(b",\"output_token_ids\":");

@@ -134,6 +134,7 @@ fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, V
             output_token_ids: Some(vec![7; output_tokens as usize]),
             seeded: None,
             model: None,
+            prompt_blocks: None,
         };
         let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
         let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;

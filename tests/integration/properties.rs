@@ -109,6 +109,7 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
                 output_token_ids,
                 seeded,
                 model: None,
+                prompt_blocks: None,
             })
         };
         subs.push(SubRequest { next, interval, kind, result: None });

@@ -1,0 +1,88 @@
+//! `blis-sweep import FORMAT PATH -o W.jsonl`: a trace in a format users
+//! already have, written as workload JSONL (`run --input FORMAT:PATH` reads
+//! it without this step). Also the flags every importer takes, shared with
+//! `run`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::atomic;
+use crate::workload::import::{self, ImportFormat, ImportOptions, SessionMode};
+use crate::workload::writer::write_workload_row;
+
+/// Flags of the importers (`run --input`, `import`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ImportFlags {
+    /// Sessions started per second (Poisson), for traces whose sessions were
+    /// not recorded in one run (agent-calls).
+    #[arg(long, value_name = "PER_S")]
+    session_rate: Option<f64>,
+    /// How sessions are replayed: closed-loop (a session is one request DAG,
+    /// each call after the ones it follows) or fixed-accumulate (each call
+    /// sent at its recorded time, with the same growing context).
+    #[arg(long, value_name = "MODE", default_value = "closed-loop")]
+    session_mode: String,
+    /// Seeds session arrivals.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
+}
+
+impl ImportFlags {
+    pub(crate) fn options(&self) -> anyhow::Result<ImportOptions> {
+        let session_mode =
+            SessionMode::parse(&self.session_mode).map_err(|e| anyhow::anyhow!("--session-mode: {e}"))?;
+        Ok(ImportOptions { session_rate: self.session_rate, session_mode, seed: self.seed })
+    }
+}
+
+/// `FORMAT:PATH`, as `--input` takes it.
+pub(crate) fn parse_input(text: &str) -> anyhow::Result<(ImportFormat, PathBuf)> {
+    let (format, path) = text
+        .split_once(':')
+        .filter(|(_, p)| !p.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--input: `{text}`: give FORMAT:PATH, e.g. mooncake:trace.jsonl"))?;
+    let format = ImportFormat::parse(format).map_err(|e| anyhow::anyhow!("--input: {e}"))?;
+    Ok((format, PathBuf::from(path)))
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// mooncake, azure or agent-calls.
+    #[arg(value_name = "FORMAT")]
+    format: String,
+    /// The trace file.
+    #[arg(value_name = "PATH")]
+    path: PathBuf,
+    /// Workload JSONL (written atomically).
+    #[arg(short = 'o', long, value_name = "W.jsonl")]
+    output: PathBuf,
+    #[command(flatten)]
+    flags: ImportFlags,
+}
+
+pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let format = ImportFormat::parse(&args.format).map_err(anyhow::Error::msg)?;
+    let options = args.flags.options()?;
+    let mut out = atomic::create(&args.output)?;
+    let name = args.output.display().to_string();
+    let mut buf = Vec::with_capacity(1 << 21);
+    let mut n = 0u64;
+    for request in import::open(format, &args.path, &options)? {
+        write_workload_row(&mut buf, &request?);
+        n += 1;
+        if buf.len() >= 1 << 20 {
+            out.write_all(&buf).with_context(|| format!("{name}: write failed"))?;
+            buf.clear();
+        }
+    }
+    out.write_all(&buf).with_context(|| format!("{name}: write failed"))?;
+    atomic::commit(out)?;
+    eprintln!("{}: {n} requests -> {name}", args.path.display());
+    if format == ImportFormat::Mooncake {
+        let reuse = import::mooncake::block_reuse(&args.path)?;
+        eprintln!("  block reuse: {:.1} % of hash ids were seen in an earlier request", reuse * 100.0);
+    }
+    Ok(())
+}

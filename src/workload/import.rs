@@ -1,0 +1,165 @@
+//! Traces in formats users already have, read as request sources: each
+//! importer streams [`Request`]s the simulator consumes directly (`run --input
+//! FORMAT:PATH`, a plan's `workload: {import: FORMAT, path: …}`), and
+//! `blis-sweep import` writes them as workload JSONL when wanted. One file per
+//! format; each documents its mapping and rejects a bad row with
+//! `FILE:LINE: column: reason`.
+//!
+//! - [`mooncake`]: Mooncake's FAST'25 traces (`timestamp` ms, lengths,
+//!   `hash_ids` of 512-token blocks), prompts kept as block identities.
+//! - [`azure`]: the Azure LLM inference traces of 2023 (Splitwise).
+//! - [`agent_calls`]: agent sessions from `lmcache-agent-trace`'s per-call
+//!   table, each a request DAG (or, `fixed-accumulate`, one request per call at
+//!   its recorded time).
+
+pub mod agent_calls;
+pub mod azure;
+pub mod mooncake;
+
+use std::path::Path;
+
+use super::types::Request;
+
+/// The formats `--input FORMAT:PATH` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// See [`mooncake`].
+    Mooncake,
+    /// See [`azure`].
+    Azure,
+    /// See [`agent_calls`].
+    AgentCalls,
+}
+
+impl ImportFormat {
+    /// Every format, as named on the command line.
+    pub const ALL: [ImportFormat; 3] = [ImportFormat::Mooncake, ImportFormat::Azure, ImportFormat::AgentCalls];
+
+    /// The name `--input` and plans use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImportFormat::Mooncake => "mooncake",
+            ImportFormat::Azure => "azure",
+            ImportFormat::AgentCalls => "agent-calls",
+        }
+    }
+
+    /// The format called `name`, or a message listing them.
+    pub fn parse(name: &str) -> Result<ImportFormat, String> {
+        Self::ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| {
+            format!("unknown format `{name}`; available: {}", Self::ALL.map(ImportFormat::name).join(", "))
+        })
+    }
+}
+
+/// How an agent trace's sessions are replayed (the seed's session modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionMode {
+    /// A session is one request DAG: each call is sent when the calls it
+    /// follows have finished and the tool time after them has passed.
+    #[default]
+    ClosedLoop,
+    /// Each call is its own request, sent at its recorded offset in the
+    /// session whatever the simulated service did, with the same growing
+    /// context: the real cross-session overlap, no feedback.
+    FixedAccumulate,
+}
+
+impl SessionMode {
+    /// The mode called `name` (`closed-loop`, `fixed-accumulate`).
+    pub fn parse(name: &str) -> Result<SessionMode, String> {
+        match name {
+            "closed-loop" => Ok(SessionMode::ClosedLoop),
+            "fixed-accumulate" => Ok(SessionMode::FixedAccumulate),
+            other => Err(format!("unknown session mode `{other}`; available: closed-loop, fixed-accumulate")),
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionMode::ClosedLoop => "closed-loop",
+            SessionMode::FixedAccumulate => "fixed-accumulate",
+        }
+    }
+}
+
+/// What an importer may be told besides the file.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ImportOptions {
+    /// Sessions started per second (Poisson), for traces of sessions whose
+    /// recorded start times are not one run's (agent-calls).
+    pub session_rate: Option<f64>,
+    /// How sessions are replayed.
+    pub session_mode: SessionMode,
+    /// Seeds session arrivals.
+    pub seed: u64,
+}
+
+/// A row an importer cannot take. Fatal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {column}: {reason}", if *line == 0 { String::new() } else { format!(":{line}") })]
+pub struct ImportError {
+    /// The file.
+    pub file: String,
+    /// 1-based line (0 when not about one line).
+    pub line: u64,
+    /// The column or field.
+    pub column: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl ImportError {
+    pub(crate) fn new(file: &str, line: u64, column: &str, reason: impl Into<String>) -> ImportError {
+        ImportError { file: file.to_owned(), line, column: column.to_owned(), reason: reason.into() }
+    }
+}
+
+/// A stream of imported requests, in arrival order.
+pub type Requests = Box<dyn Iterator<Item = Result<Request, ImportError>> + Send>;
+
+/// Opens `path` as `format`.
+pub fn open(format: ImportFormat, path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
+    match format {
+        ImportFormat::Mooncake => mooncake::open(path),
+        ImportFormat::Azure => azure::open(path),
+        ImportFormat::AgentCalls => agent_calls::open(path, options),
+    }
+}
+
+/// Opens `path` for reading, or names it.
+fn open_file(path: &Path) -> Result<std::io::BufReader<std::fs::File>, ImportError> {
+    std::fs::File::open(path)
+        .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
+        .map_err(|e| ImportError::new(&path.display().to_string(), 0, "file", format!("cannot open: {e}")))
+}
+
+/// A one-node request: one llm call.
+fn one_call(id: u64, arrival_s: f64, call: super::types::LlmCall) -> Request {
+    Request {
+        request_id: super::types::RequestId::Int(id),
+        arrival_time: (arrival_s * 1e6).round() / 1e6,
+        initial: vec![0],
+        sub_requests: vec![super::types::SubRequest {
+            next: vec![],
+            interval: 0.0,
+            kind: super::types::NodeKind::Llm(call),
+            result: None,
+        }],
+    }
+}
+
+/// Tokens one imported call may carry (4 Mi, as for converted runs: a
+/// workload row written from it stays under the reader's 32 MiB line
+/// limit); real prompts are far shorter.
+const MAX_TOKENS: u32 = 1 << 22;
+
+/// Checks a token count read from a trace: at least `min`, at most
+/// [`MAX_TOKENS`].
+fn tokens(v: i64, min: i64) -> Result<u32, String> {
+    if v < min {
+        return Err(format!("{v} is below {min}"));
+    }
+    u32::try_from(v).ok().filter(|&n| n <= MAX_TOKENS).ok_or_else(|| format!("{v} exceeds {MAX_TOKENS}"))
+}

@@ -34,6 +34,7 @@ use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
 use crate::sim::{self, FinishedRequest, RunConfig, RunError, RunSummary, Sink};
+use crate::workload::import::ImportOptions;
 use crate::workload::reader::{Format, ReadError, Reader};
 
 /// How to run a sweep.
@@ -95,6 +96,9 @@ pub enum SweepError {
     /// The workload file breaks the format (found before any run starts).
     #[error(transparent)]
     Workload(#[from] ReadError),
+    /// An imported trace has a bad row (found before any run starts).
+    #[error(transparent)]
+    Import(#[from] crate::workload::import::ImportError),
     /// An output or input file could not be read or written.
     #[error("{path}: {error}")]
     Io {
@@ -152,6 +156,13 @@ pub fn run(
     let workload = match &plan.workload {
         WorkloadSource::File(path) => Some((path.clone(), grid::is_stream(path))),
         WorkloadSource::Generate(_) => None,
+        WorkloadSource::Import { format, path, options } => {
+            // Every row is checked before the output folder is touched.
+            for request in crate::workload::import::open(*format, path, options)? {
+                request?;
+            }
+            None
+        }
     };
     let mut content = None;
     if let Some((path, false)) = &workload {
@@ -376,6 +387,12 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
         }
         WorkloadSource::Generate(g) => {
             Box::new(g.requests(cell.seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
+        }
+        WorkloadSource::Import { format, path, options } => {
+            let options = ImportOptions { seed: cell.seed, ..*options };
+            let requests =
+                crate::workload::import::open(*format, path, &options).map_err(|e| CellError::Failed(e.to_string()))?;
+            Box::new(requests.map(|r| r.map_err(|e| e.to_string())))
         }
     };
     // A stopping sweep ends the source: the rest of the run would be thrown away.

@@ -23,6 +23,7 @@ use super::plan::{GridSpec, PlanSpec};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
 use crate::workload::generate::{GenerateSpec, Generator};
+use crate::workload::import::{ImportFormat, ImportOptions, SessionMode};
 
 /// A plan that cannot be run at all. Fatal: no run starts.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,15 @@ pub enum WorkloadSource {
     File(PathBuf),
     /// Generated anew for every run from the run's seed.
     Generate(Box<Generator>),
+    /// A trace read by an importer for every run (the run's seed seeds it).
+    Import {
+        /// Its format.
+        format: ImportFormat,
+        /// The trace.
+        path: PathBuf,
+        /// Its options (the seed is each run's).
+        options: ImportOptions,
+    },
 }
 
 /// One run of the sweep.
@@ -166,7 +176,34 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         field: field.to_owned(),
         reason,
     };
+    if spec.workload.import.is_none() {
+        for (key, given) in [
+            ("workload.session_rate", spec.workload.session_rate.is_some()),
+            ("workload.session_mode", spec.workload.session_mode.is_some()),
+        ] {
+            if given {
+                return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
+            }
+        }
+    }
     let workload = match (&spec.workload.path, &spec.workload.generate) {
+        (Some(path), None) if spec.workload.import.is_some() => {
+            let name = spec.workload.import.as_deref().unwrap_or_default();
+            let format = ImportFormat::parse(name).map_err(|e| invalid("workload.import", e))?;
+            let session_mode = spec
+                .workload
+                .session_mode
+                .as_deref()
+                .map(SessionMode::parse)
+                .transpose()
+                .map_err(|e| invalid("workload.session_mode", e))?
+                .unwrap_or_default();
+            let options = ImportOptions { session_rate: spec.workload.session_rate, session_mode, seed: 0 };
+            WorkloadSource::Import { format, path: base.join(path), options }
+        }
+        (None, None) if spec.workload.import.is_some() => {
+            return Err(invalid("workload.import", "give the trace as `path`".to_owned()));
+        }
         (Some(path), None) => WorkloadSource::File(base.join(path)),
         (None, Some(value)) => {
             let spec: GenerateSpec =
@@ -260,6 +297,17 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         }
         (WorkloadSource::Generate(_), Some(value)) => format!("generate:{value}"),
         (WorkloadSource::Generate(_), None) => "generate".to_owned(),
+        (WorkloadSource::Import { format, path, options }, _) => {
+            let content = hash_file(path)
+                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
+            format!(
+                "import:{}:{:?}:{}:{}",
+                format.name(),
+                options.session_rate,
+                options.session_mode.name(),
+                file_key(content)
+            )
+        }
     };
     let mut cells = Vec::new();
     for (value, name, dir) in &scenarios {

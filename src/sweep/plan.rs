@@ -4,7 +4,7 @@
 //! ```yaml
 //! name: quickstart
 //! workload:
-//!   path: workloads/chat.jsonl          # or generate: {...}
+//!   path: workloads/chat.jsonl          # or generate: {...}; or import: FORMAT with path: TRACE
 //! scenarios: [scenarios/a.yaml, {model: Llama-3.1-8B, hardware: H100}]
 //! grid:
 //!   concurrency: [null, 8, 32]          # null = open loop
@@ -44,6 +44,13 @@ pub struct WorkloadSpec {
     pub path: Option<String>,
     /// A generated workload, regenerated for every seed.
     pub generate: Option<Value>,
+    /// `path` is a trace in this format (`mooncake`, `azure`,
+    /// `agent-calls`), read by its importer.
+    pub import: Option<String>,
+    /// Importers: sessions started per second (agent-calls).
+    pub session_rate: Option<f64>,
+    /// Importers: `closed-loop` (default) or `fixed-accumulate`.
+    pub session_mode: Option<String>,
     /// Ignore arrival times: `concurrency` virtual users.
     #[serde(default)]
     pub closed_loop: bool,

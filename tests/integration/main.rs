@@ -14,6 +14,7 @@ mod engine;
 mod fuzz;
 mod golden;
 mod hardening;
+mod import;
 mod properties;
 mod reject;
 mod scenario;

@@ -1,0 +1,197 @@
+//! Importers end to end on the small fixtures in `tests/data/import/`: hand-
+//! checked arrivals, DAGs and prefix-cache hits, `import` then `run` equal to
+//! `run --input`, sweeps over an imported trace, and bad rows named by file,
+//! line and column.
+
+use crate::parquet_util::read_columns;
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
+
+const MOONCAKE: &str = include_str!("../data/import/mooncake.jsonl");
+const AZURE: &str = include_str!("../data/import/azure.csv");
+const AGENTS: &str = include_str!("../data/import/agent_calls.csv");
+
+/// Admissions of the step trace: (request id, cached tokens).
+fn admissions(trace: &str) -> Vec<(u64, u64)> {
+    rows(trace)
+        .iter()
+        .flat_map(|s| s["admitted"].as_array().unwrap().clone())
+        .map(|a| (a["request_id"].as_u64().unwrap(), a["cached_tokens"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn mooncake_blocks_share_kv_where_the_trace_shares_ids() {
+    let dir = Dir::new("import-mooncake");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.jsonl", MOONCAKE);
+    let args = ["run", "-q", "-s", "s.yaml", "--input", "mooncake:t.jsonl", "-o", "r.jsonl", "--metrics", "m.json"];
+    TestCommand::new(&dir.path, &[&args[..], &["--step-trace", "steps.jsonl"]].concat()).stdout();
+    let results = rows(&dir.read("r.jsonl"));
+    let arrivals: Vec<f64> = results.iter().map(|r| r["arrival_time"].as_f64().unwrap()).collect();
+    assert_eq!(arrivals, [0.0, 2.0, 2.5, 4.0]);
+    // Result rows do not expand the blocks into token ids.
+    assert!(results[0]["sub_requests"][0].get("input_token_ids").is_none());
+    // Request 1 repeats blocks 1, 2 (1,024 tokens); request 2 only block 1
+    // (512); request 3 nothing. (Each arrives after the one before left.)
+    assert_eq!(admissions(&dir.read("steps.jsonl")), [(0, 0), (1, 1024), (2, 512), (3, 0)]);
+    // The same trace written as workload JSONL runs the same.
+    let out = TestCommand::new(&dir.path, &["import", "mooncake", "t.jsonl", "-o", "w.jsonl"]).output();
+    assert!(out.status.success());
+    let note = String::from_utf8_lossy(&out.stderr);
+    // 8 ids, 3 seen before (1 and 2 in row 1, 1 in row 2).
+    assert!(note.contains("block reuse: 37.5 %"), "{note}");
+    let written = rows(&dir.read("w.jsonl"));
+    assert_eq!(written[1]["sub_requests"][0]["input_token_ids"].as_array().unwrap().len(), 1100);
+    let direct = dir.read("m.json");
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r2.jsonl", "--metrics", "m.json"])
+        .stdout();
+    assert_eq!(dir.read("m.json"), direct);
+}
+
+#[test]
+fn azure_rows_arrive_at_their_timestamps() {
+    let dir = Dir::new("import-azure");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.csv", AZURE);
+    TestCommand::new(&dir.path, &["import", "azure", "t.csv", "-o", "w.jsonl"]).output();
+    let w = rows(&dir.read("w.jsonl"));
+    let got: Vec<(f64, u64, u64)> = w
+        .iter()
+        .map(|r| {
+            let n = &r["sub_requests"][0];
+            (
+                r["arrival_time"].as_f64().unwrap(),
+                n["input_tokens"].as_u64().unwrap(),
+                n["output_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // 18:15:46.6805900 is the origin; .0000004 rounds to the microsecond.
+    assert_eq!(got, [(0.0, 374, 44), (4.314579, 396, 109), (4.31941, 20, 1), (13.31941, 1200, 7)]);
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "--input", "azure:t.csv", "-o", "r.jsonl"]).stdout();
+    assert_eq!(rows(&dir.read("r.jsonl")).len(), 4);
+}
+
+#[test]
+fn agent_sessions_become_dags_or_timed_calls() {
+    let dir = Dir::new("import-agents");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.csv", AGENTS);
+    let import = |mode: &str| {
+        TestCommand::new(
+            &dir.path,
+            &["import", "agent-calls", "t.csv", "-o", "w.jsonl", "--session-rate", "0.1", "--session-mode", mode],
+        )
+        .output();
+        rows(&dir.read("w.jsonl"))
+    };
+    let dags = import("closed-loop");
+    assert_eq!(dags.len(), 2);
+    assert_eq!(dags[0]["arrival_time"], 0.0);
+    // Three calls with tool time between: L0 → T0 → L1 → T1 → L2.
+    let s1 = dags[0]["sub_requests"].as_array().unwrap();
+    let kinds: Vec<&str> = s1.iter().map(|n| n["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["llm", "llm", "tool_call", "llm", "tool_call"]);
+    assert_eq!((s1[0]["next"].clone(), s1[2]["next"].clone()), (serde_json::json!([2]), serde_json::json!([1])));
+    // 1.0 s after call 0 was sent, less its estimated 0.2 + 10 × 0.005 s.
+    assert_eq!(s1[2]["duration"], 0.75);
+    // Call 1's prompt: call 0's prompt, its output, then 140 new tokens.
+    let ids = |n: &serde_json::Value, k: &str| -> Vec<u64> {
+        n[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    };
+    let p1 = ids(&s1[1], "input_token_ids");
+    assert_eq!(p1.len(), 250);
+    assert_eq!(p1[..100], ids(&s1[0], "input_token_ids")[..]);
+    assert_eq!(p1[100..110], ids(&s1[0], "output_token_ids")[..]);
+    // A reply with no text is one token.
+    assert_eq!(s1[3]["output_tokens"], 1);
+    // Magentic-One: call 1 was sent 0.1 s after call 0, without its output:
+    // a second root; call 2 (prompt not recorded: call 1's context) joins both.
+    let m1 = dags[1]["sub_requests"].as_array().unwrap();
+    assert_eq!(dags[1]["initial"], serde_json::json!([0, 1]));
+    assert_eq!(m1[1]["interval"], 0.1);
+    assert_eq!(m1[2]["input_tokens"], 70);
+    let into_call2: Vec<&serde_json::Value> = m1.iter().filter(|n| n["next"] == serde_json::json!([2])).collect();
+    assert_eq!(into_call2.len(), 2);
+    assert!(into_call2.iter().all(|n| n["kind"] == "tool_call"));
+    // Fixed-accumulate: six one-call requests in arrival order, each at its
+    // session's start plus its recorded offset.
+    let calls = import("fixed-accumulate");
+    assert_eq!(calls.len(), 6);
+    let arrivals: Vec<f64> = calls.iter().map(|r| r["arrival_time"].as_f64().unwrap()).collect();
+    assert!(arrivals.windows(2).all(|w| w[0] <= w[1]), "{arrivals:?}");
+    let m_start = dags[1]["arrival_time"].as_f64().unwrap();
+    for offset in [0.0, 0.1, 5.0] {
+        assert!(arrivals.iter().any(|a| (a - (m_start + offset)).abs() < 1e-6), "{offset} in {arrivals:?}");
+    }
+    // Run as DAGs, call 1 finds call 0's prompt and output in the cache.
+    let args = ["run", "-q", "-s", "s.yaml", "--input", "agent-calls:t.csv", "--session-rate", "0.1", "-o", "r.jsonl"];
+    TestCommand::new(&dir.path, &[&args[..], &["--step-trace", "steps.jsonl"]].concat()).stdout();
+    let cached: Vec<u64> = admissions(&dir.read("steps.jsonl")).iter().filter(|a| a.0 == 0).map(|a| a.1).collect();
+    // (Blocks of 16: 110 shared tokens are 6 full blocks; then 255 → 15.)
+    assert_eq!(cached, [0, 96, 240]);
+}
+
+#[test]
+fn bad_rows_name_file_line_and_column() {
+    let dir = Dir::new("import-bad");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    let cases = [
+        (
+            "mooncake",
+            "m.jsonl",
+            MOONCAKE.replace("\"hash_ids\": [1, 2, 3]", "\"hash_ids\": [1, 2]"),
+            "m.jsonl:2: hash_ids: ",
+        ),
+        (
+            "mooncake",
+            "m.jsonl",
+            MOONCAKE.replace("\"timestamp\": 4000", "\"timestamp\": 100"),
+            "m.jsonl:4: timestamp: ",
+        ),
+        ("azure", "a.csv", AZURE.replace(",109", ",x"), "a.csv:3: GeneratedTokens: "),
+        ("azure", "a.csv", AZURE.replace("18:16:00", "18:15:00"), "a.csv:5: TIMESTAMP: "),
+        (
+            "agent-calls",
+            "g.csv",
+            AGENTS.replace("s1,miniswe/s1.jsonl,2,", "s1,miniswe/s1.jsonl,3,"),
+            "g.csv:4: call_index: ",
+        ),
+        ("agent-calls", "g.csv", AGENTS.replace(",1,1,250,", ",1,2,250,"), "g.csv:3: prev_output_appears_in_input: "),
+    ];
+    for (format, file, text, prefix) in cases {
+        dir.create(file, &text);
+        let input = format!("{format}:{file}");
+        let err = TestCommand::new(
+            &dir.path,
+            &["run", "-s", "s.yaml", "--input", &input, "--session-rate", "1", "-o", "r.jsonl"],
+        )
+        .fails();
+        assert!(err.starts_with(&format!("blis-sweep: {prefix}")), "{format}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!dir.join("r.jsonl").exists());
+    }
+    let err =
+        TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "agent-calls:g.csv", "-o", "r.jsonl"]).fails();
+    assert!(err.contains("session_rate"), "{err}");
+    let err = TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "sharegpt:x", "-o", "r.jsonl"]).fails();
+    assert!(err.contains("unknown format `sharegpt`; available: mooncake, azure, agent-calls"), "{err}");
+}
+
+#[test]
+fn a_sweep_runs_over_an_imported_trace() {
+    let dir = Dir::new("import-sweep");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.csv", AGENTS);
+    dir.create(
+        "plan.yaml",
+        "name: t\nworkload: {import: agent-calls, path: t.csv, session_rate: 0.5, session_mode: fixed-accumulate}\n\
+         scenarios: [s.yaml]\ngrid:\n  seed: [1, 2]\noutput: out\n",
+    );
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let rows = read_columns(&dir.join("out/runs.parquet"), &["seed", "completed_requests"]);
+    assert_eq!(rows, [["1", "6"], ["2", "6"]]);
+    dir.create("bad.yaml", "name: t\nworkload: {path: t.csv, session_rate: 1}\nscenarios: [s.yaml]\noutput: out2\n");
+    let err = TestCommand::new(&dir.path, &["-q", "bad.yaml"]).fails();
+    assert!(err.contains("bad.yaml:2: workload.session_rate: only an imported trace"), "{err}");
+}

@@ -19,21 +19,51 @@ pub(crate) struct ImportFlags {
     /// not recorded in one run (agent-calls).
     #[arg(long, value_name = "PER_S")]
     session_rate: Option<f64>,
-    /// How sessions are replayed: closed-loop (a session is one request DAG,
-    /// each call after the ones it follows) or fixed-accumulate (each call
-    /// sent at its recorded time, with the same growing context).
-    #[arg(long, value_name = "MODE", default_value = "closed-loop")]
-    session_mode: String,
-    /// Seeds session arrivals.
+    /// How sessions are replayed: fixed (every record at its recorded time;
+    /// tracev2's default), closed-loop (a session is one request DAG, each
+    /// call after the ones it follows; agent-calls' default) or
+    /// fixed-accumulate (each call at its recorded time, with its session's
+    /// growing context).
+    #[arg(long, value_name = "MODE")]
+    session_mode: Option<String>,
+    /// Seeds session arrivals and --shuffle-corpus.
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
+    /// TraceV2 (as blis replay): replay a pool of N sessions at once, closed
+    /// loop, a new session admitted as one completes.
+    #[arg(long, value_name = "N")]
+    concurrent_sessions: Option<u32>,
+    /// With --concurrent-sessions: sessions in all (the corpus cloned to fill).
+    #[arg(long, value_name = "M", requires = "concurrent_sessions")]
+    total_sessions: Option<u32>,
+    /// With --concurrent-sessions: shuffle the corpus first (seeded Fisher–Yates).
+    #[arg(long, requires = "concurrent_sessions")]
+    shuffle_corpus: bool,
 }
 
 impl ImportFlags {
     pub(crate) fn options(&self) -> anyhow::Result<ImportOptions> {
-        let session_mode =
-            SessionMode::parse(&self.session_mode).map_err(|e| anyhow::anyhow!("--session-mode: {e}"))?;
-        Ok(ImportOptions { session_rate: self.session_rate, session_mode, seed: self.seed })
+        let session_mode = self
+            .session_mode
+            .as_deref()
+            .map(SessionMode::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--session-mode: {e}"))?;
+        if self.concurrent_sessions == Some(0) {
+            anyhow::bail!("--concurrent-sessions: must be at least 1");
+        }
+        if self.total_sessions == Some(0) {
+            anyhow::bail!("--total-sessions: must be at least 1");
+        }
+        Ok(ImportOptions {
+            session_rate: self.session_rate,
+            session_mode,
+            seed: self.seed,
+            trace_data: None,
+            concurrent_sessions: self.concurrent_sessions,
+            total_sessions: self.total_sessions,
+            shuffle_corpus: self.shuffle_corpus,
+        })
     }
 }
 

@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use super::atomic::{self, AtomicFile};
 use super::import::{ImportFlags, parse_input};
 use crate::metrics::{Metrics, MetricsCollector};
-use crate::output::JsonlWriter;
+use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, RunConfig, RunError, Tee};
 use crate::sweep::input::Tap;
@@ -31,12 +31,23 @@ pub(crate) struct RunArgs {
     #[arg(long, short = 's', value_name = "S.yaml")]
     scenario: PathBuf,
     /// Workload JSONL: one request DAG per line, sorted by arrival_time.
-    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present = "input", conflicts_with = "input")]
+    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
     workload: Option<PathBuf>,
     /// A trace in another format, read directly: FORMAT:PATH with FORMAT
-    /// mooncake, azure or agent-calls (see `blis-sweep import`).
-    #[arg(long, value_name = "FORMAT:PATH")]
+    /// mooncake, azure, agent-calls or tracev2 (PATH the header, the data
+    /// beside it); see `blis-sweep import`.
+    #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
     input: Option<String>,
+    /// Replay a BLIS TraceV2 pair, as `blis replay` takes it: its header…
+    #[arg(long, value_name = "TRACE.yaml", requires = "trace_data")]
+    trace_header: Option<PathBuf>,
+    /// …and its data.
+    #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
+    trace_data: Option<PathBuf>,
+    /// Also write what was simulated as a TraceV2 pair, PREFIX.yaml and
+    /// PREFIX.csv (`mode: generated`, or `replayed` for a replayed trace).
+    #[arg(long, value_name = "PREFIX")]
+    trace_output: Option<PathBuf>,
     #[command(flatten)]
     import: ImportFlags,
     /// Result JSONL (written atomically). Without it, results go to stdout.
@@ -115,33 +126,41 @@ impl RunArgs {
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let deployment = scenario::load(&args.scenario)?;
-    let traffic = args.traffic()?;
-    let (rows, input) = match (&args.workload, &args.input) {
-        (Some(path), _) => validate(path, traffic.rate_scale)?,
-        (None, Some(text)) => {
-            let (format, path) = parse_input(text)?;
-            let input = Input::Import(format, path, args.import.options()?);
-            (input.count(traffic.rate_scale)?, input)
+    let mut traffic = args.traffic()?;
+    let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
+        (Some(path), ..) => validate(path, traffic.rate_scale)?,
+        (None, input, header) => {
+            let (format, path, data) = match (input, header) {
+                (Some(text), _) => {
+                    let (format, path) = parse_input(text)?;
+                    (format, path, None)
+                }
+                (None, Some(h)) => (ImportFormat::TraceV2, h.clone(), args.trace_data.clone()),
+                (None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
+            };
+            let options = ImportOptions { trace_data: data, ..args.import.options()? };
+            let input = Input::Import(format, path, options);
+            let (n, last_arrival_us) = input.count(traffic.rate_scale)?;
+            replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
+            (n, input)
         }
-        (None, None) => bail!("give a workload file or --input FORMAT:PATH"),
     };
     let wall = Instant::now();
     // Every output is written under a temporary name and committed only once
     // all of them are complete: a failing command leaves none of its own.
-    let mut steps = args.step_trace.as_deref().map(atomic::create).transpose()?;
+    let mut extra = Extra::create(&args)?;
     let mut metrics_file = args.metrics.as_deref().map(atomic::create).transpose()?;
-    let steps_name = args.step_trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let (outcome, results) = match &args.output {
         Some(path) => {
             let mut out = atomic::create(path)?;
-            let names = (path.display().to_string(), steps_name);
-            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut(), (&names.0, &names.1))?;
+            let name = path.display().to_string();
+            let outcome = simulate(&deployment, &input, traffic, (&mut out, &name), &mut extra)?;
             (outcome, Some(out))
         }
         None => {
             let stdout = io::stdout();
             let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-            let outcome = simulate(&deployment, &input, traffic, &mut out, steps.as_mut(), ("stdout", &steps_name))?;
+            let outcome = simulate(&deployment, &input, traffic, (&mut out, "stdout"), &mut extra)?;
             out.flush().context("stdout")?;
             (outcome, None)
         }
@@ -152,9 +171,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let (Some(f), Some(path)) = (&mut metrics_file, &args.metrics) {
         f.write_all(json.as_bytes()).with_context(|| format!("{}: write failed", path.display()))?;
     }
-    for file in [results, steps, metrics_file].into_iter().flatten() {
+    for file in [results, metrics_file].into_iter().flatten() {
         atomic::commit(file)?;
     }
+    extra.commit()?;
     if args.metrics.is_none() && args.output.is_some() {
         io::stdout().write_all(json.as_bytes()).context("stdout")?;
     }
@@ -180,15 +200,17 @@ enum Input {
 type Rows = Box<dyn Iterator<Item = anyhow::Result<Request>>>;
 
 impl Input {
-    /// First pass over an imported trace: every row valid, or the first error.
-    fn count(&self, rate_scale: f64) -> anyhow::Result<u64> {
-        let mut n = 0;
+    /// First pass over an imported trace: every row valid, or the first
+    /// error; the count and the last arrival, µs.
+    fn count(&self, rate_scale: f64) -> anyhow::Result<(u64, u64)> {
+        let (mut n, mut last) = (0, 0);
         for row in self.rows()? {
             let mut request = row?;
             request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("--rate-scale: {e}"))?;
+            last = last.max(request.arrival_us());
             n += 1;
         }
-        Ok(n)
+        Ok((n, last))
     }
 
     fn rows(&self) -> anyhow::Result<Rows> {
@@ -245,20 +267,93 @@ fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
     Ok((n, Input::Spool(spool, name)))
 }
 
+/// A TraceV2 replay follows `blis replay`: without --horizon it stops at
+/// twice the last arrival (600 s when every arrival is at 0); a pool of
+/// concurrent sessions is sent by a client that admits that many at a time
+/// and runs until the pool drains.
+fn replay_defaults(input: &Input, traffic: &mut Traffic, last_arrival_us: u64, capped: bool) -> anyhow::Result<()> {
+    let Input::Import(format, _, options) = input else { return Ok(()) };
+    if let Some(n) = options.concurrent_sessions {
+        if capped {
+            bail!("--concurrent-sessions: the pool is the client; drop --concurrency");
+        }
+        traffic.client = Client::Capped { limit: n };
+    } else if *format == ImportFormat::TraceV2 && traffic.horizon_us.is_none() {
+        traffic.horizon_us = Some(if last_arrival_us == 0 { 600_000_000 } else { last_arrival_us.saturating_mul(2) });
+    }
+    Ok(())
+}
+
+/// `PREFIX.yaml` and `PREFIX.csv` of `--trace-output`.
+fn trace_paths(prefix: &Path) -> (PathBuf, PathBuf) {
+    let with = |ext: &str| {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(ext);
+        PathBuf::from(p)
+    };
+    (with(".yaml"), with(".csv"))
+}
+
+/// The files of one run besides the results: the step trace and the
+/// TraceV2 pair, each under a temporary name until committed.
+struct Extra {
+    steps: Option<(AtomicFile, String)>,
+    trace: Option<(AtomicFile, String, AtomicFile, String)>,
+}
+
+impl Extra {
+    fn create(args: &RunArgs) -> anyhow::Result<Extra> {
+        let steps = match &args.step_trace {
+            Some(p) => Some((atomic::create(p)?, p.display().to_string())),
+            None => None,
+        };
+        let trace = match &args.trace_output {
+            Some(prefix) => {
+                let (h, d) = trace_paths(prefix);
+                Some((atomic::create(&h)?, h.display().to_string(), atomic::create(&d)?, d.display().to_string()))
+            }
+            None => None,
+        };
+        Ok(Extra { steps, trace })
+    }
+
+    fn commit(self) -> anyhow::Result<()> {
+        if let Some((f, _)) = self.steps {
+            atomic::commit(f)?;
+        }
+        if let Some((h, _, d, _)) = self.trace {
+            atomic::commit(h)?;
+            atomic::commit(d)?;
+        }
+        Ok(())
+    }
+}
+
 fn simulate(
     d: &Deployment,
     input: &Input,
     traffic: Traffic,
-    out: &mut dyn Write,
-    steps: Option<&mut AtomicFile>,
-    names: (&str, &str),
+    out: (&mut dyn Write, &str),
+    extra: &mut Extra,
 ) -> anyhow::Result<Metrics> {
     let mut metrics = MetricsCollector::default();
-    let tracing = steps.is_some();
-    let mut writer = JsonlWriter::new(out, names.0);
-    if let Some(f) = steps {
-        writer = writer.with_steps(f as &mut dyn Write, names.1);
+    let tracing = extra.steps.is_some();
+    let mut writer = JsonlWriter::new(out.0, out.1);
+    if let Some((f, name)) = &mut extra.steps {
+        writer = writer.with_steps(f as &mut dyn Write, name.clone());
     }
+    let replayed = matches!(input, Input::Import(ImportFormat::TraceV2, ..));
+    let mut trace = extra.trace.as_mut().map(|(h, hn, data, dn)| {
+        let server = TraceV2Server {
+            model: d.model.name.clone(),
+            tensor_parallel: d.tp,
+            max_num_seqs: d.engine.max_num_seqs,
+            block_size: d.engine.block_size,
+            gpu_memory_utilization: d.gpu_memory_utilization,
+            max_model_len: d.engine.max_model_len,
+        };
+        TraceV2Writer::new((h as &mut dyn Write, hn.clone()), (data as &mut dyn Write, dn.clone()), replayed, server)
+    });
     let config = RunConfig {
         client: traffic.client,
         horizon_us: traffic.horizon_us,
@@ -272,7 +367,7 @@ fn simulate(
         request.scale_arrival(traffic.rate_scale).map_err(anyhow::Error::msg)?;
         Ok(request)
     });
-    let end = sim::run(config, rows, &mut Tee(&mut metrics, &mut writer)).map_err(|e| match e {
+    let end = sim::run(config, rows, &mut Tee(&mut metrics, Tee(&mut writer, &mut trace))).map_err(|e| match e {
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),
     })?;

@@ -106,6 +106,22 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     }
 }
 
+/// A sink that may be absent (an output not asked for).
+impl<S: Sink> Sink for Option<S> {
+    fn begin(&mut self) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), Sink::begin)
+    }
+    fn request_done(&mut self, request: &FinishedRequest) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |s| s.request_done(request))
+    }
+    fn engine_step(&mut self, step: &EngineStep) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |s| s.engine_step(step))
+    }
+    fn finish(&mut self, end: &RunSummary) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |s| s.finish(end))
+    }
+}
+
 /// How a run ended.
 #[derive(Debug, Clone)]
 pub struct RunSummary {

@@ -389,7 +389,7 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
             Box::new(g.requests(cell.seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
         }
         WorkloadSource::Import { format, path, options } => {
-            let options = ImportOptions { seed: cell.seed, ..*options };
+            let options = ImportOptions { seed: cell.seed, ..options.clone() };
             let requests =
                 crate::workload::import::open(*format, path, &options).map_err(|e| CellError::Failed(e.to_string()))?;
             Box::new(requests.map(|r| r.map_err(|e| e.to_string())))

@@ -196,9 +196,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                 .as_deref()
                 .map(SessionMode::parse)
                 .transpose()
-                .map_err(|e| invalid("workload.session_mode", e))?
-                .unwrap_or_default();
-            let options = ImportOptions { session_rate: spec.workload.session_rate, session_mode, seed: 0 };
+                .map_err(|e| invalid("workload.session_mode", e))?;
+            let options =
+                ImportOptions { session_rate: spec.workload.session_rate, session_mode, ..ImportOptions::default() };
             WorkloadSource::Import { format, path: base.join(path), options }
         }
         (None, None) if spec.workload.import.is_some() => {
@@ -304,7 +304,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                 "import:{}:{:?}:{}:{}",
                 format.name(),
                 options.session_rate,
-                options.session_mode.name(),
+                options.session_mode.map_or("default", SessionMode::name),
                 file_key(content)
             )
         }

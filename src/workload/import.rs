@@ -11,10 +11,13 @@
 //! - [`agent_calls`]: agent sessions from `lmcache-agent-trace`'s per-call
 //!   table, each a request DAG (or, `fixed-accumulate`, one request per call at
 //!   its recorded time).
+//! - [`tracev2`]: BLIS's trace pair (header YAML + data CSV), with its
+//!   session modes.
 
 pub mod agent_calls;
 pub mod azure;
 pub mod mooncake;
+pub mod tracev2;
 
 use std::path::Path;
 
@@ -29,11 +32,14 @@ pub enum ImportFormat {
     Azure,
     /// See [`agent_calls`].
     AgentCalls,
+    /// See [`tracev2`]: the path is the header, the data beside it.
+    TraceV2,
 }
 
 impl ImportFormat {
     /// Every format, as named on the command line.
-    pub const ALL: [ImportFormat; 3] = [ImportFormat::Mooncake, ImportFormat::Azure, ImportFormat::AgentCalls];
+    pub const ALL: [ImportFormat; 4] =
+        [ImportFormat::Mooncake, ImportFormat::Azure, ImportFormat::AgentCalls, ImportFormat::TraceV2];
 
     /// The name `--input` and plans use.
     pub fn name(self) -> &'static str {
@@ -41,6 +47,7 @@ impl ImportFormat {
             ImportFormat::Mooncake => "mooncake",
             ImportFormat::Azure => "azure",
             ImportFormat::AgentCalls => "agent-calls",
+            ImportFormat::TraceV2 => "tracev2",
         }
     }
 
@@ -52,12 +59,14 @@ impl ImportFormat {
     }
 }
 
-/// How an agent trace's sessions are replayed (the seed's session modes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a trace's sessions are replayed (the seed's session modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionMode {
+    /// Every record at its own recorded time, as recorded (`blis replay`'s
+    /// default for TraceV2).
+    Fixed,
     /// A session is one request DAG: each call is sent when the calls it
     /// follows have finished and the tool time after them has passed.
-    #[default]
     ClosedLoop,
     /// Each call is its own request, sent at its recorded offset in the
     /// session whatever the simulated service did, with the same growing
@@ -69,15 +78,17 @@ impl SessionMode {
     /// The mode called `name` (`closed-loop`, `fixed-accumulate`).
     pub fn parse(name: &str) -> Result<SessionMode, String> {
         match name {
+            "fixed" => Ok(SessionMode::Fixed),
             "closed-loop" => Ok(SessionMode::ClosedLoop),
             "fixed-accumulate" => Ok(SessionMode::FixedAccumulate),
-            other => Err(format!("unknown session mode `{other}`; available: closed-loop, fixed-accumulate")),
+            other => Err(format!("unknown session mode `{other}`; available: fixed, closed-loop, fixed-accumulate")),
         }
     }
 
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
+            SessionMode::Fixed => "fixed",
             SessionMode::ClosedLoop => "closed-loop",
             SessionMode::FixedAccumulate => "fixed-accumulate",
         }
@@ -85,15 +96,25 @@ impl SessionMode {
 }
 
 /// What an importer may be told besides the file.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ImportOptions {
     /// Sessions started per second (Poisson), for traces of sessions whose
     /// recorded start times are not one run's (agent-calls).
     pub session_rate: Option<f64>,
-    /// How sessions are replayed.
-    pub session_mode: SessionMode,
-    /// Seeds session arrivals.
+    /// How sessions are replayed (`None`: the format's default).
+    pub session_mode: Option<SessionMode>,
+    /// Seeds session arrivals and the corpus shuffle.
     pub seed: u64,
+    /// TraceV2: the data CSV, when not beside the header.
+    pub trace_data: Option<std::path::PathBuf>,
+    /// TraceV2: replay a pool of this many sessions at once, a new one
+    /// admitted as one completes (closed loop; the run's client caps it).
+    pub concurrent_sessions: Option<u32>,
+    /// TraceV2 pool: sessions in all (default: the corpus), the corpus
+    /// cloned (fresh tokens but for group prefixes) to fill.
+    pub total_sessions: Option<u32>,
+    /// TraceV2 pool: a seeded Fisher–Yates shuffle of the corpus first.
+    pub shuffle_corpus: bool,
 }
 
 /// A row an importer cannot take. Fatal.
@@ -125,6 +146,7 @@ pub fn open(format: ImportFormat, path: &Path, options: &ImportOptions) -> Resul
         ImportFormat::Mooncake => mooncake::open(path),
         ImportFormat::Azure => azure::open(path),
         ImportFormat::AgentCalls => agent_calls::open(path, options),
+        ImportFormat::TraceV2 => tracev2::open(path, options),
     }
 }
 

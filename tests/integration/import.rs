@@ -9,6 +9,7 @@ use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 const MOONCAKE: &str = include_str!("../data/import/mooncake.jsonl");
 const AZURE: &str = include_str!("../data/import/azure.csv");
 const AGENTS: &str = include_str!("../data/import/agent_calls.csv");
+const CHAT_200: &str = include_str!("../../sweeps/workloads/chat-200.jsonl");
 
 /// Admissions of the step trace: (request id, cached tokens).
 fn admissions(trace: &str) -> Vec<(u64, u64)> {
@@ -171,11 +172,22 @@ fn bad_rows_name_file_line_and_column() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(!dir.join("r.jsonl").exists());
     }
+    // TraceV2: a bad value in the data, an unknown key in the header.
+    dir.create("t.yaml", TRACE_HEADER);
+    dir.create("t.csv", &TRACE_DATA.replace("s1,1,g1,64,true,20,", "s1,1,g1,64,true,x,"));
+    let err =
+        TestCommand::new(&dir.path, &["import", "tracev2", "t.yaml", "-o", "w.jsonl", "--session-mode", "closed-loop"])
+            .fails();
+    assert!(err.starts_with("blis-sweep: t.csv:3: input_tokens: `x` is not an integer"), "{err}");
+    dir.create("t.yaml", &TRACE_HEADER.replace("warm_up_requests: 0", "warmup_requests: 0"));
+    let err = TestCommand::new(&dir.path, &["import", "tracev2", "t.yaml", "-o", "w.jsonl"]).fails();
+    assert!(err.starts_with("blis-sweep: t.yaml:5: header: unknown field `warmup_requests`"), "{err}");
+    assert!(!dir.join("w.jsonl").exists());
     let err =
         TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "agent-calls:g.csv", "-o", "r.jsonl"]).fails();
     assert!(err.contains("session_rate"), "{err}");
     let err = TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "sharegpt:x", "-o", "r.jsonl"]).fails();
-    assert!(err.contains("unknown format `sharegpt`; available: mooncake, azure, agent-calls"), "{err}");
+    assert!(err.contains("unknown format `sharegpt`; available: mooncake, azure, agent-calls, tracev2"), "{err}");
 }
 
 #[test]
@@ -194,4 +206,207 @@ fn a_sweep_runs_over_an_imported_trace() {
     dir.create("bad.yaml", "name: t\nworkload: {path: t.csv, session_rate: 1}\nscenarios: [s.yaml]\noutput: out2\n");
     let err = TestCommand::new(&dir.path, &["-q", "bad.yaml"]).fails();
     assert!(err.contains("bad.yaml:2: workload.session_rate: only an imported trace"), "{err}");
+}
+
+const TRACE_HEADER: &str = include_str!("../data/import/trace.yaml");
+const TRACE_DATA: &str = include_str!("../data/import/trace.csv");
+
+/// (request id, arrival, prompt length of each llm node, intervals).
+fn shape(rows: &[serde_json::Value]) -> Vec<(u64, f64, Vec<u64>, Vec<f64>)> {
+    rows.iter()
+        .map(|r| {
+            let nodes = r["sub_requests"].as_array().unwrap();
+            (
+                r["request_id"].as_u64().unwrap(),
+                r["arrival_time"].as_f64().unwrap(),
+                nodes.iter().map(|n| n["input_tokens"].as_u64().unwrap()).collect(),
+                nodes.iter().map(|n| n["interval"].as_f64().unwrap()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_tracev2_written_from_the_spec_replays_as_blis_replay_builds_it() {
+    let dir = Dir::new("import-tracev2");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.yaml", TRACE_HEADER);
+    dir.create("t.csv", TRACE_DATA);
+    let import = |mode: &str| {
+        TestCommand::new(&dir.path, &["import", "tracev2", "t.yaml", "-o", "w.jsonl", "--session-mode", mode]).output();
+        rows(&dir.read("w.jsonl"))
+    };
+    // Closed loop: session s1 is one chain; records 3 and 4 stand alone.
+    // Record 4 is sent at its send time; with no group its prompt is its
+    // server_input_tokens. s1's prompts: group prefix 64 + 36; then that,
+    // its 8 outputs and a 20-token delta; then re-seeded at 80 (compaction).
+    // Round 1 waits its recorded think time, round 2 the arrival gap.
+    let closed = import("closed-loop");
+    assert_eq!(
+        shape(&closed),
+        [
+            (4, 0.5, vec![12], vec![0.0]),
+            (0, 1.0, vec![100, 128, 80], vec![0.0, 0.5, 3.0]),
+            (3, 2.0, vec![114], vec![0.0])
+        ]
+    );
+    // Round 1's prompt is round 0's prompt and output, then new tokens;
+    // round 2 keeps only the group prefix; record 3 shares the group prefix.
+    let ids = |r: usize, n: usize, k: &str| -> Vec<u64> {
+        closed[r]["sub_requests"][n][k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    };
+    let (p0, o0, p1, p2, p3) = (
+        ids(1, 0, "input_token_ids"),
+        ids(1, 0, "output_token_ids"),
+        ids(1, 1, "input_token_ids"),
+        ids(1, 2, "input_token_ids"),
+        ids(2, 0, "input_token_ids"),
+    );
+    assert_eq!(p1[..100], p0[..]);
+    assert_eq!(p1[100..108], o0[..]);
+    assert_eq!(p2[..64], p0[..64]);
+    assert_ne!(p2[64..], p1[64..80]);
+    assert_eq!(p3[..64], p0[..64]);
+    assert_ne!(p3[64..], p0[64..]);
+    // Fixed-accumulate: every record at its own time, the same prompts.
+    let fixed = import("fixed-accumulate");
+    let got: Vec<(u64, f64, Vec<u64>, Vec<f64>)> = shape(&fixed);
+    assert_eq!(
+        got,
+        [
+            (4, 0.5, vec![12], vec![0.0]),
+            (0, 1.0, vec![100], vec![0.0]),
+            (3, 2.0, vec![114], vec![0.0]),
+            (1, 3.0, vec![128], vec![0.0]),
+            (2, 6.0, vec![80], vec![0.0])
+        ]
+    );
+    // An accumulate corpus holds deltas: fixed replay is refused.
+    let err =
+        TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--trace-header", "t.yaml", "--trace-data", "t.csv"])
+            .fails();
+    assert!(err.contains("t.yaml: session_context_growth: an accumulate corpus"), "{err}");
+    // Replayed closed loop: the prefix cache finds round 0's prompt and
+    // output (108 tokens, 6 full blocks) for round 1, and the group prefix
+    // (4 blocks) for record 3 and for the compacted round. (The default
+    // horizon, as blis replay's, is twice the last round-0 arrival, 4 s,
+    // which round 2 would not reach.)
+    let args = [
+        "run",
+        "-q",
+        "-s",
+        "s.yaml",
+        "--trace-header",
+        "t.yaml",
+        "--trace-data",
+        "t.csv",
+        "--session-mode",
+        "closed-loop",
+    ];
+    TestCommand::new(&dir.path, &[&args[..], &["-o", "r.jsonl", "--step-trace", "steps.jsonl"]].concat()).stdout();
+    assert_eq!(admissions(&dir.read("steps.jsonl")), [(4, 0), (0, 0), (0, 96), (3, 64)]);
+    TestCommand::new(
+        &dir.path,
+        &[&args[..], &["--horizon", "100", "-o", "r.jsonl", "--step-trace", "steps.jsonl"]].concat(),
+    )
+    .stdout();
+    assert_eq!(admissions(&dir.read("steps.jsonl")), [(4, 0), (0, 0), (0, 96), (3, 64), (0, 64)]);
+}
+
+#[test]
+fn a_run_written_as_tracev2_replays_to_the_same_metrics() {
+    let dir = Dir::new("import-tracev2-roundtrip");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    // Token ids cannot travel in a trace: the workload has none.
+    let chat: String = crate::util::rows(CHAT_200)
+        .into_iter()
+        .map(|mut r| {
+            for n in r["sub_requests"].as_array_mut().unwrap() {
+                n.as_object_mut().unwrap().retain(|k, _| !k.ends_with("token_ids"));
+            }
+            format!("{r}\n")
+        })
+        .collect();
+    // And a session: llm, a tool call, llm after a pause.
+    let session = r#"{"request_id":900,"arrival_time":3.0,"initial":[0],"sub_requests":[{"kind":"llm","input_tokens":300,"output_tokens":20,"next":[1]},{"kind":"tool_call","input_tokens":0,"output_tokens":0,"duration":0.25,"next":[2]},{"kind":"llm","input_tokens":400,"output_tokens":30,"next":[],"interval":0.5}]}"#;
+    let mut lines: Vec<String> = chat.lines().map(str::to_owned).collect();
+    let at = lines.iter().position(|l| rows(l)[0]["arrival_time"].as_f64().unwrap() > 3.0).unwrap();
+    lines.insert(at, session.to_owned());
+    dir.create("w.jsonl", &(lines.join("\n") + "\n"));
+    TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--trace-output", "t"],
+    )
+    .stdout();
+    assert!(dir.read("t.yaml").contains("mode: generated"));
+    let data = dir.read("t.csv");
+    assert_eq!(data.lines().count(), 1 + 200 + 2);
+    // The session's second round waited the tool call and the interval.
+    let round1 = data.lines().find(|l| l.contains(",900,1,")).unwrap();
+    assert!(round1.ends_with(",750000"), "{round1}");
+    TestCommand::new(
+        &dir.path,
+        &[
+            "run",
+            "-q",
+            "-s",
+            "s.yaml",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+            "--session-mode",
+            "closed-loop",
+            "-o",
+            "r2.jsonl",
+            "--metrics",
+            "m2.json",
+            "--trace-output",
+            "t2",
+        ],
+    )
+    .stdout();
+    let metrics = |name: &str| -> serde_json::Value { serde_json::from_str(&dir.read(name)).unwrap() };
+    let (a, b) = (metrics("m.json"), metrics("m2.json"));
+    for key in [
+        "ttft_mean_ms",
+        "ttft_p99_ms",
+        "itl_mean_ms",
+        "itl_p99_ms",
+        "e2e_mean_ms",
+        "e2e_p99_ms",
+        "completed_requests",
+        "engine_steps",
+    ] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    assert!(dir.read("t2.yaml").contains("mode: replayed"));
+    // Our calibrate reads it as BLIS's does: the replay against the trace.
+    TestCommand::new(
+        &dir.path,
+        &[
+            "calibrate",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+            "--sim",
+            "r2.jsonl",
+            "--report",
+            "rep.json",
+        ],
+    )
+    .output();
+    let report: serde_json::Value = serde_json::from_str(&dir.read("rep.json")).unwrap();
+    // (Every record but the session's second round, which the replay runs
+    // as a node of the first's request.)
+    assert_eq!(report["trace_info"]["matched_pairs"], 201, "{}", report["trace_info"]);
+    // A DAG that forks cannot be a trace.
+    dir.create("fork.jsonl", r#"{"request_id":0,"arrival_time":0.0,"initial":[0,1],"sub_requests":[{"kind":"llm","input_tokens":30,"output_tokens":2,"next":[]},{"kind":"llm","input_tokens":30,"output_tokens":2,"next":[]}]}
+"#);
+    let err =
+        TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "fork.jsonl", "-o", "f.jsonl", "--trace-output", "f"])
+            .fails();
+    assert!(err.contains("request 0 forks or joins"), "{err}");
+    assert!(!dir.join("f.csv").exists() && !dir.join("f.jsonl").exists());
 }

@@ -94,7 +94,13 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
             (start * 1e6).round() / 1e6
         })
         .collect();
-    match options.session_mode {
+    match options.session_mode.unwrap_or(SessionMode::ClosedLoop) {
+        SessionMode::Fixed => Err(ImportError::new(
+            &file,
+            0,
+            "session_mode",
+            "agent-calls sessions grow their context: replay them closed-loop or fixed-accumulate",
+        )),
         SessionMode::ClosedLoop => {
             let mut k = 0;
             Ok(Box::new(std::iter::from_fn(move || {

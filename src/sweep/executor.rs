@@ -156,14 +156,17 @@ pub fn run(
     let workload = match &plan.workload {
         WorkloadSource::File(path) => Some((path.clone(), grid::is_stream(path))),
         WorkloadSource::Generate(_) => None,
-        WorkloadSource::Import { format, path, options } => {
-            // Every row is checked before the output folder is touched.
+        WorkloadSource::Import { .. } => None,
+    };
+    // Every row of an imported trace is checked before the output folder
+    // is touched (with each set of options a grid override gives it).
+    for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
+        if let WorkloadSource::Import { format, path, options } = source {
             for request in crate::workload::import::open(*format, path, options)? {
                 request?;
             }
-            None
         }
-    };
+    }
     let mut content = None;
     if let Some((path, false)) = &workload {
         content = Some(input::read_workload(path, false, &layout.root)?.0);
@@ -375,7 +378,8 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
         tx,
         error: None,
     };
-    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &ctx.plan.workload {
+    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match ctx.plan.workload_of(cell)
+    {
         WorkloadSource::File(path) => {
             let file = std::fs::File::open(path).map_err(|e| CellError::Io(io_err(path)(e)))?;
             let reader = Reader::new(

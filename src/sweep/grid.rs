@@ -80,6 +80,9 @@ pub struct Cell {
     pub rate_scale: f64,
     /// Override key → value, in key order.
     pub overrides: Vec<(String, Value)>,
+    /// Its workload in [`Plan::workloads`], when overrides vary it; else the
+    /// plan's.
+    pub workload: Option<usize>,
     /// The scenario with the overrides applied.
     pub spec: ScenarioSpec,
     /// Directory `model_config` paths are relative to.
@@ -111,6 +114,9 @@ pub struct Plan {
     pub output: PathBuf,
     /// Where requests come from.
     pub workload: WorkloadSource,
+    /// The workloads grid overrides make (`workload.generate.*`, …), which
+    /// runs name by index.
+    pub workloads: Vec<WorkloadSource>,
     /// Closed-loop client (with `concurrency` users).
     pub closed_loop: bool,
     /// Closed loop think time, µs.
@@ -169,6 +175,88 @@ pub fn load(file: &Path) -> Result<Plan, PlanError> {
     resolve(spec, file, &text)
 }
 
+/// What a plan's `workload:` section reads requests from.
+fn workload_source(
+    w: &super::plan::WorkloadSpec,
+    base: &Path,
+    invalid: &dyn Fn(&str, String) -> PlanError,
+) -> Result<WorkloadSource, PlanError> {
+    if w.import.is_none() {
+        for (key, given) in
+            [("workload.session_rate", w.session_rate.is_some()), ("workload.session_mode", w.session_mode.is_some())]
+        {
+            if given {
+                return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
+            }
+        }
+    }
+    Ok(match (&w.path, &w.generate) {
+        (Some(path), None) if w.import.is_some() => {
+            let name = w.import.as_deref().unwrap_or_default();
+            let format = ImportFormat::parse(name).map_err(|e| invalid("workload.import", e))?;
+            let session_mode = w
+                .session_mode
+                .as_deref()
+                .map(SessionMode::parse)
+                .transpose()
+                .map_err(|e| invalid("workload.session_mode", e))?;
+            if let Some(r) = w.session_rate
+                && !(r.is_finite() && r > 0.0)
+            {
+                return Err(invalid("workload.session_rate", format!("{r} must be a positive number")));
+            }
+            let options = ImportOptions { session_rate: w.session_rate, session_mode, ..ImportOptions::default() };
+            WorkloadSource::Import { format, path: base.join(path), options }
+        }
+        (None, None) if w.import.is_some() => {
+            return Err(invalid("workload.import", "give the trace as `path`".to_owned()));
+        }
+        (Some(path), None) => WorkloadSource::File(base.join(path)),
+        (None, Some(value)) => {
+            let spec: GenerateSpec =
+                serde_json::from_value(value.clone()).map_err(|e| invalid("workload.generate", e.to_string()))?;
+            let generator = Generator::new(&spec, base)
+                .map_err(|e| invalid(&format!("workload.generate.{}", e.field), e.reason))?;
+            WorkloadSource::Generate(Box::new(generator))
+        }
+        _ => return Err(invalid("workload", "give exactly one of `path` and `generate`".to_owned())),
+    })
+}
+
+/// What a run id says about a workload that is not a plain file.
+fn source_key(
+    source: &WorkloadSource,
+    generate: Option<&Value>,
+    invalid: &dyn Fn(&str, String) -> PlanError,
+) -> Result<String, PlanError> {
+    Ok(match (source, generate) {
+        (WorkloadSource::File(path), _) if is_stream(path) => format!("unread:{}", path.display()),
+        (WorkloadSource::File(path), _) => {
+            let content = hash_file(path)
+                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
+            file_key(content)
+        }
+        (WorkloadSource::Generate(_), Some(value)) => format!("generate:{value}"),
+        (WorkloadSource::Generate(_), None) => "generate".to_owned(),
+        (WorkloadSource::Import { format, path, options }, _) => {
+            let content = hash_file(path)
+                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
+            format!(
+                "import:{}:{:?}:{}:{}",
+                format.name(),
+                options.session_rate,
+                options.session_mode.map_or("default", SessionMode::name),
+                file_key(content)
+            )
+        }
+    })
+}
+
+/// Workload keys a grid override may vary, run by run.
+fn is_workload_parameter(key: &str) -> bool {
+    key.starts_with("workload.generate.") || key == "workload.session_rate" || key == "workload.session_mode"
+}
+
 fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let invalid = |field: &str, reason: String| PlanError::Invalid {
@@ -176,44 +264,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         field: field.to_owned(),
         reason,
     };
-    if spec.workload.import.is_none() {
-        for (key, given) in [
-            ("workload.session_rate", spec.workload.session_rate.is_some()),
-            ("workload.session_mode", spec.workload.session_mode.is_some()),
-        ] {
-            if given {
-                return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
-            }
-        }
-    }
-    let workload = match (&spec.workload.path, &spec.workload.generate) {
-        (Some(path), None) if spec.workload.import.is_some() => {
-            let name = spec.workload.import.as_deref().unwrap_or_default();
-            let format = ImportFormat::parse(name).map_err(|e| invalid("workload.import", e))?;
-            let session_mode = spec
-                .workload
-                .session_mode
-                .as_deref()
-                .map(SessionMode::parse)
-                .transpose()
-                .map_err(|e| invalid("workload.session_mode", e))?;
-            let options =
-                ImportOptions { session_rate: spec.workload.session_rate, session_mode, ..ImportOptions::default() };
-            WorkloadSource::Import { format, path: base.join(path), options }
-        }
-        (None, None) if spec.workload.import.is_some() => {
-            return Err(invalid("workload.import", "give the trace as `path`".to_owned()));
-        }
-        (Some(path), None) => WorkloadSource::File(base.join(path)),
-        (None, Some(value)) => {
-            let spec: GenerateSpec =
-                serde_json::from_value(value.clone()).map_err(|e| invalid("workload.generate", e.to_string()))?;
-            let generator = Generator::new(&spec, &base)
-                .map_err(|e| invalid(&format!("workload.generate.{}", e.field), e.reason))?;
-            WorkloadSource::Generate(Box::new(generator))
-        }
-        _ => return Err(invalid("workload", "give exactly one of `path` and `generate`".to_owned())),
-    };
+    let workload = workload_source(&spec.workload, &base, &invalid)?;
     let think_time = spec.workload.think_time.unwrap_or(0.0);
     if let Err(reason) = crate::workload::checked_seconds_to_us(think_time) {
         return Err(invalid("workload.think_time", reason));
@@ -288,34 +339,58 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     // A workload file that can be read twice is hashed now, so `blis-sweep
     // plan` prints the ids the sweep uses; one that cannot (a FIFO) only
     // when the sweep spools it, which calls `set_workload_file`.
-    let workload_key = match (&workload, &spec.workload.generate) {
-        (WorkloadSource::File(path), _) if is_stream(path) => format!("unread:{}", path.display()),
-        (WorkloadSource::File(path), _) => {
-            let content = hash_file(path)
-                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
-            file_key(content)
+    let workload_key = source_key(&workload, spec.workload.generate.as_ref(), &invalid)?;
+    // Workload parameters as grid axes: one workload per distinct choice of
+    // them, built once and shared by the runs that make it.
+    for key in override_keys.iter().filter(|k| k.starts_with("workload.")) {
+        if !is_workload_parameter(key) {
+            return Err(invalid(
+                &format!("grid.overrides.{key}"),
+                "only workload.generate.*, workload.session_rate and workload.session_mode vary run by run".to_owned(),
+            ));
         }
-        (WorkloadSource::Generate(_), Some(value)) => format!("generate:{value}"),
-        (WorkloadSource::Generate(_), None) => "generate".to_owned(),
-        (WorkloadSource::Import { format, path, options }, _) => {
-            let content = hash_file(path)
-                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
-            format!(
-                "import:{}:{:?}:{}:{}",
-                format.name(),
-                options.session_rate,
-                options.session_mode.map_or("default", SessionMode::name),
-                file_key(content)
-            )
-        }
-    };
+    }
+    let workload_value: Value =
+        serde_json::to_value(parse_yaml::<Value>(file, text)?.get("workload").cloned()).expect("a value serializes");
+    let mut workloads: Vec<(String, WorkloadSource, String)> = Vec::new();
     let mut cells = Vec::new();
     for (value, name, dir) in &scenarios {
         for combo in &combos {
             let mut scenario = value.clone();
+            let mut varied = workload_value.clone();
+            let mut any = false;
             for (key, v) in combo {
-                set_path(&mut scenario, key, v.clone());
+                match key.strip_prefix("workload.") {
+                    Some(rest) => {
+                        set_path(&mut varied, rest, v.clone());
+                        any = true;
+                    }
+                    None => set_path(&mut scenario, key, v.clone()),
+                }
             }
+            let cell_workload = if any {
+                let tag = varied.to_string();
+                let index = match workloads.iter().position(|(t, ..)| *t == tag) {
+                    Some(i) => i,
+                    None => {
+                        let keys: Vec<&str> =
+                            combo.iter().filter(|(k, _)| k.starts_with("workload.")).map(|(k, _)| k.as_str()).collect();
+                        let at = |_: &str, reason: String| {
+                            invalid("grid.overrides", format!("workload with {}: {reason}", keys.join(", ")))
+                        };
+                        let w: super::plan::WorkloadSpec =
+                            serde_json::from_value(varied.clone()).map_err(|e| at("", e.to_string()))?;
+                        let source = workload_source(&w, &base, &at)?;
+                        let key = source_key(&source, w.generate.as_ref(), &at)?;
+                        workloads.push((tag, source, key));
+                        workloads.len() - 1
+                    }
+                };
+                Some(index)
+            } else {
+                None
+            };
+            let cell_key = cell_workload.map_or(workload_key.as_str(), |i| workloads[i].2.as_str());
             let spec_value: ScenarioSpec = serde_json::from_value(scenario.clone()).map_err(|e| {
                 let keys: Vec<&str> = combo.iter().map(|(k, _)| k.as_str()).collect();
                 invalid("grid.overrides", format!("scenario `{name}` with {}: {e}", keys.join(", ")))
@@ -346,7 +421,8 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                         }
                         cells.push(Cell {
                             index: cells.len(),
-                            run_id: run_id(params, &workload_key),
+                            run_id: run_id(params, cell_key),
+                            workload: cell_workload,
                             params,
                             scenario: name.clone(),
                             concurrency,
@@ -374,6 +450,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         file: file.to_path_buf(),
         output: base.join(&spec.output),
         workload,
+        workloads: workloads.into_iter().map(|(_, source, _)| source).collect(),
         closed_loop: spec.workload.closed_loop,
         think_time_us: crate::workload::seconds_to_us(think_time),
         timeout_us: spec.workload.timeout.map(crate::workload::seconds_to_us),
@@ -392,6 +469,11 @@ fn run_id(params: Fnv64, workload_key: &str) -> String {
 }
 
 impl Plan {
+    /// Where `cell` reads its requests.
+    pub fn workload_of(&self, cell: &Cell) -> &WorkloadSource {
+        cell.workload.map_or(&self.workload, |i| &self.workloads[i])
+    }
+
     /// Every run reads `path`, whose bytes hash to `content`: the ids follow.
     /// Used after a FIFO workload is spooled, and after the sweep's own read
     /// of a workload file (which is what the runs will see).

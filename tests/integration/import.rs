@@ -410,3 +410,47 @@ fn a_run_written_as_tracev2_replays_to_the_same_metrics() {
     assert!(err.contains("request 0 forks or joins"), "{err}");
     assert!(!dir.join("f.csv").exists() && !dir.join("f.jsonl").exists());
 }
+
+#[test]
+fn workload_parameters_are_grid_axes() {
+    let dir = Dir::new("import-workload-axes");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.csv", AGENTS);
+    dir.create(
+        "plan.yaml",
+        "name: t\nworkload: {import: agent-calls, path: t.csv, session_rate: 0.5}\nscenarios: [s.yaml]\n\
+         grid:\n  overrides:\n    workload.session_rate: [0.01, 100]\n    workload.session_mode: [closed-loop, fixed-accumulate]\n\
+         output: out\n",
+    );
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let runs = read_columns(
+        &dir.join("out/runs.parquet"),
+        &["workload.session_rate", "workload.session_mode", "completed_requests", "sim_duration_s"],
+    );
+    let completed: Vec<&str> = runs.iter().map(|r| r[2].as_str()).collect();
+    // (Keys in order: mode, then rate.) Sessions are whole requests
+    // closed-loop, calls fixed-accumulate.
+    assert_eq!(completed, ["2", "2", "6", "6"], "{runs:?}");
+    // At 0.01 sessions/s the second session starts long after the first.
+    let span = |i: usize| runs[i][3].parse::<f64>().unwrap();
+    assert!(span(0) > 5.0 * span(1) && span(2) > 5.0 * span(3), "{runs:?}");
+    // A generated workload's rate, too.
+    dir.create(
+        "gen.yaml",
+        "name: g\nworkload: {generate: {preset: chatbot, rate: 5, num_requests: 40}}\nscenarios: [s.yaml]\n\
+         grid:\n  overrides:\n    workload.generate.rate: [5, 50]\noutput: out-gen\n",
+    );
+    let ids = TestCommand::new(&dir.path, &["plan", "gen.yaml"]).stdout();
+    assert!(ids.contains("2 runs") && ids.contains("workload.generate.rate"), "{ids}");
+    TestCommand::new(&dir.path, &["-q", "gen.yaml"]).stdout();
+    let runs = read_columns(&dir.join("out-gen/runs.parquet"), &["workload.generate.rate", "sim_duration_s"]);
+    let (slow, fast) = (runs[0][1].parse::<f64>().unwrap(), runs[1][1].parse::<f64>().unwrap());
+    assert!(slow > 5.0 * fast, "{runs:?}");
+    // Only parameters vary: not the file.
+    dir.create(
+        "bad.yaml",
+        "name: b\nworkload: {path: t.csv}\nscenarios: [s.yaml]\ngrid:\n  overrides:\n    workload.path: [a, b]\noutput: o\n",
+    );
+    let err = TestCommand::new(&dir.path, &["-q", "bad.yaml"]).fails();
+    assert!(err.contains("grid.overrides.workload.path: only workload.generate.*"), "{err}");
+}

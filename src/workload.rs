@@ -7,7 +7,6 @@
 //! every llm node. Times are seconds in the files and integer microseconds
 //! inside the simulator; conversion happens here, once.
 
-pub mod convert;
 pub mod generate;
 pub mod import;
 pub mod reader;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::atomic;
-use crate::workload::convert::{self, Converted};
+use crate::workload::import::convert::{self, Converted};
 use crate::workload::writer::write_workload_row;
 
 #[derive(Debug, clap::Args)]

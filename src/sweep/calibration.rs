@@ -35,7 +35,7 @@ use crate::calibrate::fit::replay;
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
-use crate::workload::convert::{self, Published, Source};
+use crate::workload::import::convert::{self, Published, Source};
 
 /// The plan file.
 #[derive(Debug, Clone, Deserialize)]

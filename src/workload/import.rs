@@ -13,9 +13,16 @@
 //!   its recorded time).
 //! - [`tracev2`]: BLIS's trace pair (header YAML + data CSV), with its
 //!   session modes.
+//!
+//! Real vLLM runs with their measurements (`blis-sweep convert`) come in
+//! through [`convert`]: a workload, a baseline and a scenario each
+//! (`blis_vllm_h100.rs`, `llmservingsim.rs`).
 
 pub mod agent_calls;
 pub mod azure;
+mod blis_vllm_h100;
+pub mod convert;
+mod llmservingsim;
 pub mod mooncake;
 pub mod tracev2;
 

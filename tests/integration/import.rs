@@ -454,3 +454,60 @@ fn workload_parameters_are_grid_axes() {
     let err = TestCommand::new(&dir.path, &["-q", "bad.yaml"]).fails();
     assert!(err.contains("grid.overrides.workload.path: only workload.generate.*"), "{err}");
 }
+
+#[test]
+fn a_pool_of_sessions_admits_n_at_a_time_and_clones_the_corpus() {
+    let dir = Dir::new("import-tracev2-pool");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.yaml", TRACE_HEADER);
+    dir.create("t.csv", TRACE_DATA);
+    let pool = ["--concurrent-sessions", "1", "--total-sessions", "5"];
+    TestCommand::new(&dir.path, &[&["import", "tracev2", "t.yaml", "-o", "w.jsonl"][..], &pool].concat()).output();
+    let w = rows(&dir.read("w.jsonl"));
+    // The corpus (record 4, session s1, record 3, in arrival order), then
+    // clones; all sent at once, renumbered.
+    assert_eq!(
+        shape(&w),
+        [
+            (0, 0.0, vec![12], vec![0.0]),
+            (1, 0.0, vec![100, 128, 80], vec![0.0, 0.5, 3.0]),
+            (2, 0.0, vec![114], vec![0.0]),
+            (3, 0.0, vec![12], vec![0.0]),
+            (4, 0.0, vec![100, 128, 80], vec![0.0, 0.5, 3.0])
+        ]
+    );
+    // A clone has fresh tokens but its group prefix.
+    let ids = |r: usize| -> Vec<u64> {
+        w[r]["sub_requests"][0]["input_token_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    };
+    assert_eq!(ids(4)[..64], ids(1)[..64]);
+    assert_ne!(ids(4)[64..], ids(1)[64..]);
+    // Replayed with one session at a time: each is sent when the one before
+    // finished (the result rows' arrival_time is the send).
+    TestCommand::new(
+        &dir.path,
+        &[
+            &["run", "-q", "-s", "s.yaml", "--trace-header", "t.yaml", "--trace-data", "t.csv", "-o", "r.jsonl"][..],
+            &pool,
+        ]
+        .concat(),
+    )
+    .stdout();
+    let sent: Vec<f64> = rows(&dir.read("r.jsonl")).iter().map(|r| r["arrival_time"].as_f64().unwrap()).collect();
+    assert_eq!(sent.len(), 5);
+    assert!(sent.windows(2).all(|s| s[1] > s[0]), "{sent:?}");
+    // Shuffled, the order changes and stays the same for a seed.
+    let order = |seed: &str| {
+        TestCommand::new(
+            &dir.path,
+            &[&["import", "tracev2", "t.yaml", "-o", "w.jsonl", "--shuffle-corpus", "--seed", seed][..], &pool]
+                .concat(),
+        )
+        .output();
+        shape(&rows(&dir.read("w.jsonl"))).into_iter().map(|s| s.2).collect::<Vec<_>>()
+    };
+    assert_eq!(order("7"), order("7"));
+    assert!(
+        (0..20).map(|s| order(&s.to_string())).any(|o| o != shape(&w).into_iter().map(|s| s.2).collect::<Vec<_>>())
+    );
+}

@@ -164,6 +164,31 @@ fn open_file(path: &Path) -> Result<std::io::BufReader<std::fs::File>, ImportErr
         .map_err(|e| ImportError::new(&path.display().to_string(), 0, "file", format!("cannot open: {e}")))
 }
 
+/// Fresh token ids of stream `stream` from position `from`: deterministic,
+/// in `0..32000` (a Llama-2-sized vocabulary); distinct streams share no
+/// block of them.
+pub(crate) fn fresh_tokens(stream: u64, from: u64, n: usize) -> impl Iterator<Item = u32> {
+    (from..from + n as u64).map(move |k| {
+        let mut z = stream.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.wrapping_add(0x6A09_E667_F3BC_C909);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % 32_000) as u32
+    })
+}
+
+/// An llm call of these lengths and nothing else.
+fn lengths(input: u32, output: u32) -> super::types::LlmCall {
+    super::types::LlmCall {
+        input_tokens: input,
+        output_tokens: output,
+        input_token_ids: None,
+        output_token_ids: None,
+        seeded: None,
+        model: None,
+        prompt_blocks: None,
+    }
+}
+
 /// A one-node request: one llm call.
 fn one_call(id: u64, arrival_s: f64, call: super::types::LlmCall) -> Request {
     Request {

@@ -210,6 +210,9 @@ fn a_sweep_runs_over_an_imported_trace() {
 
 const TRACE_HEADER: &str = include_str!("../data/import/trace.yaml");
 const TRACE_DATA: &str = include_str!("../data/import/trace.csv");
+/// `run` replaying the fixture closed-loop (`t.yaml`, `t.csv`, `s.yaml`).
+const REPLAY_CLOSED: [&str; 10] =
+    ["run", "-q", "-s", "s.yaml", "--trace-header", "t.yaml", "--trace-data", "t.csv", "--session-mode", "closed-loop"];
 
 /// (request id, arrival, prompt length of each llm node, intervals).
 fn shape(rows: &[serde_json::Value]) -> Vec<(u64, f64, Vec<u64>, Vec<f64>)> {
@@ -291,18 +294,7 @@ fn a_tracev2_written_from_the_spec_replays_as_blis_replay_builds_it() {
     // (4 blocks) for record 3 and for the compacted round. (The default
     // horizon, as blis replay's, is twice the last round-0 arrival, 4 s,
     // which round 2 would not reach.)
-    let args = [
-        "run",
-        "-q",
-        "-s",
-        "s.yaml",
-        "--trace-header",
-        "t.yaml",
-        "--trace-data",
-        "t.csv",
-        "--session-mode",
-        "closed-loop",
-    ];
+    let args = REPLAY_CLOSED;
     TestCommand::new(&dir.path, &[&args[..], &["-o", "r.jsonl", "--step-trace", "steps.jsonl"]].concat()).stdout();
     assert_eq!(admissions(&dir.read("steps.jsonl")), [(4, 0), (0, 0), (0, 96), (3, 64)]);
     TestCommand::new(
@@ -346,24 +338,7 @@ fn a_run_written_as_tracev2_replays_to_the_same_metrics() {
     assert!(round1.ends_with(",750000"), "{round1}");
     TestCommand::new(
         &dir.path,
-        &[
-            "run",
-            "-q",
-            "-s",
-            "s.yaml",
-            "--trace-header",
-            "t.yaml",
-            "--trace-data",
-            "t.csv",
-            "--session-mode",
-            "closed-loop",
-            "-o",
-            "r2.jsonl",
-            "--metrics",
-            "m2.json",
-            "--trace-output",
-            "t2",
-        ],
+        &[&REPLAY_CLOSED[..], &["-o", "r2.jsonl", "--metrics", "m2.json", "--trace-output", "t2"]].concat(),
     )
     .stdout();
     let metrics = |name: &str| -> serde_json::Value { serde_json::from_str(&dir.read(name)).unwrap() };

@@ -219,21 +219,11 @@ fn read(path: &Path) -> Result<Vec<Vec<Call>>, ImportError> {
     Ok(sessions)
 }
 
-/// Fresh token ids of stream `stream` (deterministic, in `0..32000`).
-fn fresh(stream: u64, from: u64, n: usize) -> impl Iterator<Item = u32> {
-    (from..from + n as u64).map(move |k| {
-        let mut z = stream.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.wrapping_add(0x6A09_E667_F3BC_C909);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % 32_000) as u32
-    })
-}
-
 /// Every call's prompt and output token ids for session `k`.
 fn token_ids(k: u64, calls: &[Call]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
     let mut drawn = 0u64;
     let mut draw = |n: usize| -> Vec<u32> {
-        let ids: Vec<u32> = fresh(k, drawn, n).collect();
+        let ids: Vec<u32> = super::fresh_tokens(k, drawn, n).collect();
         drawn += n as u64;
         ids
     };

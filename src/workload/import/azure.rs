@@ -9,8 +9,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, one_call, open_file, tokens};
-use crate::workload::types::LlmCall;
+use super::{ImportError, Requests, lengths, one_call, open_file, tokens};
 
 /// Streams `path`.
 pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {
@@ -46,16 +45,7 @@ pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {
             let output = count(c_out, "GeneratedTokens", 1)?;
             let arrival_s = (t - start) as f64 / 1e6;
             crate::workload::checked_seconds_to_us(arrival_s).map_err(|e| at("TIMESTAMP", e))?;
-            let call = LlmCall {
-                input_tokens: input,
-                output_tokens: output,
-                input_token_ids: None,
-                output_token_ids: None,
-                seeded: None,
-                model: None,
-                prompt_blocks: None,
-            };
-            Ok(one_call(index, arrival_s, call))
+            Ok(one_call(index, arrival_s, lengths(input, output)))
         })();
         index += 1;
         Some(result)

@@ -164,12 +164,7 @@ pub(super) fn seconds_in(v: f64) -> Result<f64, String> {
 /// same stream always gives the same ids, different streams (almost surely)
 /// different ones. Ids are in `0..32000`.
 pub(super) fn token_ids(stream: u64, n: usize) -> impl Iterator<Item = u32> {
-    (0..n as u64).map(move |k| {
-        let mut z = stream.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.wrapping_add(0x6A09_E667_F3BC_C909);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % 32_000) as u32
-    })
+    super::fresh_tokens(stream, 0, n)
 }
 
 pub(super) fn llm_request(

@@ -13,7 +13,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::{ImportError, Requests, one_call, open_file, tokens};
+use super::{ImportError, Requests, lengths, one_call, open_file, tokens};
 use crate::workload::types::{LlmCall, PromptBlocks};
 
 /// Tokens per `hash_ids` block (Mooncake's `block_size`, FAST'25 traces README).
@@ -80,13 +80,8 @@ fn row(file: &str, line: u64, text: &str, last_ms: &mut f64) -> Result<crate::wo
         ));
     }
     let call = LlmCall {
-        input_tokens: input,
-        output_tokens: output,
-        input_token_ids: None,
-        output_token_ids: None,
-        seeded: None,
-        model: None,
         prompt_blocks: Some(PromptBlocks { block_tokens: BLOCK_TOKENS, ids: r.hash_ids }),
+        ..lengths(input, output)
     };
     Ok(one_call(line - 1, arrival_s, call))
 }

@@ -282,17 +282,6 @@ fn read_records(path: &Path) -> Result<Vec<Record>, ImportError> {
     Ok(out)
 }
 
-/// Fresh token ids of `stream` from position `from` (deterministic, in
-/// `0..32000`).
-fn fresh(stream: u64, from: u64, n: usize) -> impl Iterator<Item = u32> {
-    (from..from + n as u64).map(move |k| {
-        let mut z = stream.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.wrapping_add(0x6A09_E667_F3BC_C909);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % 32_000) as u32
-    })
-}
-
 /// A stream id for a name (FNV-1a), apart from records' ids.
 fn stream_of(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -309,7 +298,7 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
     let mut groups: HashMap<&str, Vec<u32>> = HashMap::new();
     for r in records {
         if !r.group.is_empty() && r.prefix_length > 0 && !groups.contains_key(r.group.as_str()) {
-            groups.insert(&r.group, fresh(stream_of(&r.group), 0, r.prefix_length as usize).collect());
+            groups.insert(&r.group, super::fresh_tokens(stream_of(&r.group), 0, r.prefix_length as usize).collect());
         }
     }
     // Accumulate: each session's context so far (prompt and output of its
@@ -321,7 +310,7 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
     for i in order {
         let r = &records[i];
         let stream = r.request_id ^ salt.wrapping_mul(0xA076_1D64_78BD_642F);
-        let own = |n: u32| fresh(stream, 0, n as usize);
+        let own = |n: u32| super::fresh_tokens(stream, 0, n as usize);
         let group = groups.get(r.group.as_str()).map_or(&[][..], Vec::as_slice);
         let mut prompt: Vec<u32> = match context.get(r.session.as_str()) {
             Some(ctx) if accumulate && !r.session.is_empty() && r.round > 0 && r.reset == 0 => {
@@ -343,7 +332,7 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
             }
         };
         prompt.truncate(super::MAX_TOKENS as usize);
-        let output: Vec<u32> = fresh(stream, 1 << 40, r.output as usize).collect();
+        let output: Vec<u32> = super::fresh_tokens(stream, 1 << 40, r.output as usize).collect();
         if accumulate && !r.session.is_empty() {
             let mut ctx = prompt.clone();
             ctx.extend_from_slice(&output);

@@ -95,6 +95,12 @@ pub struct Cell {
 impl Cell {
     /// The client the run uses.
     pub fn client(&self, plan: &Plan) -> Client {
+        // A pool of sessions is its own client: N admitted at a time.
+        if let WorkloadSource::Import { options, .. } = plan.workload_of(self)
+            && let Some(limit) = options.concurrent_sessions
+        {
+            return Client::Capped { limit };
+        }
         match (self.concurrency, plan.closed_loop) {
             (None, _) => Client::OpenLoop,
             (Some(limit), false) => Client::Capped { limit },
@@ -182,9 +188,13 @@ fn workload_source(
     invalid: &dyn Fn(&str, String) -> PlanError,
 ) -> Result<WorkloadSource, PlanError> {
     if w.import.is_none() {
-        for (key, given) in
-            [("workload.session_rate", w.session_rate.is_some()), ("workload.session_mode", w.session_mode.is_some())]
-        {
+        for (key, given) in [
+            ("workload.session_rate", w.session_rate.is_some()),
+            ("workload.session_mode", w.session_mode.is_some()),
+            ("workload.concurrent_sessions", w.concurrent_sessions.is_some()),
+            ("workload.total_sessions", w.total_sessions.is_some()),
+            ("workload.shuffle_corpus", w.shuffle_corpus),
+        ] {
             if given {
                 return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
             }
@@ -205,7 +215,30 @@ fn workload_source(
             {
                 return Err(invalid("workload.session_rate", format!("{r} must be a positive number")));
             }
-            let options = ImportOptions { session_rate: w.session_rate, session_mode, ..ImportOptions::default() };
+            if w.total_sessions.is_some() || w.shuffle_corpus {
+                let n = w.concurrent_sessions;
+                if n.is_none() {
+                    return Err(invalid(
+                        "workload.concurrent_sessions",
+                        "total_sessions and shuffle_corpus need a pool: give concurrent_sessions".to_owned(),
+                    ));
+                }
+            }
+            for (key, v) in
+                [("workload.concurrent_sessions", w.concurrent_sessions), ("workload.total_sessions", w.total_sessions)]
+            {
+                if v == Some(0) {
+                    return Err(invalid(key, "must be at least 1".to_owned()));
+                }
+            }
+            let options = ImportOptions {
+                session_rate: w.session_rate,
+                session_mode,
+                concurrent_sessions: w.concurrent_sessions,
+                total_sessions: w.total_sessions,
+                shuffle_corpus: w.shuffle_corpus,
+                ..ImportOptions::default()
+            };
             WorkloadSource::Import { format, path: base.join(path), options }
         }
         (None, None) if w.import.is_some() => {
@@ -241,8 +274,13 @@ fn source_key(
         (WorkloadSource::Import { format, path, options }, _) => {
             let content = hash_file(path)
                 .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
+            let pool = match options.concurrent_sessions {
+                // Only when a pool is asked for, so other ids stay put.
+                Some(n) => format!(":pool{n}:{:?}:{}", options.total_sessions, options.shuffle_corpus),
+                None => String::new(),
+            };
             format!(
-                "import:{}:{:?}:{}:{}",
+                "import:{}:{:?}:{}:{}{pool}",
                 format.name(),
                 options.session_rate,
                 options.session_mode.map_or("default", SessionMode::name),
@@ -254,7 +292,15 @@ fn source_key(
 
 /// Workload keys a grid override may vary, run by run.
 fn is_workload_parameter(key: &str) -> bool {
-    key.starts_with("workload.generate.") || key == "workload.session_rate" || key == "workload.session_mode"
+    key.starts_with("workload.generate.")
+        || [
+            "workload.session_rate",
+            "workload.session_mode",
+            "workload.concurrent_sessions",
+            "workload.total_sessions",
+            "workload.shuffle_corpus",
+        ]
+        .contains(&key)
 }
 
 fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
@@ -265,6 +311,17 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         reason,
     };
     let workload = workload_source(&spec.workload, &base, &invalid)?;
+    // A pool of sessions is the client: no concurrency axis beside it.
+    let pool_clash = |source: &WorkloadSource| {
+        matches!(source, WorkloadSource::Import { options, .. } if options.concurrent_sessions.is_some())
+            && spec.grid.concurrency.iter().any(Option::is_some)
+    };
+    if pool_clash(&workload) {
+        return Err(invalid(
+            "grid.concurrency",
+            "a pool of concurrent_sessions is the runs' client; leave concurrency open (null)".to_owned(),
+        ));
+    }
     let think_time = spec.workload.think_time.unwrap_or(0.0);
     if let Err(reason) = crate::workload::checked_seconds_to_us(think_time) {
         return Err(invalid("workload.think_time", reason));
@@ -346,7 +403,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         if !is_workload_parameter(key) {
             return Err(invalid(
                 &format!("grid.overrides.{key}"),
-                "only workload.generate.*, workload.session_rate and workload.session_mode vary run by run".to_owned(),
+                "only workload.generate.*, workload.session_rate, workload.session_mode and the pool's \
+                 workload.concurrent_sessions, total_sessions, shuffle_corpus vary run by run"
+                    .to_owned(),
             ));
         }
     }
@@ -381,6 +440,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                         let w: super::plan::WorkloadSpec =
                             serde_json::from_value(varied.clone()).map_err(|e| at("", e.to_string()))?;
                         let source = workload_source(&w, &base, &at)?;
+                        if pool_clash(&source) {
+                            return Err(at("", "a pool of concurrent_sessions needs grid.concurrency null".to_owned()));
+                        }
                         let key = source_key(&source, w.generate.as_ref(), &at)?;
                         workloads.push((tag, source, key));
                         workloads.len() - 1

@@ -49,8 +49,16 @@ pub struct WorkloadSpec {
     pub import: Option<String>,
     /// Importers: sessions started per second (agent-calls).
     pub session_rate: Option<f64>,
-    /// Importers: `closed-loop` (default) or `fixed-accumulate`.
+    /// Importers: `fixed`, `closed-loop` or `fixed-accumulate` (default:
+    /// the format's).
     pub session_mode: Option<String>,
+    /// TraceV2: a pool of this many sessions at once (the runs' client).
+    pub concurrent_sessions: Option<u32>,
+    /// TraceV2 pool: sessions in all, the corpus cloned to fill.
+    pub total_sessions: Option<u32>,
+    /// TraceV2 pool: shuffle the corpus first (seeded by the run's seed).
+    #[serde(default)]
+    pub shuffle_corpus: bool,
     /// Ignore arrival times: `concurrency` virtual users.
     #[serde(default)]
     pub closed_loop: bool,

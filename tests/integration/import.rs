@@ -486,3 +486,32 @@ fn a_pool_of_sessions_admits_n_at_a_time_and_clones_the_corpus() {
         (0..20).map(|s| order(&s.to_string())).any(|o| o != shape(&w).into_iter().map(|s| s.2).collect::<Vec<_>>())
     );
 }
+
+#[test]
+fn a_plan_sweeps_the_size_of_a_session_pool() {
+    let dir = Dir::new("import-pool-sweep");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("t.yaml", TRACE_HEADER);
+    dir.create("t.csv", TRACE_DATA);
+    dir.create(
+        "plan.yaml",
+        "name: p\nworkload: {import: tracev2, path: t.yaml, concurrent_sessions: 1, total_sessions: 6}\n\
+         scenarios: [s.yaml]\ngrid:\n  overrides:\n    workload.concurrent_sessions: [1, 6]\noutput: out\n",
+    );
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let runs = read_columns(
+        &dir.join("out/runs.parquet"),
+        &["workload.concurrent_sessions", "completed_requests", "send_wait_mean_ms", "sim_duration_s"],
+    );
+    assert_eq!(runs.iter().map(|r| r[1].as_str()).collect::<Vec<_>>(), ["6", "6"]);
+    // One at a time, sessions wait to be sent; six at once, none does.
+    let wait = |i: usize| runs[i][2].parse::<f64>().unwrap();
+    assert!(wait(0) > 0.0 && wait(1) == 0.0, "{runs:?}");
+    dir.create(
+        "bad.yaml",
+        "name: b\nworkload: {import: tracev2, path: t.yaml, concurrent_sessions: 2}\nscenarios: [s.yaml]\n\
+         grid:\n  concurrency: [4]\noutput: o\n",
+    );
+    let err = TestCommand::new(&dir.path, &["-q", "bad.yaml"]).fails();
+    assert!(err.contains("grid.concurrency: a pool of concurrent_sessions"), "{err}");
+}

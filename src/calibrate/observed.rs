@@ -8,6 +8,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use crate::workload::NodeKind;
+use crate::workload::import::{ImportError, tracev2};
 use crate::workload::reader::{Format, ReadError, Reader};
 use crate::workload::timeline::node_times;
 
@@ -124,80 +125,32 @@ pub fn from_results(input: impl BufRead, file: &str) -> Result<Observations, Obs
 /// `status`, `input_tokens` (or `server_input_tokens` when > 0, plus
 /// `prefix_length`), `output_tokens` from the data CSV, located by header name.
 pub fn from_trace(header: &Path, data: &Path) -> Result<Observations, ObservedError> {
-    let io = |p: &Path| {
-        let file = p.display().to_string();
-        move |source| ObservedError::Io { file: file.clone(), source }
-    };
-    let header_text = std::fs::read_to_string(header).map_err(io(header))?;
-    let header_value: serde_json::Value = crate::yaml::parse(&header_text).map_err(|e| ObservedError::Trace {
-        file: header.display().to_string(),
-        line: e.line,
-        field: "yaml".to_owned(),
-        reason: e.message,
-    })?;
+    // The format is read in one place, the TraceV2 importer.
+    let bad = |e: ImportError| ObservedError::Trace { file: e.file, line: e.line, field: e.column, reason: e.reason };
+    let head = tracev2::read_header(header).map_err(bad)?;
     let mut obs = Observations {
-        header_warm_up: header_value.get("warm_up_requests").and_then(serde_json::Value::as_u64).map(|v| v as usize),
-        header_rtt_ms: header_value.pointer("/network/measured_rtt_ms").and_then(serde_json::Value::as_f64),
+        header_warm_up: Some(head.warm_up_requests as usize),
+        header_rtt_ms: head.network.as_ref().and_then(|n| n.get("measured_rtt_ms")).and_then(serde_json::Value::as_f64),
         ..Observations::default()
     };
-    let file = data.display().to_string();
-    let mut reader = csv::Reader::from_path(data)
-        .map_err(|e| ObservedError::Io { file: file.clone(), source: std::io::Error::other(e) })?;
-    let headers = reader
-        .headers()
-        .map_err(|e| ObservedError::Io { file: file.clone(), source: std::io::Error::other(e) })?
-        .clone();
-    let column = |name: &str| headers.iter().position(|h| h == name);
-    let need = |name: &str| {
-        column(name).ok_or_else(|| ObservedError::Trace {
-            file: file.clone(),
-            line: 1,
-            field: name.to_owned(),
-            reason: "missing column".to_owned(),
-        })
-    };
-    let (c_id, c_send, c_first, c_last) =
-        (need("request_id")?, need("send_time_us")?, need("first_chunk_time_us")?, need("last_chunk_time_us")?);
-    let (c_status, c_in, c_out) = (column("status"), need("input_tokens")?, need("output_tokens")?);
-    let (c_server_in, c_prefix) = (column("server_input_tokens"), column("prefix_length"));
-    for (index, record) in reader.records().enumerate() {
-        let line = index as u64 + 2;
-        let record = record.map_err(|e| ObservedError::Trace {
-            file: file.clone(),
-            line,
-            field: "csv".to_owned(),
-            reason: e.to_string(),
-        })?;
-        let num = |c: usize, name: &str| -> Result<f64, ObservedError> {
-            let v = record.get(c).unwrap_or("").trim();
-            if v.is_empty() {
-                return Ok(0.0);
-            }
-            v.parse::<f64>().map_err(|_| ObservedError::Trace {
-                file: file.clone(),
-                line,
-                field: name.to_owned(),
-                reason: format!("`{v}` is not a number"),
-            })
+    for (index, r) in tracev2::read_records(data).map_err(bad)?.into_iter().enumerate() {
+        let id = r.request_id.to_string();
+        let (send, first, last) = (r.send_us as f64, r.first_chunk_us as f64, r.last_chunk_us as f64);
+        let input = if r.server_input_tokens > 0 {
+            r.server_input_tokens
+        } else {
+            u64::from(r.input_tokens) + u64::from(r.prefix_length)
         };
-        let id = record.get(c_id).unwrap_or("").trim().to_owned();
-        let (send, first, last) =
-            (num(c_send, "send_time_us")?, num(c_first, "first_chunk_time_us")?, num(c_last, "last_chunk_time_us")?);
-        let ok = c_status.is_none_or(|c| record.get(c) == Some("ok"));
-        let server_in = c_server_in.map(|c| num(c, "server_input_tokens")).transpose()?.unwrap_or(0.0);
-        let prefix = c_prefix.map(|c| num(c, "prefix_length")).transpose()?.unwrap_or(0.0);
-        let input = if server_in > 0.0 { server_in } else { num(c_in, "input_tokens")? + prefix };
-        let output = num(c_out, "output_tokens")?;
         // Negative durations (clock skew) make a record unusable, as in BLIS.
-        let valid = ok && first >= send && last >= first;
+        let valid = r.status == "ok" && first >= send && last >= first;
         if valid {
             obs.nodes.insert(
                 (id.clone(), 0),
                 NodeObs {
                     ttft_us: first - send,
                     itl_us: None,
-                    input_tokens: input as u64,
-                    output_tokens: output as u64,
+                    input_tokens: input,
+                    output_tokens: u64::from(r.output),
                 },
             );
         }
@@ -208,7 +161,7 @@ pub fn from_trace(header: &Path, data: &Path) -> Result<Observations, ObservedEr
                 index,
                 send_us: send,
                 e2e_us: valid.then_some(last - send),
-                output_tokens: output as u64,
+                output_tokens: u64::from(r.output),
                 llm_nodes,
             },
         );

@@ -79,21 +79,42 @@ pub struct Header {
     pub observed_kv_metrics: Option<serde_json::Value>,
 }
 
-/// One record, the columns the mapping reads.
+/// One data record: the columns replay and calibration read.
 #[derive(Debug, Clone)]
-struct Record {
-    line: u64,
-    request_id: u64,
+pub struct TraceRecord {
+    /// 1-based line in the CSV.
+    pub line: u64,
+    /// `request_id`.
+    pub request_id: u64,
     session: String,
     round: u64,
     group: String,
-    prefix_length: u32,
+    /// `prefix_length`.
+    pub prefix_length: u32,
+    /// The prompt tokens replay gives the record besides its group prefix:
+    /// `server_input_tokens` when positive and ungrouped, else `input_tokens`.
     input: u32,
-    output: u32,
-    arrival_us: u64,
+    /// `input_tokens` as written (the suffix after the group prefix).
+    pub input_tokens: u32,
+    /// `server_input_tokens` (0 = unknown).
+    pub server_input_tokens: u64,
+    /// `output_tokens`.
+    pub output: u32,
+    /// When it was sent: `send_time_us` when positive, else `arrival_time_us`.
+    pub arrival_us: u64,
+    /// `send_time_us` as written (0 = none).
+    pub send_us: u64,
+    /// `first_chunk_time_us` (0 = none).
+    pub first_chunk_us: u64,
+    /// `last_chunk_time_us` (0 = none).
+    pub last_chunk_us: u64,
+    /// `status` (`ok` when the column is absent).
+    pub status: String,
     think_us: u64,
     reset: u32,
 }
+
+type Record = TraceRecord;
 
 /// The data file beside `header`: the same path with `.csv`.
 pub fn data_path(header: &Path) -> PathBuf {
@@ -215,17 +236,20 @@ pub fn read_header(path: &Path) -> Result<Header, ImportError> {
     Ok(head)
 }
 
-fn read_records(path: &Path) -> Result<Vec<Record>, ImportError> {
+/// Every record of the data CSV at `path`, columns found by name.
+pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let file = path.display().to_string();
     let mut reader = csv::Reader::from_reader(open_file(path)?);
     let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
     let find = |name: &str| headers.iter().position(|h| h.trim() == name);
     let need = |name: &str| find(name).ok_or_else(|| ImportError::new(&file, 1, name, "missing column"));
     let c_id = need("request_id")?;
-    let c_session = need("session_id")?;
-    let c_round = need("round_index")?;
-    let c_group = need("prefix_group")?;
-    let c_prefix = need("prefix_length")?;
+    // Session and group columns may be absent (a trace of independent
+    // requests written by a tool that leaves them out).
+    let c_session = find("session_id");
+    let c_round = find("round_index");
+    let c_group = find("prefix_group");
+    let c_prefix = find("prefix_length");
     let c_in = need("input_tokens")?;
     let c_out = need("output_tokens")?;
     let c_server_in = find("server_input_tokens");
@@ -233,6 +257,7 @@ fn read_records(path: &Path) -> Result<Vec<Record>, ImportError> {
     let c_send = find("send_time_us");
     let c_think = find("think_time_us");
     let c_reset = find("input_tokens_reset");
+    let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
     for (i, record) in reader.records().enumerate() {
@@ -254,9 +279,10 @@ fn read_records(path: &Path) -> Result<Vec<Record>, ImportError> {
             return Err(at("request_id", format!("{request_id} repeats the id of line {first}")));
         }
         let server_in = non_negative(c_server_in, "server_input_tokens")?;
-        let group = field(c_group).to_owned();
-        let prefix_length = tokens(int(Some(c_prefix), "prefix_length")?, 0).map_err(|e| at("prefix_length", e))?;
-        let mut input = tokens(int(Some(c_in), "input_tokens")?, 0).map_err(|e| at("input_tokens", e))?;
+        let group = c_group.map_or("", field).to_owned();
+        let prefix_length = tokens(int(c_prefix, "prefix_length")?, 0).map_err(|e| at("prefix_length", e))?;
+        let input_tokens = tokens(int(Some(c_in), "input_tokens")?, 0).map_err(|e| at("input_tokens", e))?;
+        let mut input = input_tokens;
         if server_in > 0 && group.is_empty() {
             input = tokens(server_in as i64, 1).map_err(|e| at("server_input_tokens", e))?;
         }
@@ -268,13 +294,19 @@ fn read_records(path: &Path) -> Result<Vec<Record>, ImportError> {
         out.push(Record {
             line,
             request_id,
-            session: field(c_session).to_owned(),
-            round: non_negative(Some(c_round), "round_index")?,
+            session: c_session.map_or("", field).to_owned(),
+            round: non_negative(c_round, "round_index")?,
             group,
             prefix_length,
             input,
+            input_tokens,
+            server_input_tokens: server_in,
             output,
             arrival_us,
+            send_us: send,
+            first_chunk_us: non_negative(c_first, "first_chunk_time_us")?,
+            last_chunk_us: non_negative(c_last, "last_chunk_time_us")?,
+            status: c_status.map_or("ok", field).to_owned(),
             think_us: non_negative(c_think, "think_time_us")?,
             reset: tokens(int(c_reset, "input_tokens_reset")?, 0).map_err(|e| at("input_tokens_reset", e))?,
         });

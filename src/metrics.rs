@@ -13,8 +13,12 @@
 //! - Scheduling delay, per llm node: first admission − entering the scheduler.
 //! - Imbalance (clusters): the most llm calls any replica served / the mean
 //!   over replicas (1 = even).
+//! - SLO attainment and goodput: see [`Slo`].
 
 pub mod histogram;
+mod slo;
+
+pub use slo::Slo;
 
 use serde::Serialize;
 
@@ -42,6 +46,9 @@ pub struct MetricsCollector {
     output_tokens: u64,
     /// Per replica: llm calls routed there, their prompt and output tokens.
     replicas: Vec<ReplicaCounts>,
+    /// The run's SLO, and the requests that met it.
+    slo: Option<Slo>,
+    good: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -52,9 +59,17 @@ struct ReplicaCounts {
 }
 
 impl MetricsCollector {
+    /// A collector that also checks `slo` (see [`Slo`]).
+    pub fn with_slo(slo: Option<Slo>) -> MetricsCollector {
+        MetricsCollector { slo, ..MetricsCollector::default() }
+    }
+
     /// Takes one finished request into account.
     pub fn observe(&mut self, r: &FinishedRequest) {
         self.injected += 1;
+        if self.slo.is_some_and(|s| s.good(r)) {
+            self.good += 1;
+        }
         match r.status {
             RequestStatus::Completed => self.completed += 1,
             RequestStatus::Unservable => self.unservable_requests += 1,
@@ -135,6 +150,7 @@ impl MetricsCollector {
         let imbalance = if total > 0 { most as f64 * per_replica.len() as f64 / total as f64 } else { 1.0 };
         let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
         let ms = |h: &Histogram, p: f64| h.percentile(p) / 1e3;
+        let slo = self.slo_outcome(duration_s);
         Metrics {
             injected_requests: self.injected,
             completed_requests: self.completed,
@@ -178,7 +194,24 @@ impl MetricsCollector {
             replicas: per_replica.len() as u32,
             imbalance,
             per_replica,
+            slo_met: slo.map(|o| o.met),
+            slo_attainment: slo.map(|o| o.attainment),
+            goodput_rps: slo.map(|o| o.goodput_rps),
         }
+    }
+
+    /// The run against its SLO, if it has one.
+    fn slo_outcome(&self, duration_s: f64) -> Option<slo::SloOutcome> {
+        let s = self.slo?;
+        let p = s.at();
+        let within = |target: Option<f64>, h: &Histogram| target.is_none_or(|ms| h.percentile(p) <= ms * 1e3);
+        Some(slo::SloOutcome {
+            met: within(s.ttft_p99_ms, &self.ttft)
+                && within(s.itl_p99_ms, &self.itl)
+                && within(s.e2e_p99_ms, &self.e2e),
+            attainment: if self.injected > 0 { self.good as f64 / self.injected as f64 } else { 0.0 },
+            goodput_rps: if duration_s > 0.0 { self.good as f64 / duration_s } else { 0.0 },
+        })
     }
 }
 
@@ -276,6 +309,31 @@ pub struct Metrics {
     /// Each replica's share.
     #[serde(default)]
     pub per_replica: Vec<ReplicaMetrics>,
+    /// With an SLO: whether the run's TTFT, ITL and E2E at its percentile
+    /// are within the targets (null without one).
+    #[serde(default)]
+    pub slo_met: Option<bool>,
+    /// With an SLO: the share of requests that met every target.
+    #[serde(default)]
+    pub slo_attainment: Option<f64>,
+    /// With an SLO: requests that met every target, per second.
+    #[serde(default)]
+    pub goodput_rps: Option<f64>,
+}
+
+impl Metrics {
+    /// The scalar metrics' names: the numbers, and the SLO's (null without
+    /// one); the columns of a sweep's runs table.
+    pub fn scalar_names() -> Vec<String> {
+        let with_slo =
+            Metrics { slo_met: Some(false), slo_attainment: Some(0.0), goodput_rps: Some(0.0), ..Metrics::default() };
+        match serde_json::to_value(with_slo) {
+            Ok(serde_json::Value::Object(m)) => {
+                m.iter().filter(|(_, v)| v.is_number() || v.is_boolean()).map(|(k, _)| k.clone()).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// One replica's share of a run.

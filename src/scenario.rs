@@ -48,6 +48,8 @@ pub struct Deployment {
     pub replicas: u32,
     /// How requests are admitted and spread over the replicas.
     pub router: RouterConfig,
+    /// The latency targets its runs are judged by.
+    pub slo: Option<crate::metrics::Slo>,
     /// Data-parallel ranks of one engine (1: none). With `dp > 1` the run
     /// has `dp` engines behind vLLM's DP load balancer, in lockstep for an
     /// MoE model.
@@ -347,7 +349,11 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         );
     }
     let (replicas, router) = cluster::resolve(spec.replicas, spec.router)?;
+    if let Some(slo) = &spec.slo {
+        slo.validate().map_err(|(key, reason)| InvalidValue { field: format!("slo.{key}"), reason })?;
+    }
     Ok(Deployment {
+        slo: spec.slo,
         replicas,
         router,
         dp,

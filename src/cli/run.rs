@@ -336,7 +336,7 @@ fn simulate(
     out: (&mut dyn Write, &str),
     extra: &mut Extra,
 ) -> anyhow::Result<Metrics> {
-    let mut metrics = MetricsCollector::default();
+    let mut metrics = MetricsCollector::with_slo(d.slo);
     let tracing = extra.steps.is_some();
     let mut writer = JsonlWriter::new(out.0, out.1);
     if let Some((f, name)) = &mut extra.steps {
@@ -385,7 +385,7 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         String::new()
     };
     let rejected = if m.rejected_requests > 0 { format!(", {} rejected", m.rejected_requests) } else { String::new() };
-    format!(
+    let text = format!(
         "{name}: {cluster}{model} on {tp}x {gpu} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model\n\
          {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished{rejected}; \
          simulated {sim:.1} s in {wall_s:.2} s wall ({rate:.0} requests/s)\n\
@@ -414,5 +414,14 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         tps = m.tokens_per_sec,
         pre = m.preemption_count,
         hit = m.kv_cache_hit_rate * 100.0,
-    )
+    );
+    match (d.slo, m.slo_met, m.slo_attainment, m.goodput_rps) {
+        (Some(slo), Some(met), Some(att), Some(good)) => format!(
+            "{text}\nSLO at p{}: {}; {:.1} % of requests within every target, goodput {good:.2} req/s",
+            slo.at(),
+            if met { "met" } else { "missed" },
+            att * 100.0
+        ),
+        _ => text,
+    }
 }

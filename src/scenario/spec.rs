@@ -32,6 +32,8 @@ pub struct ScenarioSpec {
     pub latency_model: Option<LatencySpec>,
     /// Identical replicas of the engine behind a router (default 1).
     pub replicas: Option<u32>,
+    /// Latency targets the runs are judged by (`slo_met`, goodput).
+    pub slo: Option<crate::metrics::Slo>,
     /// Data-parallel engine ranks of `tp` GPUs each behind vLLM's DP load
     /// balancer (default 1); an MoE model's ranks step together with its
     /// experts spread over all `dp × tp` GPUs (`--enable-expert-parallel`).

@@ -374,7 +374,7 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
         tokens: ctx.opts.tokens.then(|| TokenRows::new(ctx.grid)),
         results,
         steps,
-        metrics: MetricsCollector::default(),
+        metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)),
         tx,
         error: None,
     };

@@ -120,6 +120,8 @@ pub struct Plan {
     pub output: PathBuf,
     /// Where requests come from.
     pub workload: WorkloadSource,
+    /// Latency targets every run is judged by (over its scenario's).
+    pub slo: Option<crate::metrics::Slo>,
     /// The workloads grid overrides make (`workload.generate.*`, …), which
     /// runs name by index.
     pub workloads: Vec<WorkloadSource>,
@@ -311,6 +313,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         reason,
     };
     let workload = workload_source(&spec.workload, &base, &invalid)?;
+    if let Some(slo) = &spec.slo {
+        slo.validate().map_err(|(key, reason)| invalid(&format!("slo.{key}"), reason))?;
+    }
     // A pool of sessions is the client: no concurrency axis beside it.
     let pool_clash = |source: &WorkloadSource| {
         matches!(source, WorkloadSource::Import { options, .. } if options.concurrent_sessions.is_some())
@@ -513,6 +518,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         output: base.join(&spec.output),
         workload,
         workloads: workloads.into_iter().map(|(_, source, _)| source).collect(),
+        slo: spec.slo,
         closed_loop: spec.workload.closed_loop,
         think_time_us: crate::workload::seconds_to_us(think_time),
         timeout_us: spec.workload.timeout.map(crate::workload::seconds_to_us),

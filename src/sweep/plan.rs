@@ -27,6 +27,8 @@ pub struct PlanSpec {
     pub name: String,
     /// The traffic every run replays.
     pub workload: WorkloadSpec,
+    /// Latency targets every run is judged by (over a scenario's own).
+    pub slo: Option<crate::metrics::Slo>,
     /// Scenario files (relative to the plan) or inline scenario mappings.
     pub scenarios: Vec<Value>,
     /// The grid; every axis defaults to a single value.

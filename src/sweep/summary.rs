@@ -48,11 +48,8 @@ struct RunRows {
 
 impl RunRows {
     fn new(grid: &GridColumns) -> RunRows {
-        let metric_names: Vec<String> = match serde_json::to_value(Metrics::default()) {
-            // The scalar metrics; per-replica lists stay in metrics.json.
-            Ok(Value::Object(m)) => m.iter().filter(|(_, v)| v.is_number()).map(|(k, _)| k.clone()).collect(),
-            _ => Vec::new(),
-        };
+        // The scalar metrics; per-replica lists stay in metrics.json.
+        let metric_names = Metrics::scalar_names();
         let mut fields = grid.fields();
         fields.push(Field::new("status", DataType::Utf8, false));
         fields.push(Field::new("error", DataType::Utf8, true));
@@ -81,7 +78,9 @@ impl RunRows {
             _ => None,
         };
         for (name, b) in self.metric_names.iter().zip(&mut self.metrics) {
-            b.append_option(values.as_ref().and_then(|m| m.get(name)).and_then(Value::as_f64));
+            let v = values.as_ref().and_then(|m| m.get(name));
+            // (`slo_met` as 1 or 0.)
+            b.append_option(v.and_then(|v| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))));
         }
     }
 

@@ -18,5 +18,6 @@ mod import;
 mod properties;
 mod reject;
 mod scenario;
+mod slo;
 mod sweep;
 mod sweep_resume;

@@ -40,7 +40,15 @@ fn one(jobs: usize) {
     let wall = Instant::now();
     let report = executor::run(
         plan,
-        &SweepOptions { jobs, force: true, tokens: false, results_jsonl: false, step_trace: false, shard: None },
+        &SweepOptions {
+            jobs,
+            force: true,
+            tokens: false,
+            results_jsonl: false,
+            step_trace: false,
+            shard: None,
+            keep_other_runs: false,
+        },
         &mut |_| {},
     )
     .unwrap();

@@ -42,6 +42,8 @@ enum Command {
     Results(results::ResultsArgs),
     /// Print the runs a sweep plan expands to.
     Plan(sweep::PlanArgs),
+    /// Find each deployment's capacity under an SLO (a plan with search:).
+    Capacity(sweep::CapacityArgs),
     /// Write a synthetic workload (JSONL) from a spec or a preset.
     Generate(generate::GenerateArgs),
     /// Compare real and simulated latencies; write a calibration report.
@@ -61,6 +63,11 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Results(args)) => results::run(args),
         Some(Command::Plan(args)) => sweep::plan(args),
+        Some(Command::Capacity(args)) => match sweep::capacity(args) {
+            Ok(sweep::Outcome::AllOk) => Ok(()),
+            Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
         Some(Command::Generate(args)) => generate::run(args),
         Some(Command::Calibrate(args)) => calibrate::run(args),
         Some(Command::Convert(args)) => convert::run(args),

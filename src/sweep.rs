@@ -10,6 +10,7 @@
 //! replayed and compared with their measurements.
 
 pub mod calibration;
+pub mod capacity;
 mod collector;
 pub mod executor;
 pub mod grid;

@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::sweep::capacity;
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
 use crate::sweep::{calibration, grid};
 
@@ -105,7 +106,7 @@ pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
-    let Some(path) = args.plan else {
+    let Some(path) = args.plan.clone() else {
         bail!("give a plan file (blis-sweep PLAN.yaml) or a command; see --help");
     };
     let jobs = match args.jobs {
@@ -117,6 +118,9 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         return run_calibration(&path, jobs, args.quiet);
     }
     let plan = grid::load(&path)?;
+    if plan.search.is_some() {
+        return run_capacity(plan, &args, jobs);
+    }
     let total = plan.cells.len() as u64; // (a shard runs fewer; the bar counts what it runs)
     let terminal = std::io::stderr().is_terminal() && !args.quiet;
     let bar = if terminal {
@@ -154,6 +158,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             results_jsonl: args.results_jsonl,
             step_trace: args.step_trace,
             shard,
+            keep_other_runs: false,
         },
         &mut on_run,
     )?;
@@ -237,4 +242,62 @@ mod tests {
         };
         assert_eq!(shard("auto", None, &slurm).unwrap(), (3, 4));
     }
+}
+
+/// A plan with `search:`: the capacity of each deployment, as a printed
+/// table and `capacity.parquet`; every probe a run in the tables.
+fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Result<Outcome> {
+    let search = plan.search.clone().expect("checked by the caller");
+    if args.shard.is_some() {
+        bail!("--shard: a capacity search runs in rounds that depend on each other; run it on one machine");
+    }
+    let started = Instant::now();
+    let quiet = args.quiet;
+    let mut probes = 0u64;
+    let mut on_run = |r: RunFinished<'_>| {
+        probes += 1;
+        if !quiet {
+            let error = r.error.map_or_else(String::new, |e| format!(": {e}"));
+            eprintln!("[probe {probes}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
+        }
+    };
+    let options = SweepOptions {
+        jobs,
+        force: args.force,
+        tokens: args.tokens,
+        results_jsonl: args.results_jsonl,
+        step_trace: args.step_trace,
+        shard: None,
+        keep_other_runs: true,
+    };
+    let (name, output) = (plan.name.clone(), plan.output.clone());
+    let rows = capacity::search(plan.clone(), &search, &options, &mut on_run)?;
+    let table = capacity::write(&plan, &search, &rows)?;
+    print!("{table}");
+    if !quiet {
+        eprintln!(
+            "{name}: capacity of {} deployments ({} runs now), {:.1} s -> {}",
+            rows.len(),
+            probes,
+            started.elapsed().as_secs_f64(),
+            output.join("capacity.parquet").display()
+        );
+    }
+    Ok(Outcome::AllOk)
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CapacityArgs {
+    #[command(flatten)]
+    sweep: SweepArgs,
+}
+
+/// `blis-sweep capacity PLAN.yaml`: the plan must have `search:`.
+pub(crate) fn capacity(args: CapacityArgs) -> anyhow::Result<Outcome> {
+    let Some(path) = &args.sweep.plan else { bail!("give a plan file with a search: section") };
+    let plan = grid::load(path)?;
+    if plan.search.is_none() {
+        bail!("{}: search: missing: a capacity search needs {{slo, range}} (see README, Capacity)", path.display());
+    }
+    run(args.sweep)
 }

@@ -54,6 +54,9 @@ pub struct SweepOptions {
     /// Run only this deterministic share of the grid: `(i, n)` takes the runs
     /// whose grid index is `i` modulo `n`, and writes under `shard=i/`.
     pub shard: Option<(usize, usize)>,
+    /// Keep finished runs the plan does not list (a capacity search's earlier
+    /// probes, run by later rounds' plans).
+    pub keep_other_runs: bool,
 }
 
 /// One run finished (reported as it happens, from the collector thread).
@@ -190,7 +193,9 @@ pub fn run(
         plan.set_workload_file(path, content);
     }
     let plan = &plan;
-    layout.remove_runs_except(&plan.cells.iter().map(|c| c.run_id.as_str()).collect::<HashSet<_>>())?;
+    if !opts.keep_other_runs {
+        layout.remove_runs_except(&plan.cells.iter().map(|c| c.run_id.as_str()).collect::<HashSet<_>>())?;
+    }
     let outputs = Outputs { tokens: opts.tokens, results_jsonl: opts.results_jsonl, step_trace: opts.step_trace };
     let todo: Vec<&Cell> =
         plan.cells.iter().filter(|c| opts.force || !resume::reusable(&layout, &c.run_id, outputs)).collect();

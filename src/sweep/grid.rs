@@ -83,6 +83,8 @@ pub struct Cell {
     /// Its workload in [`Plan::workloads`], when overrides vary it; else the
     /// plan's.
     pub workload: Option<usize>,
+    /// What its run id says of its workload.
+    workload_key: String,
     /// The scenario with the overrides applied.
     pub spec: ScenarioSpec,
     /// Directory `model_config` paths are relative to.
@@ -93,6 +95,14 @@ pub struct Cell {
 }
 
 impl Cell {
+    /// This run at another offered load (a capacity search's probe): its
+    /// arrivals divided by `rate_scale`, or `concurrency` users; its own id.
+    pub fn probe(&self, index: usize, rate_scale: f64, concurrency: Option<u32>) -> Cell {
+        let mut params = self.params;
+        params.update(format!("\nprobe rate_scale={rate_scale} concurrency={concurrency:?}").as_bytes());
+        Cell { index, run_id: run_id(params, &self.workload_key), params, rate_scale, concurrency, ..self.clone() }
+    }
+
     /// The client the run uses.
     pub fn client(&self, plan: &Plan) -> Client {
         // A pool of sessions is its own client: N admitted at a time.
@@ -122,6 +132,8 @@ pub struct Plan {
     pub workload: WorkloadSource,
     /// Latency targets every run is judged by (over its scenario's).
     pub slo: Option<crate::metrics::Slo>,
+    /// A capacity search over the deployments, when the plan asks for one.
+    pub search: Option<super::capacity::Search>,
     /// The workloads grid overrides make (`workload.generate.*`, …), which
     /// runs name by index.
     pub workloads: Vec<WorkloadSource>,
@@ -313,6 +325,19 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         reason,
     };
     let workload = workload_source(&spec.workload, &base, &invalid)?;
+    let search = spec.search.as_ref().map(|s| s.resolve().map_err(|(k, r)| invalid(&k, r))).transpose()?;
+    if search.is_some() {
+        // The search sets the load itself.
+        if spec.grid.rate_scale != [1.0] {
+            return Err(invalid("grid.rate_scale", "a capacity search sets the load: leave rate_scale out".to_owned()));
+        }
+        if spec.grid.concurrency.iter().any(Option::is_some) {
+            return Err(invalid(
+                "grid.concurrency",
+                "a capacity search sets the load: leave concurrency out".to_owned(),
+            ));
+        }
+    }
     if let Some(slo) = &spec.slo {
         slo.validate().map_err(|(key, reason)| invalid(&format!("slo.{key}"), reason))?;
     }
@@ -490,6 +515,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                             index: cells.len(),
                             run_id: run_id(params, cell_key),
                             workload: cell_workload,
+                            workload_key: cell_key.to_owned(),
                             params,
                             scenario: name.clone(),
                             concurrency,
@@ -519,6 +545,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         workload,
         workloads: workloads.into_iter().map(|(_, source, _)| source).collect(),
         slo: spec.slo,
+        search,
         closed_loop: spec.workload.closed_loop,
         think_time_us: crate::workload::seconds_to_us(think_time),
         timeout_us: spec.workload.timeout.map(crate::workload::seconds_to_us),
@@ -549,6 +576,7 @@ impl Plan {
         let key = file_key(content);
         for cell in &mut self.cells {
             cell.run_id = run_id(cell.params, &key);
+            cell.workload_key.clone_from(&key);
         }
         self.workload = WorkloadSource::File(path);
     }

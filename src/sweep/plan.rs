@@ -29,6 +29,8 @@ pub struct PlanSpec {
     pub workload: WorkloadSpec,
     /// Latency targets every run is judged by (over a scenario's own).
     pub slo: Option<crate::metrics::Slo>,
+    /// A capacity search over the grid's deployments instead of the grid.
+    pub search: Option<super::capacity::SearchSpec>,
     /// Scenario files (relative to the plan) or inline scenario mappings.
     pub scenarios: Vec<Value>,
     /// The grid; every axis defaults to a single value.

@@ -5,6 +5,7 @@ mod parquet_util;
 mod util;
 
 mod calibrate;
+mod capacity;
 mod cli;
 mod client;
 mod cluster;

@@ -1,0 +1,418 @@
+//! Capacity search (`blis-sweep capacity PLAN.yaml`, a plan's `search:`):
+//! per deployment — each scenario with each combination of grid overrides —
+//! the highest request rate (or, closed loop, the most concurrent users) at
+//! which the runs meet the search's SLO (`slo_met`: the targets at the SLO's
+//! percentile), to a stated relative precision.
+//!
+//! The search probes the ends of `range` first: below the low end it reports
+//! no capacity, at the high end "at least". Between a probe that met the SLO
+//! and one that did not it bisects (geometrically for rates, by integers for
+//! users) until they are within `precision`. A probe runs every seed of the
+//! grid and counts as met only when every seed met it (the worst seed
+//! decides). A rate is reached by dividing the workload's arrivals by
+//! `rate / base rate`, the base rate being the workload's own (requests − 1
+//! over the span of their arrivals).
+//!
+//! Every probe is a normal run of the sweep: the searches proceed in rounds,
+//! each round one probe for every deployment still searching, run in
+//! parallel on the sweep's pool; every run lands in the output's tables and
+//! a rerun reuses them.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::executor::{self, RunFinished, SweepError, SweepOptions};
+use super::grid::{Cell, Plan, WorkloadSource};
+use super::output_dir::Layout;
+use crate::metrics::{Metrics, Slo};
+
+/// `search:` as a plan writes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSpec {
+    /// What must hold.
+    pub slo: Slo,
+    /// `rate` (default: requests per second, open loop) or `concurrency`
+    /// (users of a closed loop).
+    #[serde(default)]
+    pub over: Option<String>,
+    /// The lowest and highest load to consider.
+    pub range: [f64; 2],
+    /// Relative width the answer is bracketed to (default 0.02).
+    pub precision: Option<f64>,
+    /// Price of one GPU-hour by GPU name (e.g. `{H100: 2.5}`): gives each
+    /// deployment's cost per million output tokens at its capacity.
+    #[serde(default)]
+    pub gpu_hour_usd: BTreeMap<String, f64>,
+}
+
+/// What a search varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// Requests per second, open loop.
+    Rate,
+    /// Users of a closed loop.
+    Concurrency,
+}
+
+/// A resolved search.
+#[derive(Debug, Clone)]
+pub struct Search {
+    /// The SLO probes are judged by.
+    pub slo: Slo,
+    /// What is varied.
+    pub over: Over,
+    /// Lowest and highest load.
+    pub range: (f64, f64),
+    /// Relative precision.
+    pub precision: f64,
+    /// GPU-hour prices by GPU name.
+    pub gpu_hour_usd: BTreeMap<String, f64>,
+}
+
+impl SearchSpec {
+    /// Checks the values; the message names the key.
+    pub fn resolve(&self) -> Result<Search, (String, String)> {
+        self.slo.validate().map_err(|(k, r)| (format!("search.slo.{k}"), r))?;
+        let over = match self.over.as_deref() {
+            None | Some("rate") => Over::Rate,
+            Some("concurrency") => Over::Concurrency,
+            Some(other) => return Err(("search.over".to_owned(), format!("`{other}`: rate or concurrency"))),
+        };
+        let [lo, hi] = self.range;
+        if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && hi > lo) {
+            return Err(("search.range".to_owned(), format!("[{lo}, {hi}]: give 0 < low < high")));
+        }
+        if over == Over::Concurrency && (lo.fract() != 0.0 || hi.fract() != 0.0 || hi > f64::from(u32::MAX)) {
+            return Err(("search.range".to_owned(), format!("[{lo}, {hi}]: users are whole numbers")));
+        }
+        let precision = self.precision.unwrap_or(0.02);
+        if !(precision > 0.0 && precision < 1.0) {
+            return Err(("search.precision".to_owned(), format!("{precision} must be in (0, 1)")));
+        }
+        for (gpu, price) in &self.gpu_hour_usd {
+            if !(price.is_finite() && *price > 0.0) {
+                return Err((format!("search.gpu_hour_usd.{gpu}"), format!("{price} must be a positive price")));
+            }
+        }
+        Ok(Search { slo: self.slo, over, range: (lo, hi), precision, gpu_hour_usd: self.gpu_hour_usd.clone() })
+    }
+}
+
+/// One deployment's answer.
+#[derive(Debug, Clone)]
+pub struct Capacity {
+    /// Scenario name.
+    pub scenario: String,
+    /// Its grid overrides.
+    pub overrides: Vec<(String, serde_json::Value)>,
+    /// GPUs: tp × dp × replicas.
+    pub gpus: u64,
+    /// The GPU's name.
+    pub gpu: String,
+    /// The highest load that met the SLO (`None`: not even the low end).
+    pub max: Option<f64>,
+    /// Whether the high end met it too (the capacity is at least `max`).
+    pub at_least: bool,
+    /// The worst seed's metrics at `max`.
+    pub metrics: Option<Metrics>,
+    /// Cost per million output tokens at `max`, when the GPU has a price.
+    pub cost_per_mtok: Option<f64>,
+    /// Probes run.
+    pub probes: usize,
+}
+
+/// A deployment being searched: its seeds' base cells and its bracket.
+struct State {
+    cells: Vec<Cell>,
+    good: Option<(f64, Vec<Metrics>)>,
+    bad: Option<f64>,
+    probes: usize,
+    done: bool,
+}
+
+/// The workload's own rate, requests per second.
+fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
+    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &plan.workload {
+        WorkloadSource::File(path) => {
+            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let reader = crate::workload::reader::Reader::new(
+                std::io::BufReader::new(file),
+                path.display().to_string(),
+                crate::workload::reader::Format::Workload,
+            );
+            Box::new(reader.map(|r| r.map_err(|e| e.to_string())))
+        }
+        WorkloadSource::Generate(g) => Box::new(g.requests(seed).map(|r| r.map_err(|e| e.to_string()))),
+        WorkloadSource::Import { format, path, options } => {
+            let options = crate::workload::import::ImportOptions { seed, ..options.clone() };
+            Box::new(
+                crate::workload::import::open(*format, path, &options)
+                    .map_err(|e| e.to_string())?
+                    .map(|r| r.map_err(|e| e.to_string())),
+            )
+        }
+    };
+    let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
+    for r in requests {
+        let t = r?.arrival_us();
+        first = first.min(t);
+        last = last.max(t);
+        n += 1;
+    }
+    if n < 2 || last == first {
+        return Err("a rate search needs a workload whose arrivals span some time (two or more requests)".to_owned());
+    }
+    Ok((n - 1) as f64 / ((last - first) as f64 / 1e6))
+}
+
+/// Runs the search of `plan` (whose `slo` is set to the search's).
+pub fn search(
+    mut plan: Plan,
+    search: &Search,
+    opts: &SweepOptions,
+    on_run: &mut (dyn FnMut(RunFinished<'_>) + Send),
+) -> Result<Vec<Capacity>, SweepError> {
+    plan.slo = Some(search.slo);
+    let base = match search.over {
+        Over::Rate => {
+            let seed = plan.cells.first().map_or(0, |c| c.seed);
+            base_rate(&plan, seed).map_err(|e| SweepError::Io {
+                path: plan.file.display().to_string(),
+                error: std::io::Error::other(e),
+            })?
+        }
+        Over::Concurrency => 1.0,
+    };
+    // Deployments: the grid's cells by scenario and overrides; each keeps
+    // its seeds' cells.
+    let mut states: Vec<State> = Vec::new();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for cell in &plan.cells {
+        let key = (cell.scenario.clone(), serde_json::to_string(&cell.overrides).unwrap_or_default());
+        match keys.iter().position(|k| *k == key) {
+            Some(i) => states[i].cells.push(cell.clone()),
+            None => {
+                keys.push(key);
+                states.push(State { cells: vec![cell.clone()], good: None, bad: None, probes: 0, done: false });
+            }
+        }
+    }
+    let layout = Layout { root: plan.output.clone() };
+    let mut probes: Vec<Cell> = Vec::new();
+    loop {
+        // Each deployment still searching names its next load.
+        let mut round: Vec<(usize, f64, Vec<Cell>)> = Vec::new();
+        for (i, s) in states.iter_mut().enumerate() {
+            if s.done {
+                continue;
+            }
+            let next = match (&s.good, s.bad) {
+                (None, None) if s.probes == 0 => Some(search.range.0),
+                (Some((g, _)), None) if *g < search.range.1 => Some(search.range.1),
+                (Some((g, _)), Some(b)) if b / g - 1.0 > search.precision => Some(match search.over {
+                    Over::Rate => (g * b).sqrt(),
+                    Over::Concurrency => ((g + b) / 2.0).floor(),
+                }),
+                _ => None,
+            };
+            let Some(load) =
+                next.filter(|&l| search.over == Over::Rate || !s.good.as_ref().is_some_and(|(g, _)| l <= *g))
+            else {
+                s.done = true;
+                continue;
+            };
+            let cells: Vec<Cell> = s
+                .cells
+                .iter()
+                .map(|c| match search.over {
+                    Over::Rate => c.probe(0, load / base, None),
+                    Over::Concurrency => c.probe(0, 1.0, Some(load as u32)),
+                })
+                .collect();
+            round.push((i, load, cells));
+        }
+        if round.is_empty() {
+            break;
+        }
+        // Grid order is probing order.
+        for (_, _, cells) in &mut round {
+            for c in cells.iter_mut() {
+                c.index = probes.len();
+                probes.push(c.clone());
+            }
+        }
+        let mut p = plan.clone();
+        p.cells = probes.clone();
+        executor::run(p, opts, on_run)?;
+        for (i, load, cells) in round {
+            let s = &mut states[i];
+            s.probes += 1;
+            let mut metrics = Vec::new();
+            let mut met = true;
+            for c in &cells {
+                let m = read_metrics(&layout, &c.run_id);
+                met &= m.as_ref().and_then(|m| m.slo_met) == Some(true);
+                metrics.extend(m);
+            }
+            if met {
+                s.good = Some((load, metrics));
+            } else {
+                s.bad = Some(load);
+                if s.good.is_none() {
+                    s.done = true;
+                }
+            }
+        }
+    }
+    Ok(states.into_iter().map(|s| answer(s, search)).collect())
+}
+
+fn read_metrics(layout: &Layout, run_id: &str) -> Option<Metrics> {
+    let text = std::fs::read_to_string(layout.run_dir(run_id).join("metrics.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn answer(s: State, search: &Search) -> Capacity {
+    let cell = &s.cells[0];
+    let d = crate::scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario).ok();
+    let gpus = d.as_ref().map_or(0, |d| d.tp * u64::from(d.dp.max(1)) * u64::from(d.replicas.max(1)));
+    let gpu = d.as_ref().map_or(String::new(), |d| d.gpu.name.to_owned());
+    // The worst seed: the one with the highest p99 TTFT.
+    let (max, metrics) = match s.good {
+        Some((load, ms)) => {
+            let worst = ms.into_iter().max_by(|a, b| a.ttft_p99_ms.total_cmp(&b.ttft_p99_ms));
+            (Some(load), worst)
+        }
+        None => (None, None),
+    };
+    let at_least = max.is_some() && s.bad.is_none();
+    let cost_per_mtok = match (&metrics, search.gpu_hour_usd.get(&gpu)) {
+        (Some(m), Some(price)) if m.tokens_per_sec > 0.0 => Some(price * gpus as f64 / 3600.0 / m.tokens_per_sec * 1e6),
+        _ => None,
+    };
+    Capacity {
+        scenario: cell.scenario.clone(),
+        overrides: cell.overrides.clone(),
+        gpus,
+        gpu,
+        max,
+        at_least,
+        metrics,
+        cost_per_mtok,
+        probes: s.probes,
+    }
+}
+
+/// Writes `capacity.parquet` (one row per deployment) under the plan's
+/// output and returns the table to print.
+pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, SweepError> {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+    use arrow_array::{ArrayRef, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+
+    let load = match search.over {
+        Over::Rate => "max_rate",
+        Over::Concurrency => "max_concurrency",
+    };
+    let mut fields = vec![Field::new("scenario", DataType::Utf8, false)];
+    // One column per override key, named without dots (`engine_max_num_seqs`).
+    let column = |key: &str| key.replace(['.', '-'], "_");
+    fields.extend(plan.override_keys.iter().map(|k| Field::new(column(k), DataType::Utf8, true)));
+    fields.extend([
+        Field::new("gpu", DataType::Utf8, false),
+        Field::new("gpus", DataType::Int64, false),
+        Field::new(load, DataType::Float64, true),
+        Field::new("at_least", DataType::Boolean, false),
+    ]);
+    let metric_names =
+        ["ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "slo_attainment", "goodput_rps", "tokens_per_sec", "cost_per_mtok"];
+    fields.extend(metric_names.iter().map(|n| Field::new(*n, DataType::Float64, true)));
+    fields.push(Field::new("probes", DataType::Int64, false));
+    let schema = Arc::new(Schema::new(fields));
+    let mut scenario = StringBuilder::new();
+    let mut overrides: Vec<StringBuilder> = plan.override_keys.iter().map(|_| StringBuilder::new()).collect();
+    let (mut gpu, mut gpus, mut max, mut at_least) =
+        (StringBuilder::new(), Int64Builder::new(), Float64Builder::new(), BooleanBuilder::new());
+    let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
+    let mut probes = Int64Builder::new();
+    let mut text = String::new();
+    let heading = match search.over {
+        Over::Rate => "max req/s",
+        Over::Concurrency => "max users",
+    };
+    text.push_str(&format!(
+        "{:<32} {:>5} {:>12} {:>10} {:>10} {:>10} {:>12}\n",
+        "deployment", "GPUs", heading, "TTFT p99", "ITL p99", "goodput", "$/M tokens"
+    ));
+    for r in rows {
+        scenario.append_value(&r.scenario);
+        for (k, b) in plan.override_keys.iter().zip(&mut overrides) {
+            b.append_option(r.overrides.iter().find(|(key, _)| key == k).map(|(_, v)| match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }));
+        }
+        gpu.append_value(&r.gpu);
+        gpus.append_value(r.gpus as i64);
+        max.append_option(r.max);
+        at_least.append_value(r.at_least);
+        let m = r.metrics.as_ref();
+        let values = [
+            m.map(|m| m.ttft_p99_ms),
+            m.map(|m| m.itl_p99_ms),
+            m.map(|m| m.e2e_p99_ms),
+            m.and_then(|m| m.slo_attainment),
+            m.and_then(|m| m.goodput_rps),
+            m.map(|m| m.tokens_per_sec),
+            r.cost_per_mtok,
+        ];
+        for (b, v) in metrics.iter_mut().zip(values) {
+            b.append_option(v);
+        }
+        probes.append_value(r.probes as i64);
+        let name = std::iter::once(r.scenario.clone())
+            .chain(r.overrides.iter().map(|(k, v)| format!("{k}={v}")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let load = match (r.max, r.at_least) {
+            (None, _) => format!("< {}", search.range.0),
+            (Some(v), true) => format!(">= {v:.3}"),
+            (Some(v), false) => format!("{v:.3}"),
+        };
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
+        text.push_str(&format!(
+            "{name:<32} {:>5} {load:>12} {:>10} {:>10} {:>10} {:>12}\n",
+            r.gpus,
+            ms(m.map(|m| m.ttft_p99_ms)),
+            ms(m.map(|m| m.itl_p99_ms)),
+            m.and_then(|m| m.goodput_rps).map_or_else(|| "-".to_owned(), |g| format!("{g:.2}/s")),
+            r.cost_per_mtok.map_or_else(|| "-".to_owned(), |c| format!("{c:.3}")),
+        ));
+    }
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(scenario.finish())];
+    columns.extend(overrides.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+    columns.push(Arc::new(gpu.finish()));
+    columns.push(Arc::new(gpus.finish()));
+    columns.push(Arc::new(max.finish()));
+    columns.push(Arc::new(at_least.finish()));
+    columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+    columns.push(Arc::new(probes.finish()));
+    let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match the schema");
+    let path = plan.output.join("capacity.parquet");
+    let file = super::output_dir::TmpFile::create(&path)?;
+    let tmp = file.tmp().to_owned();
+    let err = |e: parquet::errors::ParquetError| SweepError::Io {
+        path: tmp.display().to_string(),
+        error: std::io::Error::other(e),
+    };
+    let mut writer =
+        ArrowWriter::try_new(file, schema.clone(), Some(super::tables::writer_properties(&schema))).map_err(err)?;
+    writer.write(&batch).map_err(err)?;
+    writer.into_inner().map_err(err)?.commit()?;
+    Ok(text)
+}

@@ -45,6 +45,9 @@ pub struct SearchSpec {
     /// deployment's cost per million output tokens at its capacity.
     #[serde(default)]
     pub gpu_hour_usd: BTreeMap<String, f64>,
+    /// The load to serve: the answer names the deployments that reach it
+    /// and the cheapest of them (fewest GPUs, then lowest cost).
+    pub target: Option<f64>,
 }
 
 /// What a search varies.
@@ -69,6 +72,8 @@ pub struct Search {
     pub precision: f64,
     /// GPU-hour prices by GPU name.
     pub gpu_hour_usd: BTreeMap<String, f64>,
+    /// The load to serve.
+    pub target: Option<f64>,
 }
 
 impl SearchSpec {
@@ -96,7 +101,19 @@ impl SearchSpec {
                 return Err((format!("search.gpu_hour_usd.{gpu}"), format!("{price} must be a positive price")));
             }
         }
-        Ok(Search { slo: self.slo, over, range: (lo, hi), precision, gpu_hour_usd: self.gpu_hour_usd.clone() })
+        if let Some(t) = self.target
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(("search.target".to_owned(), format!("{t} must be a positive load")));
+        }
+        Ok(Search {
+            slo: self.slo,
+            over,
+            range: (lo, hi),
+            precision,
+            gpu_hour_usd: self.gpu_hour_usd.clone(),
+            target: self.target,
+        })
     }
 }
 
@@ -245,7 +262,12 @@ pub fn search(
         }
         let mut p = plan.clone();
         p.cells = probes.clone();
-        executor::run(p, opts, on_run)?;
+        // `--force` redoes every probe once: the first round starts from an
+        // empty output, later rounds reuse what this search ran.
+        let first = probes.len() == round.iter().map(|r| r.2.len()).sum::<usize>();
+        let round_opts =
+            SweepOptions { force: opts.force && first, keep_other_runs: !(opts.force && first), ..opts.clone() };
+        executor::run(p, &round_opts, on_run)?;
         for (i, load, cells) in round {
             let s = &mut states[i];
             s.probes += 1;
@@ -333,6 +355,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         ["ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "slo_attainment", "goodput_rps", "tokens_per_sec", "cost_per_mtok"];
     fields.extend(metric_names.iter().map(|n| Field::new(*n, DataType::Float64, true)));
     fields.push(Field::new("probes", DataType::Int64, false));
+    fields.push(Field::new("meets_target", DataType::Boolean, true));
     let schema = Arc::new(Schema::new(fields));
     let mut scenario = StringBuilder::new();
     let mut overrides: Vec<StringBuilder> = plan.override_keys.iter().map(|_| StringBuilder::new()).collect();
@@ -340,6 +363,8 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         (StringBuilder::new(), Int64Builder::new(), Float64Builder::new(), BooleanBuilder::new());
     let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
     let mut probes = Int64Builder::new();
+    let mut meets = BooleanBuilder::new();
+    let reaches = |r: &Capacity| search.target.map(|t| r.max.is_some_and(|m| m >= t));
     let mut text = String::new();
     let heading = match search.over {
         Over::Rate => "max req/s",
@@ -375,6 +400,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
             b.append_option(v);
         }
         probes.append_value(r.probes as i64);
+        meets.append_option(reaches(r));
         let name = std::iter::once(r.scenario.clone())
             .chain(r.overrides.iter().map(|(k, v)| format!("{k}={v}")))
             .collect::<Vec<_>>()
@@ -402,6 +428,24 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     columns.push(Arc::new(at_least.finish()));
     columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     columns.push(Arc::new(probes.finish()));
+    columns.push(Arc::new(meets.finish()));
+    if let Some(t) = search.target {
+        let cheapest = rows.iter().filter(|r| reaches(r) == Some(true)).min_by(|a, b| {
+            a.gpus
+                .cmp(&b.gpus)
+                .then(a.cost_per_mtok.unwrap_or(f64::MAX).total_cmp(&b.cost_per_mtok.unwrap_or(f64::MAX)))
+        });
+        text.push_str(&match cheapest {
+            Some(r) => format!(
+                "cheapest for {t}: {}{} ({} GPUs{})\n",
+                r.scenario,
+                r.overrides.iter().map(|(k, v)| format!(" {k}={v}")).collect::<String>(),
+                r.gpus,
+                r.cost_per_mtok.map_or_else(String::new, |c| format!(", {c:.3} $/M tokens"))
+            ),
+            None => format!("no deployment reaches {t}\n"),
+        });
+    }
     let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match the schema");
     let path = plan.output.join("capacity.parquet");
     let file = super::output_dir::TmpFile::create(&path)?;

@@ -364,7 +364,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     {
         return Err(invalid("workload.timeout", format!("{t} is not a positive number of seconds up to 1e8")));
     }
-    check_axes(&spec.grid, spec.workload.closed_loop).map_err(|(f, r)| invalid(f, r))?;
+    // (A search over users sets the closed loop's count itself.)
+    let counts_users = search.as_ref().is_some_and(|s| s.over == super::capacity::Over::Concurrency);
+    check_axes(&spec.grid, spec.workload.closed_loop && !counts_users).map_err(|(f, r)| invalid(f, r))?;
     if spec.scenarios.is_empty() {
         return Err(invalid("scenarios", "name at least one scenario".to_owned()));
     }

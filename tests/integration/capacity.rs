@@ -91,3 +91,22 @@ fn a_search_names_its_mistakes() {
     let err = TestCommand::new(&dir.path, &["capacity", "plain.yaml"]).fails();
     assert!(err.contains("search: missing"), "{err}");
 }
+
+#[test]
+fn a_concurrency_search_counts_users() {
+    let dir = Dir::new("capacity-users");
+    dir.create("s.yaml", SCENARIO);
+    dir.create("w.jsonl", &constant(400));
+    // Closed loop, no think time: with u users each request waits for the
+    // u − 1 before it, 2 ms each, so TTFT = 1 ms + 2 (u − 1) ms: 9 ms at 5
+    // users, 11 at 6. (The target leaves room for the histogram's 0.025 %
+    // resolution above 4 ms.)
+    dir.create(
+        "plan.yaml",
+        "name: c\nworkload: {path: w.jsonl, closed_loop: true}\nscenarios: [s.yaml]\n\
+         search: {slo: {ttft_p99_ms: 9.05}, over: concurrency, range: [1, 64], precision: 0.01}\noutput: out\n",
+    );
+    TestCommand::new(&dir.path, &["capacity", "-q", "plan.yaml"]).stdout();
+    let rows = read_columns(&dir.join("out/capacity.parquet"), &["max_concurrency", "at_least"]);
+    assert_eq!(rows, [["5", "false"]]);
+}

@@ -44,6 +44,8 @@ enum Command {
     Plan(sweep::PlanArgs),
     /// Find each deployment's capacity under an SLO (a plan with search:).
     Capacity(sweep::CapacityArgs),
+    /// Write OUTPUT_DIR/report.html: latency, throughput, capacity and calibration charts.
+    Report(sweep::ReportArgs),
     /// Write a synthetic workload (JSONL) from a spec or a preset.
     Generate(generate::GenerateArgs),
     /// Compare real and simulated latencies; write a calibration report.
@@ -63,6 +65,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Results(args)) => results::run(args),
         Some(Command::Plan(args)) => sweep::plan(args),
+        Some(Command::Report(args)) => sweep::report(args),
         Some(Command::Capacity(args)) => match sweep::capacity(args) {
             Ok(sweep::Outcome::AllOk) => Ok(()),
             Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod latency;
 pub mod metrics;
 pub mod output;
+pub mod report;
 pub mod scenario;
 pub mod sim;
 pub mod sweep;

@@ -53,6 +53,9 @@ pub(crate) struct SweepArgs {
     /// No progress output.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// Do not write OUTPUT/report.html at the end.
+    #[arg(long)]
+    no_report: bool,
 }
 
 /// Parses `--shard`.
@@ -115,7 +118,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     if std::fs::read_to_string(&path).is_ok_and(|t| calibration::is_calibration_plan(&t)) {
-        return run_calibration(&path, jobs, args.quiet);
+        return run_calibration(&path, jobs, args.quiet, args.no_report);
     }
     let plan = grid::load(&path)?;
     if plan.search.is_some() {
@@ -175,6 +178,10 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             output.display()
         );
     }
+    // (A shard writes part of the tables: the report is for the whole.)
+    if !args.no_report && shard.is_none() {
+        crate::report::write(&output)?;
+    }
     if let Some((run_id, error)) = &report.first_failure {
         eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed, report.total);
         return Ok(Outcome::SomeFailed);
@@ -184,7 +191,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
 
 /// A calibration plan: replays every experiment, writes the matrix. Failed
 /// experiments (a bad data file) are reported and make the exit status 1.
-fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool) -> anyhow::Result<Outcome> {
+fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: bool) -> anyhow::Result<Outcome> {
     let plan = calibration::load(path)?;
     let started = Instant::now();
     let outcomes = calibration::run(&plan, jobs, &|o| {
@@ -197,6 +204,9 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool) -> anyhow::
         }
     })?;
     calibration::write(&plan, &outcomes)?;
+    if !no_report {
+        crate::report::write(&plan.output)?;
+    }
     let failed: Vec<&calibration::Outcome> = outcomes.iter().filter(|o| o.report.is_err()).collect();
     if !quiet {
         eprintln!(
@@ -273,6 +283,9 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
     let (name, output) = (plan.name.clone(), plan.output.clone());
     let rows = capacity::search(plan.clone(), &search, &options, &mut on_run)?;
     let table = capacity::write(&plan, &search, &rows)?;
+    if !args.no_report {
+        crate::report::write(&output)?;
+    }
     print!("{table}");
     if !quiet {
         eprintln!(
@@ -300,4 +313,18 @@ pub(crate) fn capacity(args: CapacityArgs) -> anyhow::Result<Outcome> {
         bail!("{}: search: missing: a capacity search needs {{slo, range}} (see README, Capacity)", path.display());
     }
     run(args.sweep)
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// A sweep's (or a calibration plan's) output folder.
+    #[arg(value_name = "OUTPUT_DIR")]
+    dir: PathBuf,
+}
+
+/// `blis-sweep report OUTPUT_DIR`: writes OUTPUT_DIR/report.html.
+pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let path = crate::report::write(&args.dir)?;
+    eprintln!("{}", path.display());
+    Ok(())
 }

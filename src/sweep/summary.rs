@@ -130,12 +130,17 @@ pub(crate) fn write_summary(
     let runs_path = layout.root.join("runs.parquet");
     let manifest_path = layout.root.join("manifest.json");
     let mut manifest = TmpFile::create(&manifest_path)?;
-    let head = serde_json::json!({
+    let mut head = serde_json::json!({
         "name": plan.name,
         "plan": plan.file.display().to_string(),
         "plan_hash": plan.plan_hash,
         "tool": TOOL,
     });
+    // The SLO the runs were judged by, for the report's lines (only when
+    // there is one, so other manifests stay as they were).
+    if let Some(slo) = &plan.slo {
+        head["slo"] = serde_json::to_value(slo).expect("an SLO serializes");
+    }
     // The head's keys, then `runs`, one run per line, written as they come.
     let mut text = serde_json::to_string_pretty(&head).map_err(|e| io_err(&manifest_path)(e.into()))?;
     text.truncate(text.len() - 2);

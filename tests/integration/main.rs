@@ -18,6 +18,7 @@ mod hardening;
 mod import;
 mod properties;
 mod reject;
+mod report;
 mod scenario;
 mod slo;
 mod sweep;

@@ -1,0 +1,311 @@
+//! `blis-sweep report OUTPUT_DIR`: one self-contained HTML page
+//! (`report.html`: inline SVG, no script, no network) from a sweep's output
+//! folder — latency (TTFT, ITL, E2E p50 and p99) and throughput with goodput
+//! against offered load per deployment, the SLO's targets as lines; the
+//! capacity of each deployment (`capacity.parquet`); the calibration matrix
+//! as a heatmap with BLIS's errors beside ours (`calibration.parquet`); and
+//! the runs. Sweeps write it at the end unless `--no-report`.
+
+mod svg;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::metrics::{Metrics, Slo};
+use svg::{Series, bar_chart, escape, line_chart};
+
+/// A folder that cannot be reported on.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file cannot be read or written.
+    #[error("{file}: {reason}")]
+    File {
+        /// The path.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn file_err(path: &Path, reason: impl std::fmt::Display) -> ReportError {
+    ReportError::File { file: path.display().to_string(), reason: reason.to_string() }
+}
+
+/// One run of the manifest, with its metrics when it finished.
+struct Run {
+    run_id: String,
+    deployment: String,
+    load: f64,
+    status: String,
+    metrics: Option<Metrics>,
+}
+
+/// Writes `dir/report.html`; returns its path.
+pub fn write(dir: &Path) -> Result<PathBuf, ReportError> {
+    let mut html = String::new();
+    let manifest = dir.join("manifest.json");
+    let calibration = dir.join("calibration.parquet");
+    let name = if manifest.exists() {
+        let text = std::fs::read_to_string(&manifest).map_err(|e| file_err(&manifest, e))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| file_err(&manifest, e))?;
+        let name = v["name"].as_str().unwrap_or("sweep").to_owned();
+        let slo: Option<Slo> = serde_json::from_value(v["slo"].clone()).ok().flatten();
+        sweep_sections(dir, &v, slo.as_ref(), &mut html)?;
+        name
+    } else if calibration.exists() {
+        "calibration".to_owned()
+    } else {
+        return Err(file_err(dir, "no manifest.json or calibration.parquet: not a sweep's output folder"));
+    };
+    if calibration.exists() {
+        calibration_section(&calibration, &mut html)?;
+    }
+    let page = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>\
+         body{{font-family:sans-serif;max-width:1040px;margin:2em auto;color:#222}}figure{{margin:1em 0}}\
+         table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}\
+         th{{background:#f4f4f4}}td.l{{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:8px}}</style></head>\
+         <body><h1>{t}</h1>\n{html}</body></html>\n",
+        t = escape(&name)
+    );
+    let path = dir.join("report.html");
+    crate::atomic::write_file(&path, page.as_bytes()).map_err(|e| file_err(&path, e))?;
+    Ok(path)
+}
+
+fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut String) -> Result<(), ReportError> {
+    let entries = manifest["runs"].as_array().cloned().unwrap_or_default();
+    let users = entries.iter().any(|r| !r["concurrency"].is_null());
+    let mut runs = Vec::new();
+    for r in &entries {
+        let run_id = r["run_id"].as_str().unwrap_or_default().to_owned();
+        let mut deployment = r["scenario"].as_str().unwrap_or_default().to_owned();
+        if let Some(o) = r["overrides"].as_object() {
+            for (k, v) in o {
+                let _ = write!(deployment, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+            }
+        }
+        let load =
+            if users { r["concurrency"].as_f64().unwrap_or(0.0) } else { r["rate_scale"].as_f64().unwrap_or(1.0) };
+        let metrics = std::fs::read_to_string(dir.join("runs").join(&run_id).join("metrics.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Metrics>(&t).ok());
+        runs.push(Run { run_id, deployment, load, status: r["status"].as_str().unwrap_or("?").to_owned(), metrics });
+    }
+    let x_label = if users { "concurrent users" } else { "offered load (× the workload's rate)" };
+    // Per deployment and load: the mean over seeds.
+    let mut by: BTreeMap<String, BTreeMap<u64, Vec<&Metrics>>> = BTreeMap::new();
+    for r in &runs {
+        if let Some(m) = &r.metrics {
+            by.entry(r.deployment.clone()).or_default().entry(r.load.to_bits()).or_default().push(m);
+        }
+    }
+    let curve = |stat: &dyn Fn(&Metrics) -> f64, suffix: &str, dashed: bool| -> Vec<Series> {
+        by.iter()
+            .map(|(d, loads)| Series {
+                name: format!("{d}{suffix}"),
+                points: loads
+                    .iter()
+                    .map(|(x, ms)| (f64::from_bits(*x), ms.iter().map(|m| stat(m)).sum::<f64>() / ms.len() as f64))
+                    .collect(),
+                dashed,
+            })
+            .collect()
+    };
+    let pair = |p99: &dyn Fn(&Metrics) -> f64, p50: &dyn Fn(&Metrics) -> f64| {
+        let mut s = Vec::new();
+        for (a, b) in curve(p99, " p99", false).into_iter().zip(curve(p50, " p50", true)) {
+            s.push(a);
+            s.push(b);
+        }
+        s
+    };
+    let target =
+        |name: &str, v: Option<f64>| v.map(|v| (format!("SLO {name} {v} ms"), v)).into_iter().collect::<Vec<_>>();
+    html.push_str("<h2>Latency against load</h2><div class=\"charts\">");
+    html.push_str(&line_chart(
+        "ttft",
+        "TTFT",
+        x_label,
+        "ms",
+        &pair(&|m| m.ttft_p99_ms, &|m| m.ttft_p50_ms),
+        &target("TTFT", slo.and_then(|s| s.ttft_p99_ms)),
+    ));
+    html.push_str(&line_chart(
+        "itl",
+        "ITL",
+        x_label,
+        "ms",
+        &pair(&|m| m.itl_p99_ms, &|m| m.itl_p50_ms),
+        &target("ITL", slo.and_then(|s| s.itl_p99_ms)),
+    ));
+    html.push_str(&line_chart(
+        "e2e",
+        "E2E",
+        x_label,
+        "ms",
+        &pair(&|m| m.e2e_p99_ms, &|m| m.e2e_p50_ms),
+        &target("E2E", slo.and_then(|s| s.e2e_p99_ms)),
+    ));
+    html.push_str("</div><h2>Throughput and goodput</h2><div class=\"charts\">");
+    let mut throughput = Vec::new();
+    for (a, b) in curve(&|m| m.responses_per_sec, " served", false).into_iter().zip(curve(
+        &|m| m.goodput_rps.unwrap_or(f64::NAN),
+        " goodput",
+        true,
+    )) {
+        throughput.push(a);
+        if b.points.iter().all(|p| p.1.is_finite()) {
+            throughput.push(b);
+        }
+    }
+    html.push_str(&line_chart("throughput", "Requests served and goodput", x_label, "req/s", &throughput, &[]));
+    html.push_str("</div>");
+    let capacity = dir.join("capacity.parquet");
+    if capacity.exists() {
+        capacity_section(&capacity, html)?;
+    }
+    // The runs.
+    html.push_str(
+        "<h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>deployment</th><th>load</th><th>status</th>\
+                   <th>TTFT p99 ms</th><th>ITL p99 ms</th><th>E2E p99 ms</th><th>req/s</th><th>goodput</th></tr>",
+    );
+    for r in &runs {
+        let m = r.metrics.as_ref();
+        let f = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
+        let _ = write!(
+            html,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&r.run_id),
+            escape(&r.deployment),
+            r.load,
+            escape(&r.status),
+            f(m.map(|m| m.ttft_p99_ms)),
+            f(m.map(|m| m.itl_p99_ms)),
+            f(m.map(|m| m.e2e_p99_ms)),
+            f(m.map(|m| m.responses_per_sec)),
+            f(m.and_then(|m| m.goodput_rps)),
+        );
+    }
+    html.push_str("</table>");
+    Ok(())
+}
+
+/// Rows of a Parquet file as JSON values by column name.
+fn read_rows(path: &Path) -> Result<Vec<BTreeMap<String, Value>>, ReportError> {
+    use arrow_array::{Array, BooleanArray, Float64Array, Int64Array, StringArray};
+    let file = std::fs::File::open(path).map_err(|e| file_err(path, e))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| file_err(path, e))?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| file_err(path, e))?;
+        for i in 0..batch.num_rows() {
+            let mut row = BTreeMap::new();
+            for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
+                let any = col.as_any();
+                let v = if col.is_null(i) {
+                    Value::Null
+                } else if let Some(a) = any.downcast_ref::<Float64Array>() {
+                    serde_json::Number::from_f64(a.value(i)).map_or(Value::Null, Value::Number)
+                } else if let Some(a) = any.downcast_ref::<Int64Array>() {
+                    Value::from(a.value(i))
+                } else if let Some(a) = any.downcast_ref::<StringArray>() {
+                    Value::from(a.value(i))
+                } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
+                    Value::from(a.value(i))
+                } else {
+                    Value::Null
+                };
+                row.insert(field.name().clone(), v);
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn capacity_section(path: &Path, html: &mut String) -> Result<(), ReportError> {
+    let rows = read_rows(path)?;
+    let users = rows.first().is_some_and(|r| r.contains_key("max_concurrency"));
+    let key = if users { "max_concurrency" } else { "max_rate" };
+    let mut bars = Vec::new();
+    for r in &rows {
+        let mut label = r["scenario"].as_str().unwrap_or_default().to_owned();
+        for (k, v) in r {
+            let fixed =
+                ["scenario", "gpu", "gpus", "max_rate", "max_concurrency", "at_least", "probes", "meets_target"];
+            if v.is_string() && !fixed.contains(&k.as_str()) {
+                let _ = write!(label, " {k}={}", v.as_str().unwrap_or_default());
+            }
+        }
+        let gpus = r["gpus"].as_i64().unwrap_or(0);
+        let cost = r["cost_per_mtok"].as_f64().map_or_else(String::new, |c| format!(", ${c:.2}/M tok"));
+        let more = if r["at_least"].as_bool() == Some(true) { "≥ " } else { "" };
+        let max = r[key].as_f64();
+        let note = match max {
+            Some(m) => format!("{more}{m:.2} · {gpus} GPU{}{cost}", if gpus == 1 { "" } else { "s" }),
+            None => format!("below the range · {gpus} GPUs"),
+        };
+        bars.push((label, max.unwrap_or(0.0), note));
+    }
+    html.push_str("<h2>Capacity</h2>");
+    html.push_str(&bar_chart(
+        "capacity",
+        "Highest load within the SLO, per deployment",
+        if users { "users" } else { "req/s" },
+        &bars,
+        None,
+    ));
+    Ok(())
+}
+
+fn calibration_section(path: &Path, html: &mut String) -> Result<(), ReportError> {
+    let rows = read_rows(path)?;
+    let mut runs: Vec<String> = Vec::new();
+    let mut metrics: Vec<String> = Vec::new();
+    let mut cells: BTreeMap<(String, String), (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for r in &rows {
+        let run = r.get("experiment").or(r.get("run")).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let metric = r.get("metric").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if !runs.contains(&run) {
+            runs.push(run.clone());
+        }
+        if !metrics.contains(&metric) {
+            metrics.push(metric.clone());
+        }
+        let ours = r.get("error").or(r.get("err")).and_then(Value::as_f64);
+        let blis = r.get("blis_error").or(r.get("blis_err")).and_then(Value::as_f64);
+        cells.insert((run, metric), (ours, blis));
+    }
+    html.push_str("<h2>Calibration against real vLLM runs</h2><p>sim / real − 1; BLIS's published error in parentheses.</p><table id=\"calibration\"><tr><th>run</th>");
+    for m in &metrics {
+        let _ = write!(html, "<th>{}</th>", escape(m));
+    }
+    html.push_str("</tr>");
+    for run in &runs {
+        let _ = write!(html, "<tr><td class=\"l\">{}</td>", escape(run));
+        for m in &metrics {
+            let (ours, blis) = cells.get(&(run.clone(), m.clone())).copied().unwrap_or_default();
+            // Green within 5 %, red from 50 %.
+            let shade = |e: f64| {
+                let t = (e.abs() / 0.5).min(1.0);
+                format!("rgb({},{},{})", (200.0 + 55.0 * t) as u8, (230.0 - 130.0 * t) as u8, (200.0 - 100.0 * t) as u8)
+            };
+            match ours {
+                Some(e) => {
+                    let b = blis.map_or_else(String::new, |b| format!(" ({:+.1} %)", b * 100.0));
+                    let _ = write!(html, "<td style=\"background:{}\">{:+.1} %{}</td>", shade(e), e * 100.0, b);
+                }
+                None => html.push_str("<td>–</td>"),
+            }
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table>");
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! Inline SVG charts, written by hand: a line chart of series against a
+//! shared x axis (log y when the values span more than two decades) with
+//! optional horizontal target lines, and a horizontal bar chart. No script,
+//! no external resource.
+
+use std::fmt::Write as _;
+
+/// Colours of successive series (Okabe–Ito, distinguishable by most
+/// colour-blind readers).
+const COLOURS: [&str; 8] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"];
+
+const W: f64 = 1000.0;
+const H: f64 = 320.0;
+const LEFT: f64 = 64.0;
+/// Room for the legend.
+const RIGHT: f64 = 400.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 44.0;
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    pub(crate) name: String,
+    pub(crate) points: Vec<(f64, f64)>,
+    /// Drawn dashed (a second statistic of the same deployment).
+    pub(crate) dashed: bool,
+}
+
+/// Text for SVG and HTML.
+pub(crate) fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn tick(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_owned()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A line chart; `id` names it in the page.
+pub(crate) fn line_chart(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    targets: &[(String, f64)],
+) -> String {
+    let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(targets.iter().map(|t| t.1));
+    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let (y_min, y_max) = ys.filter(|y| y.is_finite()).fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    // Tall enough for a legend line per series.
+    let height = H.max(TOP + BOTTOM + 13.0 * series.len() as f64);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<figure id="{id}"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" aria-label="{t}"><title>{t}</title>"#,
+        t = escape(title)
+    );
+    if x0 > x1 || y_min > y_max {
+        out.push_str(r#"<text x="20" y="40">no data</text></svg></figure>"#);
+        return out;
+    }
+    let log = y_min > 0.0 && y_max / y_min > 100.0;
+    let (y0, y1) = if log { (y_min.log10().floor(), y_max.log10().ceil()) } else { (0.0_f64.min(y_min), y_max * 1.05) };
+    // Loads that span decades (a capacity search's probes) on a log axis.
+    let log_x = x0 > 0.0 && x1 / x0 > 20.0;
+    let (x0, x1) = if log_x { (x0.log10(), x1.log10()) } else { (x0, x1) };
+    let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 - 1.0, x1 + 1.0) };
+    let (y0, y1) = if y1 > y0 { (y0, y1) } else { (y0 - 1.0, y1 + 1.0) };
+    let px = |x: f64| {
+        let v = if log_x { x.max(1e-12).log10() } else { x };
+        LEFT + (v - x0) / (x1 - x0) * (W - LEFT - RIGHT)
+    };
+    let py = |y: f64| {
+        let v = if log { y.max(1e-12).log10() } else { y };
+        height - BOTTOM - (v - y0) / (y1 - y0) * (height - TOP - BOTTOM)
+    };
+    // Axes, ticks and labels.
+    let _ = write!(
+        out,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#999"/>"##,
+        W - LEFT - RIGHT,
+        height - TOP - BOTTOM
+    );
+    for k in 0..=4 {
+        let v = x0 + (x1 - x0) * f64::from(k) / 4.0;
+        let x = if log_x { 10f64.powf(v) } else { v };
+        let _ = write!(
+            out,
+            r#"<text x="{:.1}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
+            px(x),
+            height - BOTTOM + 16.0,
+            tick(x)
+        );
+    }
+    let y_ticks: Vec<f64> = if log {
+        (y0 as i32..=y1 as i32).map(|e| 10f64.powi(e)).collect()
+    } else {
+        (0..=4).map(|k| y0 + (y1 - y0) * f64::from(k) / 4.0).collect()
+    };
+    for y in y_ticks {
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            py(y) + 4.0,
+            tick(y),
+            y = py(y)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}{}</text><text x="{LEFT}" y="18" font-size="13" font-weight="bold">{}</text>"#,
+        (LEFT + W - RIGHT) / 2.0,
+        height - 8.0,
+        escape(&format!("{x_label}{}", if log_x { " (log)" } else { "" })),
+        (TOP + height - BOTTOM) / 2.0,
+        (TOP + height - BOTTOM) / 2.0,
+        escape(y_label),
+        if log { " (log)" } else { "" },
+        escape(title)
+    );
+    for (name, y) in targets {
+        let _ = write!(
+            out,
+            r##"<line class="target" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" font-size="11" fill="#c00">{}</text>"##,
+            W - RIGHT,
+            LEFT + 4.0,
+            py(*y) - 4.0,
+            escape(name),
+            y = py(*y)
+        );
+    }
+    for (i, s) in series.iter().enumerate() {
+        let colour = COLOURS[i / 2 % COLOURS.len()];
+        let mut points = s.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let path: Vec<String> = points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
+        let dash = if s.dashed { r#" stroke-dasharray="3 3""# } else { "" };
+        let _ = write!(
+            out,
+            r#"<polyline class="series" fill="none" stroke="{colour}" stroke-width="2"{dash} points="{}"><title>{}</title></polyline>"#,
+            path.join(" "),
+            escape(&s.name)
+        );
+        for (x, y) in &points {
+            let _ = write!(out, r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{colour}"/>"#, px(*x), py(*y));
+        }
+        let ly = TOP + 13.0 * i as f64 + 8.0;
+        let _ = write!(
+            out,
+            r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"{dash}/><text x="{}" y="{}" font-size="10">{}</text>"#,
+            W - RIGHT + 8.0,
+            W - RIGHT + 24.0,
+            W - RIGHT + 28.0,
+            ly + 3.0,
+            escape(&s.name)
+        );
+    }
+    out.push_str("</svg></figure>");
+    out
+}
+
+/// Horizontal bars, one per label, with a note at each bar's end.
+pub(crate) fn bar_chart(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    bars: &[(String, f64, String)],
+    target: Option<f64>,
+) -> String {
+    let row = 22.0;
+    let h = TOP + BOTTOM + row * bars.len() as f64;
+    let label_w = 420.0;
+    let max = bars.iter().map(|b| b.1).chain(target).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let px = |v: f64| label_w + v / max * (W - label_w - 90.0);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<figure id="{id}"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{t}"><title>{t}</title><text x="8" y="18" font-size="13" font-weight="bold">{t}</text>"#,
+        t = escape(title)
+    );
+    for (i, (label, v, note)) in bars.iter().enumerate() {
+        let y = TOP + row * i as f64;
+        let _ = write!(
+            out,
+            r##"<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text><rect class="bar" x="{label_w}" y="{}" width="{:.1}" height="{}" fill="#0072B2"/><text x="{:.1}" y="{}" font-size="11">{}</text>"##,
+            label_w - 6.0,
+            y + 14.0,
+            escape(label),
+            y + 3.0,
+            px(*v) - label_w,
+            row - 6.0,
+            px(*v) + 4.0,
+            y + 14.0,
+            escape(note)
+        );
+    }
+    if let Some(t) = target {
+        let _ = write!(
+            out,
+            r##"<line class="target" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}" stroke="#c00" stroke-dasharray="6 4"/><text x="{x:.1}" y="{}" font-size="11" fill="#c00" text-anchor="middle">target {}</text>"##,
+            h - BOTTOM,
+            h - BOTTOM + 14.0,
+            tick(t),
+            x = px(t)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text></svg></figure>"#,
+        (label_w + W) / 2.0,
+        h - 8.0,
+        escape(x_label)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charts_are_well_formed_svg_with_their_parts() {
+        let s = vec![
+            Series { name: "a<b".to_owned(), points: vec![(1.0, 10.0), (2.0, 5000.0)], dashed: false },
+            Series { name: "c".to_owned(), points: vec![(1.0, 20.0)], dashed: true },
+        ];
+        let svg = line_chart("f", "TTFT", "load", "ms", &s, &[("SLO".to_owned(), 1000.0)]);
+        assert!(svg.starts_with(r#"<figure id="f"><svg"#) && svg.ends_with("</svg></figure>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches(r#"class="target""#).count(), 1);
+        assert!(svg.contains("a&lt;b") && svg.contains("(log)"));
+        let bars = bar_chart("b", "capacity", "req/s", &[("x".to_owned(), 3.0, "2 GPUs".to_owned())], Some(10.0));
+        assert_eq!(bars.matches(r#"class="bar""#).count(), 1);
+        assert!(line_chart("e", "t", "x", "y", &[], &[]).contains("no data"));
+    }
+}

@@ -48,6 +48,7 @@ fn one(jobs: usize) {
             step_trace: false,
             shard: None,
             keep_other_runs: false,
+            progress: None,
         },
         &mut |_| {},
     )

@@ -124,47 +124,91 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     if plan.search.is_some() {
         return run_capacity(plan, &args, jobs);
     }
-    let total = plan.cells.len() as u64; // (a shard runs fewer; the bar counts what it runs)
     let terminal = std::io::stderr().is_terminal() && !args.quiet;
+    let quiet = args.quiet;
+    // The bar draws from the start and ticks on its own; its length becomes
+    // the runs to do once the sweep knows which are done already.
     let bar = if terminal {
-        let bar = ProgressBar::new(total);
+        let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed_precise} ETA {eta}  {msg}")
                 .expect("valid template"),
         );
+        bar.set_message("reading the plan's workload");
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
         bar
     } else {
         ProgressBar::hidden()
     };
     let started = Instant::now();
+    let progress = std::sync::Arc::new(executor::Progress::default());
+    let (name, output) = (plan.name.clone(), plan.output.clone());
+    // Once the sweep knows which runs are done already: the bar's length,
+    // and a log line (whichever of the ticker and the first run comes first).
+    let announced = std::sync::atomic::AtomicBool::new(false);
+    let announce = || {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        if progress.started.load(Acquire) && !announced.swap(true, Relaxed) {
+            let (to_run, reused) = (progress.to_run.load(Relaxed), progress.reused.load(Relaxed));
+            bar.set_length(to_run);
+            if !terminal && !quiet {
+                eprintln!("{name}: {} runs: {reused} done before, {to_run} to run", to_run + reused);
+            }
+        }
+    };
     let mut done = 0u64;
-    let mut requests = 0u64;
-    let quiet = args.quiet;
     let mut on_run = |r: RunFinished<'_>| {
+        announce();
         done += 1;
-        requests += r.requests;
         bar.inc(1);
-        bar.set_message(format!("{:.0} simulated requests/s", requests as f64 / started.elapsed().as_secs_f64()));
         if !terminal && !quiet {
+            let to_run = progress.to_run.load(std::sync::atomic::Ordering::Relaxed);
             let error = r.error.map_or_else(String::new, |e| format!(": {e}"));
-            eprintln!("[{done}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
+            eprintln!("[{done}/{to_run}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
         }
     };
     let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
-    let (name, output) = (plan.name.clone(), plan.output.clone());
-    let report = executor::run(
-        plan,
-        &SweepOptions {
-            jobs,
-            force: args.force,
-            tokens: args.tokens,
-            results_jsonl: args.results_jsonl,
-            step_trace: args.step_trace,
-            shard,
-            keep_other_runs: false,
-        },
-        &mut on_run,
-    )?;
+    let options = SweepOptions {
+        jobs,
+        force: args.force,
+        tokens: args.tokens,
+        results_jsonl: args.results_jsonl,
+        step_trace: args.step_trace,
+        shard,
+        keep_other_runs: false,
+        progress: Some(progress.clone()),
+    };
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let report = std::thread::scope(|scope| {
+        // Inside runs too: requests simulated per second and the simulated
+        // time reached, a few times a second; the counts once known.
+        scope.spawn(|| {
+            use std::sync::atomic::Ordering::{Acquire, Relaxed};
+            while !finished.load(Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                announce();
+                let requests = progress.requests.load(Relaxed);
+                let sim_s = progress.sim_us.load(Relaxed) as f64 / 1e6;
+                bar.set_message(format!(
+                    "{requests} requests simulated ({:.0}/s), simulated time {sim_s:.0} s",
+                    requests as f64 / started.elapsed().as_secs_f64()
+                ));
+            }
+        });
+        // Stops the ticker however this ends (a panic included: the scope
+        // would otherwise wait for it forever).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let stop = Stop(&finished);
+        let report = executor::run(plan, &options, &mut on_run);
+        drop(stop);
+        announce();
+        report
+    })?;
     bar.finish_and_clear();
     if !quiet {
         eprintln!(
@@ -279,6 +323,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
         step_trace: args.step_trace,
         shard: None,
         keep_other_runs: true,
+        progress: None,
     };
     let (name, output) = (plan.name.clone(), plan.output.clone());
     let rows = capacity::search(plan.clone(), &search, &options, &mut on_run)?;

@@ -16,7 +16,8 @@
 
 use std::collections::HashSet;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
@@ -57,6 +58,24 @@ pub struct SweepOptions {
     /// Keep finished runs the plan does not list (a capacity search's earlier
     /// probes, run by later rounds' plans).
     pub keep_other_runs: bool,
+    /// Counters a progress display reads while the sweep runs.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// What a sweep has done so far, updated as it goes (inside runs too), for
+/// a progress display polling it from another thread.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Set once the runs to do are known.
+    pub started: AtomicBool,
+    /// Runs this invocation executes.
+    pub to_run: AtomicU64,
+    /// Runs an earlier invocation finished, reused.
+    pub reused: AtomicU64,
+    /// Requests simulated so far, over every run.
+    pub requests: AtomicU64,
+    /// The furthest simulated time any run has reached, µs.
+    pub sim_us: AtomicU64,
 }
 
 /// One run finished (reported as it happens, from the collector thread).
@@ -199,6 +218,11 @@ pub fn run(
     let outputs = Outputs { tokens: opts.tokens, results_jsonl: opts.results_jsonl, step_trace: opts.step_trace };
     let todo: Vec<&Cell> =
         plan.cells.iter().filter(|c| opts.force || !resume::reusable(&layout, &c.run_id, outputs)).collect();
+    if let Some(p) = &opts.progress {
+        p.to_run.store(todo.len() as u64, Ordering::Relaxed);
+        p.reused.store((plan.cells.len() - todo.len()) as u64, Ordering::Relaxed);
+        p.started.store(true, Ordering::Release);
+    }
     let tables: &[Table] = if opts.tokens { &[Table::Requests, Table::Tokens] } else { &[Table::Requests] };
     let grid = GridColumns::new(plan);
     let schemas: Vec<_> = tables
@@ -278,6 +302,7 @@ struct RunSink<'a> {
     tx: &'a Sender<Message>,
     /// The first write error: the run stops and so does the sweep.
     error: Option<SweepError>,
+    progress: Option<&'a Progress>,
 }
 
 /// Writes one JSONL row; an error is kept (it names the file) and stops the run.
@@ -299,6 +324,10 @@ impl Sink for RunSink<'_> {
     }
 
     fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
+        if let Some(p) = self.progress {
+            p.requests.fetch_add(1, Ordering::Relaxed);
+            p.sim_us.fetch_max(r.finish_us.unwrap_or(r.send_us), Ordering::Relaxed);
+        }
         self.metrics.observe(r);
         self.requests.push(r);
         if let Some(t) = &mut self.tokens {
@@ -382,6 +411,7 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
         metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)),
         tx,
         error: None,
+        progress: ctx.opts.progress.as_deref(),
     };
     let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match ctx.plan.workload_of(cell)
     {

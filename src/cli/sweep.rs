@@ -58,6 +58,22 @@ pub(crate) struct SweepArgs {
     no_report: bool,
 }
 
+impl SweepArgs {
+    /// The sweep's options from the flags: no shard, no progress counters.
+    fn options(&self, jobs: usize) -> SweepOptions {
+        SweepOptions {
+            jobs,
+            force: self.force,
+            tokens: self.tokens,
+            results_jsonl: self.results_jsonl,
+            step_trace: self.step_trace,
+            shard: None,
+            keep_other_runs: false,
+            progress: None,
+        }
+    }
+}
+
 /// Parses `--shard`.
 fn shard(spec: &str, count: Option<usize>, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<(usize, usize)> {
     let number = |what: &str, v: &str| -> anyhow::Result<usize> {
@@ -168,16 +184,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         }
     };
     let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
-    let options = SweepOptions {
-        jobs,
-        force: args.force,
-        tokens: args.tokens,
-        results_jsonl: args.results_jsonl,
-        step_trace: args.step_trace,
-        shard,
-        keep_other_runs: false,
-        progress: Some(progress.clone()),
-    };
+    let options = SweepOptions { shard, progress: Some(progress.clone()), ..args.options(jobs) };
     let finished = std::sync::atomic::AtomicBool::new(false);
     let report = std::thread::scope(|scope| {
         // Inside runs too: requests simulated per second and the simulated
@@ -315,16 +322,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
             eprintln!("[probe {probes}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
         }
     };
-    let options = SweepOptions {
-        jobs,
-        force: args.force,
-        tokens: args.tokens,
-        results_jsonl: args.results_jsonl,
-        step_trace: args.step_trace,
-        shard: None,
-        keep_other_runs: true,
-        progress: None,
-    };
+    let options = SweepOptions { keep_other_runs: true, ..args.options(jobs) };
     let (name, output) = (plan.name.clone(), plan.output.clone());
     let rows = capacity::search(plan.clone(), &search, &options, &mut on_run)?;
     let table = capacity::write(&plan, &search, &rows)?;

@@ -126,30 +126,15 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     let target =
         |name: &str, v: Option<f64>| v.map(|v| (format!("SLO {name} {v} ms"), v)).into_iter().collect::<Vec<_>>();
     html.push_str("<h2>Latency against load</h2><div class=\"charts\">");
-    html.push_str(&line_chart(
-        "ttft",
-        "TTFT",
-        x_label,
-        "ms",
-        &pair(&|m| m.ttft_p99_ms, &|m| m.ttft_p50_ms),
-        &target("TTFT", slo.and_then(|s| s.ttft_p99_ms)),
-    ));
-    html.push_str(&line_chart(
-        "itl",
-        "ITL",
-        x_label,
-        "ms",
-        &pair(&|m| m.itl_p99_ms, &|m| m.itl_p50_ms),
-        &target("ITL", slo.and_then(|s| s.itl_p99_ms)),
-    ));
-    html.push_str(&line_chart(
-        "e2e",
-        "E2E",
-        x_label,
-        "ms",
-        &pair(&|m| m.e2e_p99_ms, &|m| m.e2e_p50_ms),
-        &target("E2E", slo.and_then(|s| s.e2e_p99_ms)),
-    ));
+    type Stat = fn(&Metrics) -> f64;
+    let charts: [(&str, &str, Stat, Stat, Option<f64>); 3] = [
+        ("ttft", "TTFT", |m| m.ttft_p99_ms, |m| m.ttft_p50_ms, slo.and_then(|s| s.ttft_p99_ms)),
+        ("itl", "ITL", |m| m.itl_p99_ms, |m| m.itl_p50_ms, slo.and_then(|s| s.itl_p99_ms)),
+        ("e2e", "E2E", |m| m.e2e_p99_ms, |m| m.e2e_p50_ms, slo.and_then(|s| s.e2e_p99_ms)),
+    ];
+    for (id, title, p99, p50, slo_ms) in charts {
+        html.push_str(&line_chart(id, title, x_label, "ms", &pair(&p99, &p50), &target(title, slo_ms)));
+    }
     html.push_str("</div><h2>Throughput and goodput</h2><div class=\"charts\">");
     let mut throughput = Vec::new();
     for (a, b) in curve(&|m| m.responses_per_sec, " served", false).into_iter().zip(curve(

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::executor::{self, RunFinished, SweepError, SweepOptions};
-use super::grid::{Cell, Plan, WorkloadSource};
+use super::grid::{Cell, Plan};
 use super::output_dir::Layout;
 use crate::metrics::{Metrics, Slo};
 
@@ -151,26 +151,10 @@ struct State {
 
 /// The workload's own rate, requests per second.
 fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
-    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match &plan.workload {
-        WorkloadSource::File(path) => {
-            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let reader = crate::workload::reader::Reader::new(
-                std::io::BufReader::new(file),
-                path.display().to_string(),
-                crate::workload::reader::Format::Workload,
-            );
-            Box::new(reader.map(|r| r.map_err(|e| e.to_string())))
-        }
-        WorkloadSource::Generate(g) => Box::new(g.requests(seed).map(|r| r.map_err(|e| e.to_string()))),
-        WorkloadSource::Import { format, path, options } => {
-            let options = crate::workload::import::ImportOptions { seed, ..options.clone() };
-            Box::new(
-                crate::workload::import::open(*format, path, &options)
-                    .map_err(|e| e.to_string())?
-                    .map(|r| r.map_err(|e| e.to_string())),
-            )
-        }
-    };
+    let requests = plan.workload.requests(seed).map_err(|e| match e {
+        super::grid::OpenError::File(path, e) => format!("{}: {e}", path.display()),
+        super::grid::OpenError::Import(e) => e.to_string(),
+    })?;
     let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
     for r in requests {
         let t = r?.arrival_us();

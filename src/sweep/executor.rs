@@ -35,8 +35,7 @@ use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
 use crate::sim::{self, FinishedRequest, RunConfig, RunError, RunSummary, Sink};
-use crate::workload::import::ImportOptions;
-use crate::workload::reader::{Format, ReadError, Reader};
+use crate::workload::reader::ReadError;
 
 /// How to run a sweep.
 #[derive(Debug, Clone)]
@@ -413,27 +412,10 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
         error: None,
         progress: ctx.opts.progress.as_deref(),
     };
-    let requests: Box<dyn Iterator<Item = Result<crate::workload::Request, String>>> = match ctx.plan.workload_of(cell)
-    {
-        WorkloadSource::File(path) => {
-            let file = std::fs::File::open(path).map_err(|e| CellError::Io(io_err(path)(e)))?;
-            let reader = Reader::new(
-                std::io::BufReader::with_capacity(1 << 20, file),
-                path.display().to_string(),
-                Format::Workload,
-            );
-            Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
-        }
-        WorkloadSource::Generate(g) => {
-            Box::new(g.requests(cell.seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
-        }
-        WorkloadSource::Import { format, path, options } => {
-            let options = ImportOptions { seed: cell.seed, ..options.clone() };
-            let requests =
-                crate::workload::import::open(*format, path, &options).map_err(|e| CellError::Failed(e.to_string()))?;
-            Box::new(requests.map(|r| r.map_err(|e| e.to_string())))
-        }
-    };
+    let requests = ctx.plan.workload_of(cell).requests(cell.seed).map_err(|e| match e {
+        grid::OpenError::File(path, e) => CellError::Io(io_err(&path)(e)),
+        grid::OpenError::Import(e) => CellError::Failed(e.to_string()),
+    })?;
     // A stopping sweep ends the source: the rest of the run would be thrown away.
     let source = requests.map(|request| {
         if ctx.cancel.load(Ordering::Relaxed) {

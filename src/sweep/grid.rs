@@ -62,6 +62,44 @@ pub enum WorkloadSource {
     },
 }
 
+/// A workload's requests, in arrival order; a bad row ends them with its message.
+pub(crate) type SourceRequests<'a> = Box<dyn Iterator<Item = Result<crate::workload::Request, String>> + 'a>;
+
+/// Why a workload could not be opened.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// Its file.
+    File(PathBuf, std::io::Error),
+    /// An imported trace's first check.
+    Import(crate::workload::import::ImportError),
+}
+
+impl WorkloadSource {
+    /// The requests a run with `seed` reads (the one place a plan's workload
+    /// is opened: runs and a capacity search's base rate).
+    pub(crate) fn requests(&self, seed: u64) -> Result<SourceRequests<'_>, OpenError> {
+        Ok(match self {
+            WorkloadSource::File(path) => {
+                let file = std::fs::File::open(path).map_err(|e| OpenError::File(path.clone(), e))?;
+                let reader = crate::workload::reader::Reader::new(
+                    std::io::BufReader::with_capacity(1 << 20, file),
+                    path.display().to_string(),
+                    crate::workload::reader::Format::Workload,
+                );
+                Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
+            }
+            WorkloadSource::Generate(g) => {
+                Box::new(g.requests(seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
+            }
+            WorkloadSource::Import { format, path, options } => {
+                let options = ImportOptions { seed, ..options.clone() };
+                let requests = crate::workload::import::open(*format, path, &options).map_err(OpenError::Import)?;
+                Box::new(requests.map(|r| r.map_err(|e| e.to_string())))
+            }
+        })
+    }
+}
+
 /// One run of the sweep.
 #[derive(Debug, Clone)]
 pub struct Cell {

@@ -395,19 +395,20 @@ fn build(
     file: &str,
     salt: u64,
 ) -> Result<Vec<(u64, Request)>, ImportError> {
-    let ids = token_ids(records, accumulate, salt);
-    let single = |r: &Record, ids: &(Vec<u32>, Vec<u32>)| {
-        (r.line, super::one_call(r.request_id, r.arrival_us as f64 / 1e6, call(ids.0.clone(), ids.1.clone())))
+    // Each record's ids are moved into its call, once.
+    let mut ids = token_ids(records, accumulate, salt);
+    let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
+        (r.line, super::one_call(r.request_id, r.arrival_us as f64 / 1e6, call(ids.0, ids.1)))
     };
     if mode != SessionMode::ClosedLoop {
-        return Ok(records.iter().zip(&ids).map(|(r, ids)| single(r, ids)).collect());
+        return Ok(records.iter().zip(ids).map(|(r, ids)| single(r, ids)).collect());
     }
     let mut sessions: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::new();
     for (i, r) in records.iter().enumerate() {
         if r.session.is_empty() {
-            out.push(single(r, &ids[i]));
+            out.push(single(r, std::mem::take(&mut ids[i])));
             continue;
         }
         let k = *index.entry(&r.session).or_insert_with(|| {
@@ -442,7 +443,10 @@ fn build(
             nodes.push(SubRequest {
                 next: if k + 1 < rounds.len() { vec![k as u32 + 1] } else { vec![] },
                 interval: think_us as f64 / 1e6,
-                kind: NodeKind::Llm(call(ids[i].0.clone(), ids[i].1.clone())),
+                kind: {
+                    let (prompt, output) = std::mem::take(&mut ids[i]);
+                    NodeKind::Llm(call(prompt, output))
+                },
                 result: None,
             });
         }

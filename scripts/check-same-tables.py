@@ -3,8 +3,8 @@
 
     python3 scripts/check-same-tables.py results/quickstart results/quickstart-resumed
 
-Used by CI (.ci/run) after a sweep is interrupted and re-run: the requests rows and the runs
-table (less its wall-time column) must be equal as multisets, and each glob must read (a part
+Used by CI (.ci/run) after a sweep is interrupted and re-run: the requests and nodes rows and
+the runs table (less its wall-time column) must be equal as multisets, and each glob must read (a part
 left with another schema would make DuckDB refuse it).
 """
 import sys
@@ -13,7 +13,7 @@ import duckdb
 
 a, b = sys.argv[1], sys.argv[2]
 con = duckdb.connect()
-for table, exclude in (("requests/*.parquet", ""), ("runs.parquet", " EXCLUDE (wall_s)")):
+for table, exclude in (("requests/*.parquet", ""), ("nodes/*.parquet", ""), ("runs.parquet", " EXCLUDE (wall_ms)")):
     x = f"(SELECT *{exclude} FROM read_parquet('{a}/{table}'))"
     y = f"(SELECT *{exclude} FROM read_parquet('{b}/{table}'))"
     rows = con.sql(f"SELECT count(*) FROM {x}").fetchall()[0][0]

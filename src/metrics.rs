@@ -322,18 +322,36 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The scalar metrics' names: the numbers, and the SLO's (null without
-    /// one); the columns of a sweep's runs table.
-    pub fn scalar_names() -> Vec<String> {
+    /// The scalar metrics, in their JSON order, each with its kind: the
+    /// counts, the numbers and the SLO's (null without one); the columns of
+    /// a sweep's runs table.
+    pub fn scalars() -> Vec<(String, Scalar)> {
         let with_slo =
             Metrics { slo_met: Some(false), slo_attainment: Some(0.0), goodput_rps: Some(0.0), ..Metrics::default() };
-        match serde_json::to_value(with_slo) {
-            Ok(serde_json::Value::Object(m)) => {
-                m.iter().filter(|(_, v)| v.is_number() || v.is_boolean()).map(|(k, _)| k.clone()).collect()
-            }
-            _ => Vec::new(),
-        }
+        let Ok(serde_json::Value::Object(m)) = serde_json::to_value(with_slo) else { return Vec::new() };
+        m.into_iter()
+            .filter_map(|(k, v)| {
+                let kind = match v {
+                    serde_json::Value::Bool(_) => Scalar::Flag,
+                    serde_json::Value::Number(n) if n.is_u64() => Scalar::Count,
+                    serde_json::Value::Number(_) => Scalar::Number,
+                    _ => return None,
+                };
+                Some((k, kind))
+            })
+            .collect()
     }
+}
+
+/// What kind of value a scalar metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// An integer count (requests, tokens, steps).
+    Count,
+    /// A real number (a latency, a rate, a share).
+    Number,
+    /// A yes/no (`slo_met`).
+    Flag,
 }
 
 /// One replica's share of a run.

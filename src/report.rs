@@ -181,7 +181,8 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
 
 /// Rows of a Parquet file as JSON values by column name.
 fn read_rows(path: &Path) -> Result<Vec<BTreeMap<String, Value>>, ReportError> {
-    use arrow_array::{Array, BooleanArray, Float64Array, Int64Array, StringArray};
+    use arrow_array::types::Int32Type;
+    use arrow_array::{Array, BooleanArray, DictionaryArray, Float64Array, Int64Array, StringArray};
     let file = std::fs::File::open(path).map_err(|e| file_err(path, e))?;
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.build())
@@ -201,6 +202,9 @@ fn read_rows(path: &Path) -> Result<Vec<BTreeMap<String, Value>>, ReportError> {
                     Value::from(a.value(i))
                 } else if let Some(a) = any.downcast_ref::<StringArray>() {
                     Value::from(a.value(i))
+                } else if let Some(a) = any.downcast_ref::<DictionaryArray<Int32Type>>() {
+                    a.downcast_dict::<StringArray>()
+                        .map_or(Value::Null, |d| Value::from(d.values().value(a.keys().value(i) as usize)))
                 } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
                     Value::from(a.value(i))
                 } else {
@@ -221,12 +225,9 @@ fn capacity_section(path: &Path, html: &mut String) -> Result<(), ReportError> {
     let mut bars = Vec::new();
     for r in &rows {
         let mut label = r["scenario"].as_str().unwrap_or_default().to_owned();
-        for (k, v) in r {
-            let fixed =
-                ["scenario", "gpu", "gpus", "max_rate", "max_concurrency", "at_least", "probes", "meets_target"];
-            if v.is_string() && !fixed.contains(&k.as_str()) {
-                let _ = write!(label, " {k}={}", v.as_str().unwrap_or_default());
-            }
+        let overrides = r["overrides"].as_str().and_then(|o| serde_json::from_str::<Value>(o).ok());
+        for (k, v) in overrides.as_ref().and_then(Value::as_object).into_iter().flatten() {
+            let _ = write!(label, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
         }
         let gpus = r["gpus"].as_i64().unwrap_or(0);
         let cost = r["cost_per_mtok"].as_f64().map_or_else(String::new, |c| format!(", ${c:.2}/M tok"));

@@ -61,15 +61,10 @@ impl Deployment {
     /// router, with an open-loop client, no horizon, timeout or step trace
     /// (override with struct update syntax).
     pub fn run_config(&self) -> RunConfig<StepPricer> {
-        let (replicas, router) = if self.dp > 1 {
-            (self.dp, cluster::data_parallel_balancer())
-        } else {
-            (self.replicas, self.router.clone())
-        };
         RunConfig {
             engine: self.engine.clone(),
-            replicas,
-            router,
+            replicas: if self.dp > 1 { self.dp } else { self.replicas },
+            router: self.router(),
             lockstep: self.dp > 1 && self.model.moe.is_some(),
             latency: self.latency.clone(),
             client: Client::OpenLoop,
@@ -77,6 +72,20 @@ impl Deployment {
             timeout_us: None,
             step_trace: false,
         }
+    }
+}
+
+impl Deployment {
+    /// The router in front of its engines: vLLM's DP load balancer over the
+    /// ranks with `dp > 1`, else the scenario's.
+    pub fn router(&self) -> RouterConfig {
+        if self.dp > 1 { cluster::data_parallel_balancer() } else { self.router.clone() }
+    }
+
+    /// GPUs it occupies: `tp` per engine, times the data-parallel ranks,
+    /// times the replicas.
+    pub fn gpus(&self) -> u64 {
+        self.tp * u64::from(self.dp.max(1)) * u64::from(self.replicas.max(1))
     }
 }
 

@@ -25,6 +25,7 @@ use serde::Deserialize;
 use super::executor::{self, RunFinished, SweepError, SweepOptions};
 use super::grid::{Cell, Plan};
 use super::output_dir::Layout;
+use super::tables::{DeploymentRow, concat_rows, overrides_field, overrides_json};
 use crate::metrics::{Metrics, Slo};
 
 /// `search:` as a plan writes it.
@@ -128,6 +129,8 @@ pub struct Capacity {
     pub gpus: u64,
     /// The GPU's name.
     pub gpu: String,
+    /// The deployment as the tables' columns.
+    pub(crate) deployment: DeploymentRow,
     /// The highest load that met the SLO (`None`: not even the low end).
     pub max: Option<f64>,
     /// Whether the high end met it too (the capacity is at least `max`).
@@ -283,7 +286,7 @@ fn read_metrics(layout: &Layout, run_id: &str) -> Option<Metrics> {
 fn answer(s: State, search: &Search) -> Capacity {
     let cell = &s.cells[0];
     let d = crate::scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario).ok();
-    let gpus = d.as_ref().map_or(0, |d| d.tp * u64::from(d.dp.max(1)) * u64::from(d.replicas.max(1)));
+    let gpus = d.as_ref().map_or(0, crate::scenario::Deployment::gpus);
     let gpu = d.as_ref().map_or(String::new(), |d| d.gpu.name.to_owned());
     // The worst seed: the one with the highest p99 TTFT.
     let (max, metrics) = match s.good {
@@ -303,6 +306,10 @@ fn answer(s: State, search: &Search) -> Capacity {
         overrides: cell.overrides.clone(),
         gpus,
         gpu,
+        deployment: match &d {
+            Some(d) => DeploymentRow::of(d),
+            None => DeploymentRow::from_spec(&cell.spec),
+        },
         max,
         at_least,
         metrics,
@@ -325,16 +332,11 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         Over::Rate => "max_rate",
         Over::Concurrency => "max_concurrency",
     };
+    // The deployment's columns and the overrides as in every other table.
     let mut fields = vec![Field::new("scenario", DataType::Utf8, false)];
-    // One column per override key, named without dots (`engine_max_num_seqs`).
-    let column = |key: &str| key.replace(['.', '-'], "_");
-    fields.extend(plan.override_keys.iter().map(|k| Field::new(column(k), DataType::Utf8, true)));
-    fields.extend([
-        Field::new("gpu", DataType::Utf8, false),
-        Field::new("gpus", DataType::Int64, false),
-        Field::new(load, DataType::Float64, true),
-        Field::new("at_least", DataType::Boolean, false),
-    ]);
+    fields.extend(DeploymentRow::fields());
+    fields.push(overrides_field());
+    fields.extend([Field::new(load, DataType::Float64, true), Field::new("at_least", DataType::Boolean, false)]);
     let metric_names =
         ["ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "slo_attainment", "goodput_rps", "tokens_per_sec", "cost_per_mtok"];
     fields.extend(metric_names.iter().map(|n| Field::new(*n, DataType::Float64, true)));
@@ -342,9 +344,9 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     fields.push(Field::new("meets_target", DataType::Boolean, true));
     let schema = Arc::new(Schema::new(fields));
     let mut scenario = StringBuilder::new();
-    let mut overrides: Vec<StringBuilder> = plan.override_keys.iter().map(|_| StringBuilder::new()).collect();
-    let (mut gpu, mut gpus, mut max, mut at_least) =
-        (StringBuilder::new(), Int64Builder::new(), Float64Builder::new(), BooleanBuilder::new());
+    let mut deployment_parts = Vec::new();
+    let mut overrides = Vec::new();
+    let (mut max, mut at_least) = (Float64Builder::new(), BooleanBuilder::new());
     let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
     let mut probes = Int64Builder::new();
     let mut meets = BooleanBuilder::new();
@@ -360,14 +362,8 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     ));
     for r in rows {
         scenario.append_value(&r.scenario);
-        for (k, b) in plan.override_keys.iter().zip(&mut overrides) {
-            b.append_option(r.overrides.iter().find(|(key, _)| key == k).map(|(_, v)| match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            }));
-        }
-        gpu.append_value(&r.gpu);
-        gpus.append_value(r.gpus as i64);
+        deployment_parts.push(r.deployment.columns(1));
+        overrides.push(overrides_json(&r.overrides));
         max.append_option(r.max);
         at_least.append_value(r.at_least);
         let m = r.metrics.as_ref();
@@ -405,9 +401,10 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         ));
     }
     let mut columns: Vec<ArrayRef> = vec![Arc::new(scenario.finish())];
-    columns.extend(overrides.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-    columns.push(Arc::new(gpu.finish()));
-    columns.push(Arc::new(gpus.finish()));
+    columns.extend(concat_rows(&DeploymentRow::fields(), &deployment_parts));
+    let overrides: arrow_array::DictionaryArray<arrow_array::types::Int32Type> =
+        overrides.iter().map(String::as_str).collect();
+    columns.push(Arc::new(overrides));
     columns.push(Arc::new(max.finish()));
     columns.push(Arc::new(at_least.finish()));
     columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));

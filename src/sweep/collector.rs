@@ -31,7 +31,7 @@ pub(crate) enum Message {
     /// Rows of run `run_id` for `table`.
     Rows { run_id: String, table: Table, batch: RecordBatch },
     /// Run `run_id` is over.
-    Done { run_id: String, status: RunStatus, metrics: Option<Box<Metrics>>, wall_s: f64 },
+    Done { run_id: String, status: Box<RunStatus>, metrics: Option<Box<Metrics>>, wall_s: f64 },
     /// A worker could not write a file of its own: the sweep stops.
     Fatal(SweepError),
 }
@@ -89,11 +89,15 @@ pub(crate) fn collect(
                 open.get_mut(&key).expect("just opened").write(&batch).map_err(parquet_err(table, &key.0))
             })(),
             Message::Done { run_id, status, metrics, wall_s } => (|| {
+                let ok = status.status == "ok";
                 for &(table, _) in schemas {
                     let writer = match open.remove(&(run_id.clone(), table)) {
-                        Some(w) => Some(w),
+                        Some(w) if ok => Some(w),
+                        // A failed run's rows are not kept (dropped, the
+                        // temporary file goes): a part holds a whole run.
+                        Some(_) => None,
                         // An ok run with no llm node still gets its (empty) parts.
-                        None if status.status == "ok" => Some(open_part(table, &run_id)?),
+                        None if ok => Some(open_part(table, &run_id)?),
                         None => None,
                     };
                     if let Some(w) = writer {

@@ -30,7 +30,7 @@ use super::lock::OutputLock;
 use super::output_dir::{Layout, Table, TmpFile, io_err};
 use super::resume::{self, Outputs, RunStatus};
 use super::summary::{self, BATCH_CELLS};
-use super::tables::{BATCH_ROWS, GridColumns, RequestRows, TokenRows};
+use super::tables::{BATCH_ROWS, DeploymentRow, IdKind, NodeRows, RequestRows, RunColumns, TokenRows};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
@@ -180,17 +180,21 @@ pub fn run(
         WorkloadSource::Import { .. } => None,
     };
     // Every row of an imported trace is checked before the output folder
-    // is touched (with each set of options a grid override gives it).
+    // is touched (with each set of options a grid override gives it), and
+    // the type of its ids found (generated ids are integers).
+    let mut ids = IdKind::Int;
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
         if let WorkloadSource::Import { format, path, options } = source {
             for request in crate::workload::import::open(*format, path, options)? {
-                request?;
+                ids.observe(&request?.request_id);
             }
         }
     }
     let mut content = None;
     if let Some((path, false)) = &workload {
-        content = Some(input::read_workload(path, false, &layout.root)?.0);
+        let read = input::read_workload(path, false, &layout.root)?;
+        ids = read.ids;
+        content = Some(read.content);
     }
     // Held (and the spool kept) until this function returns, errors included.
     let _lock = OutputLock::acquire(&layout.root)?;
@@ -200,10 +204,11 @@ pub fn run(
         let (path, content) = match (stream, content) {
             (false, Some(content)) => (path, content),
             _ => {
-                let (content, spool) = input::read_workload(&path, true, &layout.root)?;
-                let spooled = spool.as_ref().map_or(path, |s| s.path.clone());
-                _spool = spool;
-                (spooled, content)
+                let read = input::read_workload(&path, true, &layout.root)?;
+                let spooled = read.spool.as_ref().map_or(path, |s| s.path.clone());
+                _spool = read.spool;
+                ids = read.ids;
+                (spooled, read.content)
             }
         };
         // The ids follow what the runs will read (as load hashed it, unless
@@ -222,13 +227,13 @@ pub fn run(
         p.reused.store((plan.cells.len() - todo.len()) as u64, Ordering::Relaxed);
         p.started.store(true, Ordering::Release);
     }
-    let tables: &[Table] = if opts.tokens { &[Table::Requests, Table::Tokens] } else { &[Table::Requests] };
-    let grid = GridColumns::new(plan);
+    let tables: &[Table] = if opts.tokens { &Table::ALL } else { &[Table::Requests, Table::Nodes] };
     let schemas: Vec<_> = tables
         .iter()
         .map(|&t| match t {
-            Table::Requests => (t, RequestRows::schema(&grid)),
-            Table::Tokens => (t, TokenRows::schema(&grid)),
+            Table::Requests => (t, RequestRows::schema(ids)),
+            Table::Nodes => (t, NodeRows::schema(ids)),
+            Table::Tokens => (t, TokenRows::schema(ids)),
         })
         .collect();
     let jobs = opts.jobs.max(1);
@@ -238,7 +243,7 @@ pub fn run(
         .build()
         .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), error: std::io::Error::other(e) })?;
     let cancel = AtomicBool::new(false);
-    let ctx = Context { plan, grid: &grid, opts, outputs, layout: &layout, cancel: &cancel };
+    let ctx = Context { plan, ids, opts, outputs, layout: &layout, cancel: &cancel };
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(|| {
             collect(&layout, &schemas, rx, &cancel, &mut |run_id, status, wall_s, requests| {
@@ -255,7 +260,7 @@ pub fn run(
         collector.join().expect("the collector does not panic")
     });
     let collector = collected?;
-    let failures = summary::write_summary(plan, &layout, &grid, BATCH_CELLS)?;
+    let failures = summary::write_summary(plan, &layout, BATCH_CELLS)?;
     Ok(SweepReport {
         total: plan.cells.len(),
         skipped: plan.cells.len() - todo.len(),
@@ -270,7 +275,8 @@ pub fn run(
 /// What every run of one sweep shares.
 struct Context<'a> {
     plan: &'a Plan,
-    grid: &'a GridColumns,
+    /// The type of the workload's request ids.
+    ids: IdKind,
     opts: &'a SweepOptions,
     outputs: Outputs,
     layout: &'a Layout,
@@ -293,8 +299,13 @@ type JsonlOut = (TmpFile, Vec<u8>);
 /// Rows, metrics and result rows of one run, fed in input order.
 struct RunSink<'a> {
     cell: &'a Cell,
+    /// The columns every row of this run starts with.
+    run: RunColumns,
     requests: RequestRows,
+    nodes: NodeRows,
     tokens: Option<TokenRows>,
+    /// A request id the tables cannot hold: the run fails.
+    id_error: Option<String>,
     results: Option<JsonlOut>,
     steps: Option<JsonlOut>,
     metrics: MetricsCollector,
@@ -328,14 +339,17 @@ impl Sink for RunSink<'_> {
             p.sim_us.fetch_max(r.finish_us.unwrap_or(r.send_us), Ordering::Relaxed);
         }
         self.metrics.observe(r);
-        self.requests.push(r);
-        if let Some(t) = &mut self.tokens {
-            t.push(r);
+        let pushed = [self.requests.push(r), self.nodes.push(r), self.tokens.as_mut().map_or(Ok(()), |t| t.push(r))];
+        if let Some(Err(e)) = pushed.into_iter().find(Result::is_err) {
+            self.id_error.get_or_insert(e);
         }
         if let Some(out) = &mut self.results {
             write_row(out, &mut self.error, |buf| output::result_row(buf, r))?;
         }
-        if self.requests.len() >= BATCH_ROWS || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS) {
+        if self.requests.len() >= BATCH_ROWS
+            || self.nodes.len() >= BATCH_ROWS
+            || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS)
+        {
             self.flush();
         }
         Ok(())
@@ -350,24 +364,30 @@ impl Sink for RunSink<'_> {
 impl RunSink<'_> {
     fn flush(&mut self) {
         // The collector outlives every worker; a send fails only if it died.
+        let mut batches = Vec::new();
         if self.requests.len() > 0 {
-            let batch = self.requests.finish(self.cell);
-            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), table: Table::Requests, batch });
+            batches.push((Table::Requests, self.requests.finish(&self.run)));
+        }
+        if self.nodes.len() > 0 {
+            batches.push((Table::Nodes, self.nodes.finish(&self.run)));
         }
         if let Some(t) = &mut self.tokens
             && t.len() > 0
         {
-            let batch = t.finish(self.cell);
-            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), table: Table::Tokens, batch });
+            batches.push((Table::Tokens, t.finish(&self.run)));
+        }
+        for (table, batch) in batches {
+            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), table, batch });
         }
     }
 }
 
 fn run_cell(ctx: &Context<'_>, cell: &Cell, tx: &mut Sender<Message>) {
     let wall = Instant::now();
-    let (status, metrics) = match simulate_cell(ctx, cell, tx) {
-        Ok(m) => (RunStatus::ok(ctx.outputs), Some(Box::new(m))),
-        Err(CellError::Failed(e)) => (RunStatus::failed(e), None),
+    let mut deployment = DeploymentRow::from_spec(&cell.spec);
+    let (status, metrics) = match simulate_cell(ctx, cell, tx, &mut deployment) {
+        Ok(m) => (RunStatus::ok(ctx.outputs, deployment), Some(Box::new(m))),
+        Err(CellError::Failed(e)) => (RunStatus::failed(e, deployment), None),
         Err(CellError::Io(e)) => {
             ctx.cancel.store(true, Ordering::Relaxed);
             let _ = tx.send(Message::Fatal(e));
@@ -375,16 +395,27 @@ fn run_cell(ctx: &Context<'_>, cell: &Cell, tx: &mut Sender<Message>) {
         }
         Err(CellError::Cancelled) => return,
     };
-    let _ =
-        tx.send(Message::Done { run_id: cell.run_id.clone(), status, metrics, wall_s: wall.elapsed().as_secs_f64() });
+    let _ = tx.send(Message::Done {
+        run_id: cell.run_id.clone(),
+        status: Box::new(status),
+        metrics,
+        wall_s: wall.elapsed().as_secs_f64(),
+    });
 }
 
-fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result<Metrics, CellError> {
+/// Runs `cell`; `deployment` becomes the resolved deployment's columns.
+fn simulate_cell(
+    ctx: &Context<'_>,
+    cell: &Cell,
+    tx: &Sender<Message>,
+    deployment: &mut DeploymentRow,
+) -> Result<Metrics, CellError> {
     // Whatever an earlier execution of this run left goes first, status.json
     // at the head, so a run never mixes files of two executions.
     ctx.layout.discard(&cell.run_id).map_err(CellError::Io)?;
     let d = scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario)
         .map_err(|e| CellError::Failed(format!("scenario {}: {e}", cell.scenario)))?;
+    *deployment = DeploymentRow::of(&d);
     let run_dir = ctx.layout.run_dir(&cell.run_id);
     let open = |on: bool, name: &str| -> Result<Option<JsonlOut>, CellError> {
         if !on {
@@ -403,8 +434,11 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
     };
     let mut sink = RunSink {
         cell,
-        requests: RequestRows::new(ctx.grid),
-        tokens: ctx.opts.tokens.then(|| TokenRows::new(ctx.grid)),
+        run: RunColumns::new(&ctx.plan.name, cell, deployment.clone()),
+        requests: RequestRows::new(ctx.ids),
+        nodes: NodeRows::new(ctx.ids),
+        tokens: ctx.opts.tokens.then(|| TokenRows::new(ctx.ids)),
+        id_error: None,
         results,
         steps,
         metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)),
@@ -435,6 +469,9 @@ fn simulate_cell(ctx: &Context<'_>, cell: &Cell, tx: &Sender<Message>) -> Result
     };
     if ctx.cancel.load(Ordering::Relaxed) {
         return Err(CellError::Cancelled);
+    }
+    if let Some(e) = sink.id_error.take() {
+        return Err(CellError::Failed(e));
     }
     for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
         file.commit().map_err(CellError::Io)?;

@@ -4,7 +4,8 @@
 //! run then reads the file again, so a workload that cannot be read twice (a
 //! FIFO, `/dev/stdin` on a pipe) is copied during that first read into the
 //! output folder (`.workload-<pid>.jsonl`, removed when the sweep ends, on
-//! error paths too) and the runs read the copy.
+//! error paths too) and the runs read the copy. The read also finds the
+//! type the tables give its request ids.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::executor::SweepError;
 use super::hash::Fnv64;
 use super::output_dir::io_err;
+use super::tables::IdKind;
 use crate::workload::reader::{Format, Reader};
 
 /// The spooled copy of a stream workload; dropping it removes the file.
@@ -53,9 +55,19 @@ impl Read for Tap<'_> {
     }
 }
 
-/// Reads and checks the workload at `path`; returns the hash of its bytes
-/// and, if it is a stream, its copy in `dir`.
-pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<(u64, Option<Spool>), SweepError> {
+/// What the first read found.
+pub(crate) struct FirstRead {
+    /// The hash of the workload's bytes.
+    pub(crate) content: u64,
+    /// Its copy in the output folder, if it is a stream.
+    pub(crate) spool: Option<Spool>,
+    /// The type of its request ids.
+    pub(crate) ids: IdKind,
+}
+
+/// Reads and checks the workload at `path`, copying it into `dir` if it is a
+/// stream.
+pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<FirstRead, SweepError> {
     let file = File::open(path).map_err(io_err(path))?;
     let spool = if stream {
         let spool = Spool { path: dir.join(format!(".workload-{}.jsonl", std::process::id())) };
@@ -73,8 +85,9 @@ pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<(u6
         copy: copy.as_mut().map(|c| c as &mut dyn Write),
         copy_error: &mut copy_error,
     };
+    let mut ids = IdKind::Int;
     for row in Reader::new(BufReader::with_capacity(1 << 20, tap), path.display().to_string(), Format::Workload) {
-        row?;
+        ids.observe(&row?.request_id);
     }
     if let (Some(spool), Some(copy)) = (&spool, copy) {
         let flushed = match copy_error {
@@ -83,5 +96,5 @@ pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<(u6
         };
         flushed.map_err(io_err(&spool.path))?;
     }
-    Ok((hash.finish(), spool))
+    Ok(FirstRead { content: hash.finish(), spool, ids })
 }

@@ -34,14 +34,21 @@ use crate::atomic::AtomicFile;
 /// The per-run tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Table {
+    /// One row per request DAG.
     Requests,
+    /// One row per llm call.
+    Nodes,
+    /// Per-token latencies (`--tokens`).
     Tokens,
 }
 
 impl Table {
+    pub(crate) const ALL: [Table; 3] = [Table::Requests, Table::Nodes, Table::Tokens];
+
     pub(crate) fn dir(self) -> &'static str {
         match self {
             Table::Requests => "requests",
+            Table::Nodes => "nodes",
             Table::Tokens => "tokens",
         }
     }
@@ -85,8 +92,8 @@ impl Layout {
     /// first: from then on the run counts as not finished, whatever happens.
     pub(crate) fn discard(&self, run_id: &str) -> Result<(), SweepError> {
         let dir = self.run_dir(run_id);
-        let files = [self.status(run_id), self.part(Table::Requests, run_id), self.part(Table::Tokens, run_id)]
-            .into_iter()
+        let files = std::iter::once(self.status(run_id))
+            .chain(Table::ALL.map(|t| self.part(t, run_id)))
             .chain(["metrics.json", "timing.json", "results.jsonl", "steps.jsonl"].map(|n| dir.join(n)));
         for path in files {
             match std::fs::remove_file(&path) {
@@ -102,7 +109,7 @@ impl Layout {
     /// records this plan's. With `force`, another plan's results are removed
     /// instead of refused. Call with the lock held.
     pub(crate) fn claim(&self, plan: &Plan, force: bool) -> Result<(), SweepError> {
-        for dir in [self.root.join("runs"), self.root.join("requests"), self.root.join("tokens")] {
+        for dir in std::iter::once(self.root.join("runs")).chain(Table::ALL.map(|t| self.root.join(t.dir()))) {
             std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         }
         self.remove_leftovers()?;
@@ -168,7 +175,7 @@ impl Layout {
         // Results: a summary, a part, a run folder (only those count, not
         // whatever else someone put there).
         let mut any = self.root.join("runs.parquet").exists();
-        for dir in ["runs", "requests", "tokens"] {
+        for dir in std::iter::once("runs").chain(Table::ALL.map(Table::dir)) {
             let path = self.root.join(dir);
             for e in std::fs::read_dir(&path).map_err(io_err(&path))? {
                 let e = e.map_err(io_err(&path))?;
@@ -187,7 +194,8 @@ impl Layout {
     /// Removes temporary files and spooled workloads: with the lock held, the
     /// processes that wrote them are gone.
     fn remove_leftovers(&self) -> Result<(), SweepError> {
-        let mut dirs = vec![self.root.clone(), self.root.join("requests"), self.root.join("tokens")];
+        let mut dirs: Vec<_> =
+            std::iter::once(self.root.clone()).chain(Table::ALL.map(|t| self.root.join(t.dir()))).collect();
         let runs = self.root.join("runs");
         for e in std::fs::read_dir(&runs).map_err(io_err(&runs))? {
             let e = e.map_err(io_err(&runs))?;
@@ -210,7 +218,7 @@ impl Layout {
 
     /// Removes the parts and run folders of every run not in `keep`.
     pub(crate) fn remove_runs_except(&self, keep: &HashSet<&str>) -> Result<(), SweepError> {
-        for table in [Table::Requests, Table::Tokens] {
+        for table in Table::ALL {
             let dir = self.root.join(table.dir());
             for e in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
                 let e = e.map_err(io_err(&dir))?;

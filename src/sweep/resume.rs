@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::output_dir::{Layout, Table};
+use super::tables::DeploymentRow;
 
 /// This build, as `status.json` and `manifest.json` name it.
 pub(crate) const TOOL: &str = concat!("blis-sweep ", env!("CARGO_PKG_VERSION"));
@@ -55,15 +56,31 @@ pub(crate) struct RunStatus {
     /// The optional outputs it wrote ([`Outputs::names`]).
     #[serde(default)]
     pub(crate) outputs: Vec<String>,
+    /// The deployment it simulated, as the tables' columns (what the spec
+    /// says, for a run whose scenario did not resolve).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deployment: Option<DeploymentRow>,
 }
 
 impl RunStatus {
-    pub(crate) fn ok(outputs: Outputs) -> RunStatus {
-        RunStatus { status: "ok".to_owned(), error: None, tool: Some(TOOL.to_owned()), outputs: outputs.names() }
+    pub(crate) fn ok(outputs: Outputs, deployment: DeploymentRow) -> RunStatus {
+        RunStatus {
+            status: "ok".to_owned(),
+            error: None,
+            tool: Some(TOOL.to_owned()),
+            outputs: outputs.names(),
+            deployment: Some(deployment),
+        }
     }
 
-    pub(crate) fn failed(error: String) -> RunStatus {
-        RunStatus { status: "failed".to_owned(), error: Some(error), tool: Some(TOOL.to_owned()), outputs: Vec::new() }
+    pub(crate) fn failed(error: String, deployment: DeploymentRow) -> RunStatus {
+        RunStatus {
+            status: "failed".to_owned(),
+            error: Some(error),
+            tool: Some(TOOL.to_owned()),
+            outputs: Vec::new(),
+            deployment: Some(deployment),
+        }
     }
 
     /// What the summary says of a run that has no (readable) status.
@@ -73,6 +90,7 @@ impl RunStatus {
             error: Some("the run did not finish".to_owned()),
             tool: None,
             outputs: Vec::new(),
+            deployment: None,
         }
     }
 
@@ -91,7 +109,8 @@ pub(crate) fn reusable(layout: &Layout, run_id: &str, wanted: Outputs) -> bool {
         return false;
     }
     let dir = layout.run_dir(run_id);
-    let mut files = vec![layout.part(Table::Requests, run_id), dir.join("metrics.json")];
+    let mut files =
+        vec![layout.part(Table::Requests, run_id), layout.part(Table::Nodes, run_id), dir.join("metrics.json")];
     for name in wanted.names() {
         if !status.outputs.contains(&name) {
             return false;

@@ -10,18 +10,18 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, StringBuilder};
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
 
 use super::executor::SweepError;
-use super::grid::{Cell, Plan};
+use super::grid::Plan;
 use super::output_dir::{Layout, TmpFile, io_err};
 use super::resume::{RunStatus, TOOL};
-use super::tables::{GridColumns, writer_properties};
-use crate::metrics::Metrics;
+use super::tables::{DeploymentRow, RunColumns, concat_rows, writer_properties};
+use crate::metrics::{Metrics, Scalar};
 
 /// Runs per record batch of `runs.parquet`.
 pub(crate) const BATCH_CELLS: usize = 4096;
@@ -35,72 +35,108 @@ pub(crate) struct Failures {
     pub(crate) first: Option<(String, String)>,
 }
 
+/// A metric's column in the runs table.
+struct MetricColumn {
+    /// Its key in `metrics.json`.
+    key: String,
+    kind: Scalar,
+    /// Factor to the table's unit (seconds become milliseconds).
+    scale: f64,
+    builder: MetricBuilder,
+}
+
+enum MetricBuilder {
+    Count(Int64Builder),
+    Number(Float64Builder),
+    Flag(BooleanBuilder),
+}
+
+/// The metric columns: every scalar metric but `replicas` (a deployment
+/// column), durations in milliseconds like the latencies (`sim_duration_s`
+/// becomes `sim_duration_ms`).
+fn metric_columns() -> (Vec<Field>, Vec<MetricColumn>) {
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    for (key, kind) in Metrics::scalars() {
+        if key == "replicas" {
+            continue;
+        }
+        let (name, scale) = match key.strip_suffix("_s") {
+            Some(stem) => (format!("{stem}_ms"), 1e3),
+            None => (key.clone(), 1.0),
+        };
+        let (data_type, builder) = match kind {
+            Scalar::Count => (DataType::Int64, MetricBuilder::Count(Int64Builder::new())),
+            Scalar::Number => (DataType::Float64, MetricBuilder::Number(Float64Builder::new())),
+            Scalar::Flag => (DataType::Boolean, MetricBuilder::Flag(BooleanBuilder::new())),
+        };
+        fields.push(Field::new(name, data_type, true));
+        columns.push(MetricColumn { key, kind, scale, builder });
+    }
+    (fields, columns)
+}
+
 /// Builds the `runs` table a batch of rows at a time.
 struct RunRows {
     schema: SchemaRef,
-    metric_names: Vec<String>,
-    grid_parts: Vec<Vec<ArrayRef>>,
+    run_parts: Vec<Vec<ArrayRef>>,
     status: StringBuilder,
     error: StringBuilder,
     wall: Float64Builder,
-    metrics: Vec<Float64Builder>,
+    metrics: Vec<MetricColumn>,
 }
 
 impl RunRows {
-    fn new(grid: &GridColumns) -> RunRows {
-        // The scalar metrics; per-replica lists stay in metrics.json.
-        let metric_names = Metrics::scalar_names();
-        let mut fields = grid.fields();
+    fn new() -> RunRows {
+        let mut fields = RunColumns::fields();
         fields.push(Field::new("status", DataType::Utf8, false));
         fields.push(Field::new("error", DataType::Utf8, true));
-        fields.push(Field::new("wall_s", DataType::Float64, false));
-        for name in &metric_names {
-            fields.push(Field::new(name, DataType::Float64, true));
-        }
+        fields.push(Field::new("wall_ms", DataType::Float64, false));
+        let (metric_fields, metrics) = metric_columns();
+        fields.extend(metric_fields);
         RunRows {
             schema: Arc::new(Schema::new(fields)),
-            metrics: metric_names.iter().map(|_| Float64Builder::new()).collect(),
-            metric_names,
-            grid_parts: Vec::new(),
+            metrics,
+            run_parts: Vec::new(),
             status: StringBuilder::new(),
             error: StringBuilder::new(),
             wall: Float64Builder::new(),
         }
     }
 
-    fn push(&mut self, grid: &GridColumns, cell: &Cell, status: &RunStatus, metrics: Option<&Metrics>, wall_s: f64) {
-        self.grid_parts.push(grid.columns(cell, 1));
+    fn push(&mut self, run: &RunColumns, status: &RunStatus, metrics: Option<&Metrics>, wall_s: f64) {
+        self.run_parts.push(run.columns(1));
         self.status.append_value(&status.status);
         self.error.append_option(status.error.as_deref());
-        self.wall.append_value(wall_s);
+        self.wall.append_value(wall_s * 1e3);
         let values = match metrics.map(serde_json::to_value) {
             Some(Ok(Value::Object(map))) => Some(map),
             _ => None,
         };
-        for (name, b) in self.metric_names.iter().zip(&mut self.metrics) {
-            let v = values.as_ref().and_then(|m| m.get(name));
-            // (`slo_met` as 1 or 0.)
-            b.append_option(v.and_then(|v| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))));
+        for m in &mut self.metrics {
+            let v = values.as_ref().and_then(|map| map.get(&m.key));
+            match &mut m.builder {
+                MetricBuilder::Count(b) => b.append_option(v.and_then(Value::as_u64).map(|n| n as i64)),
+                MetricBuilder::Number(b) => b.append_option(v.and_then(Value::as_f64).map(|x| x * m.scale)),
+                MetricBuilder::Flag(b) => b.append_option(v.and_then(Value::as_bool)),
+            }
+            debug_assert!(v.is_none_or(|v| v.is_null() || m.kind != Scalar::Count || v.is_u64()));
         }
     }
 
     /// The rows so far; the builder starts over.
     fn finish(&mut self) -> RecordBatch {
-        let mut cols: Vec<ArrayRef> = Vec::new();
-        for k in 0..self.schema.fields().len() - 3 - self.metric_names.len() {
-            let parts: Vec<&dyn arrow_array::Array> = self.grid_parts.iter().map(|p| p[k].as_ref()).collect();
-            cols.push(if parts.is_empty() {
-                arrow_array::new_empty_array(self.schema.field(k).data_type())
-            } else {
-                arrow_select::concat::concat(&parts).expect("grid columns of one plan share their types")
-            });
-        }
-        self.grid_parts.clear();
+        let mut cols = concat_rows(&RunColumns::fields(), &self.run_parts);
+        self.run_parts.clear();
         cols.push(Arc::new(self.status.finish()));
         cols.push(Arc::new(self.error.finish()));
         cols.push(Arc::new(self.wall.finish()));
-        for b in &mut self.metrics {
-            cols.push(Arc::new(b.finish()));
+        for m in &mut self.metrics {
+            cols.push(match &mut m.builder {
+                MetricBuilder::Count(b) => Arc::new(b.finish()),
+                MetricBuilder::Number(b) => Arc::new(b.finish()),
+                MetricBuilder::Flag(b) => Arc::new(b.finish()),
+            });
         }
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
     }
@@ -120,12 +156,7 @@ struct ManifestRun<'a> {
 }
 
 /// Rebuilds `runs.parquet` and `manifest.json`, `batch_cells` runs at a time.
-pub(crate) fn write_summary(
-    plan: &Plan,
-    layout: &Layout,
-    grid: &GridColumns,
-    batch_cells: usize,
-) -> Result<Failures, SweepError> {
+pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) -> Result<Failures, SweepError> {
     let mut failures = Failures::default();
     let runs_path = layout.root.join("runs.parquet");
     let manifest_path = layout.root.join("manifest.json");
@@ -151,7 +182,7 @@ pub(crate) fn write_summary(
     let runs = TmpFile::create(&runs_path)?;
     let runs_tmp = runs.tmp().to_owned();
     let parquet_err = |e: parquet::errors::ParquetError| io_err(&runs_tmp)(std::io::Error::other(e));
-    let mut rows = RunRows::new(grid);
+    let mut rows = RunRows::new();
     let mut writer =
         ArrowWriter::try_new(runs, rows.schema.clone(), Some(writer_properties(&rows.schema))).map_err(parquet_err)?;
     for (i, chunk) in plan.cells.chunks(batch_cells.max(1)).enumerate() {
@@ -170,7 +201,8 @@ pub(crate) fn write_summary(
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .and_then(|v| v["wall_s"].as_f64())
                 .unwrap_or(0.0);
-            rows.push(grid, cell, &status, metrics.as_ref(), wall_s);
+            let deployment = status.deployment.clone().unwrap_or_else(|| DeploymentRow::from_spec(&cell.spec));
+            rows.push(&RunColumns::new(&plan.name, cell, deployment), &status, metrics.as_ref(), wall_s);
             let entry = ManifestRun {
                 run_id: &cell.run_id,
                 scenario: &cell.scenario,
@@ -201,7 +233,6 @@ pub(crate) fn write_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::tables::GridColumns;
 
     /// A plan of 23 cheap cells in a temporary folder, some runs finished
     /// (with metrics), one failed, the rest missing.
@@ -224,8 +255,8 @@ mod tests {
             std::fs::create_dir_all(&run).unwrap();
             let status = match i % 5 {
                 0 => continue,
-                1 => RunStatus::failed(format!("run {i} failed")),
-                _ => RunStatus::ok(Default::default()),
+                1 => RunStatus::failed(format!("run {i} failed"), DeploymentRow::from_spec(&cell.spec)),
+                _ => RunStatus::ok(Default::default(), DeploymentRow::from_spec(&cell.spec)),
             };
             std::fs::write(run.join("status.json"), serde_json::to_string(&status).unwrap()).unwrap();
             let metrics = Metrics { injected_requests: i as u64, ttft_mean_ms: i as f64 / 3.0, ..Metrics::default() };
@@ -248,8 +279,7 @@ mod tests {
     #[test]
     fn batched_summaries_equal_one_batch() {
         let (plan, layout, dir) = fixture("batches");
-        let grid = GridColumns::new(&plan);
-        let one = write_summary(&plan, &layout, &grid, usize::MAX).unwrap();
+        let one = write_summary(&plan, &layout, usize::MAX).unwrap();
         assert_eq!((one.count, one.first.as_ref().map(|f| f.1.as_str())), (10, Some("the run did not finish")));
         let whole = read_back(&layout.root.join("runs.parquet"));
         let schema = whole[0].schema();
@@ -261,7 +291,7 @@ mod tests {
         assert_eq!(parsed["runs"][1]["status"], "failed");
         assert_eq!(parsed["runs"][2]["overrides"]["engine.max_num_seqs"], 8);
         for batch in [1, 3, 22] {
-            write_summary(&plan, &layout, &grid, batch).unwrap();
+            write_summary(&plan, &layout, batch).unwrap();
             let parts = read_back(&layout.root.join("runs.parquet"));
             assert_eq!(arrow_select::concat::concat_batches(&schema, &parts).unwrap(), whole, "batch {batch}");
             assert_eq!(std::fs::read(layout.root.join("manifest.json")).unwrap(), manifest, "batch {batch}");

@@ -51,7 +51,7 @@ fn the_search_finds_a_capacity_known_by_construction() {
     let probes: usize = rows[0][4].parse().unwrap();
     let runs = read_columns(&dir.join("out/runs.parquet"), &["rate_scale", "slo_met"]);
     assert_eq!(runs.len(), probes);
-    assert!(runs.iter().any(|r| r[1] == "1") && runs.iter().any(|r| r[1] == "0"));
+    assert!(runs.iter().any(|r| r[1] == "true") && runs.iter().any(|r| r[1] == "false"));
     // Cost: 2 $/h for 1 GPU at the capacity's output tokens per second.
     let cost = read_columns(&dir.join("out/capacity.parquet"), &["cost_per_mtok", "tokens_per_sec"]);
     let (c, tps): (f64, f64) = (cost[0][0].parse().unwrap(), cost[0][1].parse().unwrap());

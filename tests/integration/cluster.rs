@@ -83,10 +83,10 @@ fn replicas_and_router_keys_are_grid_axes() {
     TestCommand::new(&dir.path, &args).stdout();
     let one = files(&dir.join("out"));
     assert_eq!(one.keys().filter(|k| k.starts_with("requests/")).count(), 10);
-    // The requests table names each node's replica; 3 replicas use all three.
+    // The nodes table names each node's replica; 3 replicas use all three.
     let mut seen: BTreeMap<(String, String), std::collections::BTreeSet<String>> = BTreeMap::new();
-    for part in one.keys().filter(|k| k.starts_with("requests/")) {
-        for row in read_columns(&dir.join("out").join(part), &["replicas", "router.policy", "replica"]) {
+    for part in one.keys().filter(|k| k.starts_with("nodes/")) {
+        for row in read_columns(&dir.join("out").join(part), &["replicas", "router_policy", "replica"]) {
             seen.entry((row[0].clone(), row[1].clone())).or_default().insert(row[2].clone());
         }
     }

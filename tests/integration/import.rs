@@ -398,16 +398,14 @@ fn workload_parameters_are_grid_axes() {
          output: out\n",
     );
     TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
-    let runs = read_columns(
-        &dir.join("out/runs.parquet"),
-        &["workload.session_rate", "workload.session_mode", "completed_requests", "sim_duration_s"],
-    );
-    let completed: Vec<&str> = runs.iter().map(|r| r[2].as_str()).collect();
+    let runs = read_columns(&dir.join("out/runs.parquet"), &["overrides", "completed_requests", "sim_duration_ms"]);
+    assert_eq!(runs[0][0], r#"{"workload_session_mode":"closed-loop","workload_session_rate":0.01}"#);
+    let completed: Vec<&str> = runs.iter().map(|r| r[1].as_str()).collect();
     // (Keys in order: mode, then rate.) Sessions are whole requests
     // closed-loop, calls fixed-accumulate.
     assert_eq!(completed, ["2", "2", "6", "6"], "{runs:?}");
     // At 0.01 sessions/s the second session starts long after the first.
-    let span = |i: usize| runs[i][3].parse::<f64>().unwrap();
+    let span = |i: usize| runs[i][2].parse::<f64>().unwrap();
     assert!(span(0) > 5.0 * span(1) && span(2) > 5.0 * span(3), "{runs:?}");
     // A generated workload's rate, too.
     dir.create(
@@ -418,7 +416,8 @@ fn workload_parameters_are_grid_axes() {
     let ids = TestCommand::new(&dir.path, &["plan", "gen.yaml"]).stdout();
     assert!(ids.contains("2 runs") && ids.contains("workload.generate.rate"), "{ids}");
     TestCommand::new(&dir.path, &["-q", "gen.yaml"]).stdout();
-    let runs = read_columns(&dir.join("out-gen/runs.parquet"), &["workload.generate.rate", "sim_duration_s"]);
+    let runs = read_columns(&dir.join("out-gen/runs.parquet"), &["overrides", "sim_duration_ms"]);
+    assert_eq!(runs[0][0], r#"{"workload_generate_rate":5}"#);
     let (slow, fast) = (runs[0][1].parse::<f64>().unwrap(), runs[1][1].parse::<f64>().unwrap());
     assert!(slow > 5.0 * fast, "{runs:?}");
     // Only parameters vary: not the file.
@@ -501,7 +500,7 @@ fn a_plan_sweeps_the_size_of_a_session_pool() {
     TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
     let runs = read_columns(
         &dir.join("out/runs.parquet"),
-        &["workload.concurrent_sessions", "completed_requests", "send_wait_mean_ms", "sim_duration_s"],
+        &["overrides", "completed_requests", "send_wait_mean_ms", "sim_duration_ms"],
     );
     assert_eq!(runs.iter().map(|r| r[1].as_str()).collect::<Vec<_>>(), ["6", "6"]);
     // One at a time, sessions wait to be sent; six at once, none does.

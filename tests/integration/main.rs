@@ -23,3 +23,4 @@ mod scenario;
 mod slo;
 mod sweep;
 mod sweep_resume;
+mod tables;

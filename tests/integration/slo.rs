@@ -91,7 +91,7 @@ fn a_plan_slo_fills_the_runs_table_and_bad_targets_are_named() {
     TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
     let runs = read_columns(&dir.join("out/runs.parquet"), &["slo_met", "slo_attainment", "goodput_rps"]);
     // No request finishes within 1 ms.
-    assert_eq!(runs, [["0", "0", "0"]]);
+    assert_eq!(runs, [["false", "0", "0"]]);
     for (yaml, key) in [
         ("slo: {ttft_p99_ms: -1}\n", "slo.ttft_p99_ms"),
         ("slo: {percentile: 99}\n", "slo.ttft_p99_ms"),

@@ -116,20 +116,26 @@ fn sweep_runs_equal_single_runs() {
         let tokens =
             crate::parquet_util::read_columns(&dir.join(&format!("out/tokens/part-{id}.parquet")), &["request_id"]);
         assert_eq!(tokens.len(), 200);
-        // And every request's TTFT and E2E match its result row.
-        let table = crate::parquet_util::read_columns(
+        // And every request's E2E (requests) and TTFT (nodes: one llm call
+        // a request here) match its result row.
+        let requests = crate::parquet_util::read_columns(
             &dir.join(&format!("out/requests/part-{id}.parquet")),
-            &["request_id", "ttft_s", "e2e_s"],
+            &["request_id", "e2e_s", "status", "llm_calls"],
+        );
+        let nodes = crate::parquet_util::read_columns(
+            &dir.join(&format!("out/nodes/part-{id}.parquet")),
+            &["request_id", "ttft_s"],
         );
         let results = rows(&dir.read("r.jsonl"));
-        assert_eq!(table.len(), results.len());
-        for (row, result) in table.iter().zip(&results) {
-            assert_eq!(row[0], result["request_id"].to_string());
+        assert_eq!((requests.len(), nodes.len()), (results.len(), results.len()));
+        for ((request, node), result) in requests.iter().zip(&nodes).zip(&results) {
+            assert_eq!((&request[0], &node[0]), (&result["request_id"].to_string(), &result["request_id"].to_string()));
+            assert_eq!((request[2].as_str(), request[3].as_str()), ("completed", "1"));
             let tl = latencies_us(result, 0);
-            assert_eq!(row[1], format!("{}", tl[0] as f64 / 1e6));
+            assert_eq!(node[1], format!("{}", tl[0] as f64 / 1e6));
             let e2e: u64 = tl.iter().sum();
             let expected = (e2e as f64 / 1e6 * 1e6).round() / 1e6;
-            let got: f64 = row[2].parse().unwrap();
+            let got: f64 = request[1].parse().unwrap();
             assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
         }
     }
@@ -174,7 +180,14 @@ fn a_failed_run_is_recorded_beside_the_others() {
     let status: Vec<&str> = m["runs"].as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap()).collect();
     assert_eq!(status, ["ok", "failed"]);
     assert_eq!(std::fs::read_dir(dir.join("out/requests")).unwrap().count(), 1);
-    assert!(dir.join("out/runs.parquet").exists());
+    // The runs table names the failed run's deployment as far as its spec
+    // says (what only resolving gives, as the KV blocks, is null).
+    let runs = crate::parquet_util::read_columns(
+        &dir.join("out/runs.parquet"),
+        &["status", "model", "tp", "gpus", "kv_blocks", "overrides", "completed_requests"],
+    );
+    assert_eq!(runs[0][..5], ["ok", "Llama-3.1-8B", "1", "1", "1000"]);
+    assert_eq!(runs[1], ["failed", "Llama-3.1-8B", "3", "3", "null", r#"{"tp":3}"#, "null"]);
 }
 
 #[test]

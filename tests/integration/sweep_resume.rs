@@ -38,7 +38,7 @@ type Table = (String, Vec<Vec<String>>);
 /// `requests`, `tokens` (when there) and `runs` (less `wall_s`) under `root`.
 fn tables(root: &Path) -> BTreeMap<&'static str, Table> {
     let mut out = BTreeMap::new();
-    for name in ["requests", "tokens"] {
+    for name in ["requests", "nodes", "tokens"] {
         let Ok(entries) = std::fs::read_dir(root.join(name)) else { continue };
         let mut schema: Option<String> = None;
         let mut rows = Vec::new();
@@ -58,7 +58,7 @@ fn tables(root: &Path) -> BTreeMap<&'static str, Table> {
         out.insert(name, (schema.unwrap_or_default(), rows));
     }
     let (schema, rows) = read_table(&root.join("runs.parquet"));
-    let wall = schema.split(';').position(|f| f.starts_with("wall_s:")).unwrap();
+    let wall = schema.split(';').position(|f| f.starts_with("wall_ms:")).unwrap();
     let rows = rows
         .into_iter()
         .map(|mut r| {

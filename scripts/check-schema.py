@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Checks that the outputs of different sweep plans share one schema: each table read with one
+DuckDB glob over every folder (no union_by_name), counts as BIGINT, the deployment as columns,
+and a request-level E2E mean that equals the runs table's.
+
+    python3 scripts/check-schema.py results/quickstart results/agentic
+
+Used by CI (.ci/run), on two plans with different workloads (single calls and agent DAGs) and
+different override keys.
+"""
+import sys
+
+import duckdb
+
+dirs = sys.argv[1:]
+assert len(dirs) >= 2, "give two or more sweep output folders"
+con = duckdb.connect()
+
+
+def glob(table):
+    files = ", ".join(f"'{d}/{table}'" for d in dirs)
+    return f"read_parquet([{files}])"
+
+
+for table in ("requests/*.parquet", "nodes/*.parquet", "runs.parquet"):
+    schemas = [con.sql(f"DESCRIBE SELECT * FROM read_parquet('{d}/{table}')").fetchall() for d in dirs]
+    for d, s in zip(dirs[1:], schemas[1:]):
+        assert s == schemas[0], f"{table}: {d} has another schema than {dirs[0]}"
+    types = {name: kind for name, kind, *_ in schemas[0]}
+    deployment = ("model", "hardware", "tp", "replicas", "dtype", "gpus", "kv_blocks", "latency_model")
+    for column in deployment + ("engine_max_num_seqs", "overrides", "plan"):
+        assert column in types, f"{table}: no {column} column"
+    for column in ("tp", "replicas", "gpus", "kv_blocks", "engine_max_num_seqs", "seed"):
+        assert types[column] == "BIGINT", f"{table}: {column} is {types[column]}"
+    rows = con.sql(f"SELECT count(*) FROM {glob(table)}").fetchall()[0][0]
+    print(f"{table}: one schema of {len(types)} columns across {len(dirs)} plans, {rows} rows")
+
+counts = con.sql(f"DESCRIBE SELECT input_tokens, llm_calls, request_id FROM {glob('requests/*.parquet')}").fetchall()
+assert all(kind == "BIGINT" for _, kind, *_ in counts), counts
+runs = con.sql(f"DESCRIBE SELECT completed_requests, total_output_tokens, engine_steps FROM {glob('runs.parquet')}")
+assert all(kind == "BIGINT" for _, kind, *_ in runs.fetchall())
+
+# One row per request: avg(e2e_s) over `requests` is the runs table's mean E2E, in every plan,
+# requests with many llm calls included.
+checked = con.sql(f"""
+    SELECT r.plan, r.run_id, avg(q.e2e_s) * 1000 AS e2e_mean_ms, r.e2e_mean_ms AS run_e2e_mean_ms,
+           max(q.llm_calls) AS most_calls
+    FROM {glob('runs.parquet')} r JOIN {glob('requests/*.parquet')} q USING (run_id)
+    WHERE q.status = 'completed' GROUP BY ALL""").fetchall()
+plans = {plan for plan, *_ in checked}
+assert len(plans) == len(dirs), plans
+for plan, run_id, mean, run_mean, _ in checked:
+    assert abs(mean - run_mean) < 1e-3, (plan, run_id, mean, run_mean)
+assert max(calls for *_, calls in checked) > 1, "no plan has requests of several llm calls"
+by_plan = con.sql(f"""
+    SELECT plan, model, hardware, tp, gpus, kv_blocks, count(DISTINCT run_id) AS runs,
+           quantile_cont(ttft_s, 0.99) * 1000 AS ttft_p99_ms
+    FROM {glob('nodes/*.parquet')} GROUP BY ALL ORDER BY plan""").fetchall()
+print("plan  model  hardware  tp  gpus  kv_blocks  runs  ttft_p99_ms")
+for row in by_plan:
+    print("  ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row))
+print(f"requests x runs: mean E2E equal in {len(checked)} runs of {len(plans)} plans")

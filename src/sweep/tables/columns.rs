@@ -1,0 +1,346 @@
+//! The columns every table of a sweep starts with: the run (`run_id`,
+//! `plan`, `scenario`), the deployment it simulated as resolved — model,
+//! GPU, parallelism, KV blocks, latency model, router and vLLM engine
+//! settings, defaults filled in — and its grid values (`concurrency`,
+//! `seed`, `rate_scale`, and `overrides`: what the grid overrode, as a JSON
+//! object). The set, names and types are the same whatever the plan, so one
+//! DuckDB glob reads the outputs of several plans; names need no quoting
+//! (`engine_max_num_seqs`, not `engine.max_num_seqs`).
+
+use std::sync::Arc;
+
+use arrow_array::builder::{Int64Builder, StringBuilder};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int32Array, Int64Array, StringArray};
+use arrow_schema::{DataType, Field};
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{Deployment, ScenarioSpec};
+use crate::sweep::grid::Cell;
+use crate::workload::RequestId;
+
+/// One column's value for a run, typed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Value<'a> {
+    /// Text (stored dictionary-encoded: it repeats on every row of a run).
+    Text(Option<&'a str>),
+    /// BIGINT.
+    Int(Option<i64>),
+    /// BOOLEAN.
+    Bool(Option<bool>),
+    /// DOUBLE.
+    Float(Option<f64>),
+}
+
+impl Value<'_> {
+    fn data_type(self) -> DataType {
+        match self {
+            Value::Text(_) => DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            Value::Int(_) => DataType::Int64,
+            Value::Bool(_) => DataType::Boolean,
+            Value::Float(_) => DataType::Float64,
+        }
+    }
+
+    /// This value, `rows` times.
+    fn repeat(self, rows: usize) -> ArrayRef {
+        match self {
+            Value::Text(v) => {
+                let keys = Int32Array::from(vec![v.map(|_| 0); rows]);
+                let values = StringArray::from(v.into_iter().collect::<Vec<_>>());
+                Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values)).expect("key 0 of one value"))
+            }
+            Value::Int(v) => Arc::new(Int64Array::from(vec![v; rows])),
+            Value::Bool(v) => Arc::new(BooleanArray::from(vec![v; rows])),
+            Value::Float(v) => Arc::new(Float64Array::from(vec![v; rows])),
+        }
+    }
+}
+
+fn int(v: Option<impl Into<i64>>) -> Value<'static> {
+    Value::Int(v.map(Into::into))
+}
+
+/// The deployment a run simulated, as its tables' columns. Kept in the run's
+/// `status.json`, so the runs table is rebuilt without resolving scenarios
+/// again. A run whose scenario did not resolve has only what its spec says.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DeploymentRow {
+    model: Option<String>,
+    hardware: Option<String>,
+    dtype: Option<String>,
+    tp: Option<u64>,
+    dp: Option<u32>,
+    replicas: Option<u32>,
+    gpus: Option<u64>,
+    /// KV-cache blocks of one engine (vLLM's `num_gpu_blocks`).
+    kv_blocks: Option<u32>,
+    latency_model: Option<String>,
+    router_policy: Option<String>,
+    vllm_version: Option<String>,
+    engine_max_num_seqs: Option<u32>,
+    engine_max_num_batched_tokens: Option<u32>,
+    engine_max_model_len: Option<u32>,
+    engine_block_size: Option<u32>,
+    engine_enable_prefix_caching: Option<bool>,
+    engine_long_prefill_token_threshold: Option<u32>,
+    engine_async_scheduling: Option<bool>,
+    engine_gpu_memory_utilization: Option<f64>,
+}
+
+impl DeploymentRow {
+    /// A resolved deployment's columns.
+    pub(crate) fn of(d: &Deployment) -> DeploymentRow {
+        let e = &d.engine;
+        DeploymentRow {
+            model: Some(d.model.name.clone()),
+            hardware: Some(d.gpu.name.to_owned()),
+            dtype: Some(d.dtype.to_string()),
+            tp: Some(d.tp),
+            dp: Some(d.dp.max(1)),
+            replicas: Some(d.replicas.max(1)),
+            gpus: Some(d.gpus()),
+            kv_blocks: Some(e.num_gpu_blocks),
+            latency_model: Some(d.latency.kind().to_owned()),
+            router_policy: Some(d.router().policy.name().to_owned()),
+            vllm_version: Some(d.vllm_version.to_string()),
+            engine_max_num_seqs: Some(e.max_num_seqs),
+            engine_max_num_batched_tokens: Some(e.max_num_batched_tokens),
+            engine_max_model_len: Some(e.max_model_len),
+            engine_block_size: Some(e.block_size),
+            engine_enable_prefix_caching: Some(e.enable_prefix_caching),
+            engine_long_prefill_token_threshold: Some(e.long_prefill_token_threshold),
+            engine_async_scheduling: Some(e.async_scheduling),
+            engine_gpu_memory_utilization: Some(d.gpu_memory_utilization),
+        }
+    }
+
+    /// What a spec that did not resolve says of itself.
+    pub(crate) fn from_spec(spec: &ScenarioSpec) -> DeploymentRow {
+        let (tp, dp, replicas) = (spec.tp.unwrap_or(1), spec.dp.unwrap_or(1), spec.replicas.unwrap_or(1));
+        DeploymentRow {
+            model: spec.model.clone().or_else(|| spec.model_config.clone()),
+            hardware: Some(spec.hardware.clone()),
+            dtype: spec.dtype.map(|d| d.to_string()),
+            tp: Some(tp),
+            dp: Some(dp),
+            replicas: Some(replicas),
+            gpus: Some(tp * u64::from(dp) * u64::from(replicas)),
+            ..DeploymentRow::default()
+        }
+    }
+
+    fn entries(&self) -> [(&'static str, Value<'_>); 19] {
+        fn text(v: &Option<String>) -> Value<'_> {
+            Value::Text(v.as_deref())
+        }
+        [
+            ("model", text(&self.model)),
+            ("hardware", text(&self.hardware)),
+            ("dtype", text(&self.dtype)),
+            ("tp", Value::Int(self.tp.map(|v| v as i64))),
+            ("dp", int(self.dp)),
+            ("replicas", int(self.replicas)),
+            ("gpus", Value::Int(self.gpus.map(|v| v as i64))),
+            ("kv_blocks", int(self.kv_blocks)),
+            ("latency_model", text(&self.latency_model)),
+            ("router_policy", text(&self.router_policy)),
+            ("vllm_version", text(&self.vllm_version)),
+            ("engine_max_num_seqs", int(self.engine_max_num_seqs)),
+            ("engine_max_num_batched_tokens", int(self.engine_max_num_batched_tokens)),
+            ("engine_max_model_len", int(self.engine_max_model_len)),
+            ("engine_block_size", int(self.engine_block_size)),
+            ("engine_enable_prefix_caching", Value::Bool(self.engine_enable_prefix_caching)),
+            ("engine_long_prefill_token_threshold", int(self.engine_long_prefill_token_threshold)),
+            ("engine_async_scheduling", Value::Bool(self.engine_async_scheduling)),
+            ("engine_gpu_memory_utilization", Value::Float(self.engine_gpu_memory_utilization)),
+        ]
+    }
+
+    /// Its columns' fields (all nullable: a run that failed may lack them).
+    pub(crate) fn fields() -> Vec<Field> {
+        DeploymentRow::default().entries().iter().map(|(n, v)| Field::new(*n, v.data_type(), true)).collect()
+    }
+
+    /// Its columns, `rows` times.
+    pub(crate) fn columns(&self, rows: usize) -> Vec<ArrayRef> {
+        self.entries().iter().map(|(_, v)| v.repeat(rows)).collect()
+    }
+}
+
+/// A grid override's key as a column-style name: `engine.max_num_seqs` →
+/// `engine_max_num_seqs`.
+fn column_name(key: &str) -> String {
+    key.replace(['.', '-'], "_")
+}
+
+/// A run's overrides as the `overrides` column holds them: a JSON object,
+/// keys as column-style names, sorted (`{}` without any).
+pub(crate) fn overrides_json(overrides: &[(String, serde_json::Value)]) -> String {
+    let map: serde_json::Map<String, serde_json::Value> =
+        overrides.iter().map(|(k, v)| (column_name(k), v.clone())).collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// The `overrides` column's field.
+pub(crate) fn overrides_field() -> Field {
+    Field::new("overrides", Value::Text(None).data_type(), false)
+}
+
+/// The columns every table of one run starts with.
+#[derive(Debug, Clone)]
+pub(crate) struct RunColumns {
+    run_id: String,
+    plan: String,
+    scenario: String,
+    deployment: DeploymentRow,
+    concurrency: Option<u32>,
+    seed: u64,
+    rate_scale: f64,
+    /// The cell's overrides ([`overrides_json`]).
+    overrides: String,
+}
+
+impl RunColumns {
+    pub(crate) fn new(plan: &str, cell: &Cell, deployment: DeploymentRow) -> RunColumns {
+        RunColumns {
+            run_id: cell.run_id.clone(),
+            plan: plan.to_owned(),
+            scenario: cell.scenario.clone(),
+            deployment,
+            concurrency: cell.concurrency,
+            seed: cell.seed,
+            rate_scale: cell.rate_scale,
+            overrides: overrides_json(&cell.overrides),
+        }
+    }
+
+    fn head(&self) -> [(&'static str, Value<'_>); 3] {
+        [
+            ("run_id", Value::Text(Some(&self.run_id))),
+            ("plan", Value::Text(Some(&self.plan))),
+            ("scenario", Value::Text(Some(&self.scenario))),
+        ]
+    }
+
+    fn tail(&self) -> [(&'static str, Value<'_>); 4] {
+        [
+            ("concurrency", int(self.concurrency)),
+            // Seeds above 2^63 keep their bits (DuckDB has no unsigned BIGINT).
+            ("seed", Value::Int(Some(self.seed as i64))),
+            ("rate_scale", Value::Float(Some(self.rate_scale))),
+            ("overrides", Value::Text(Some(&self.overrides))),
+        ]
+    }
+
+    /// The fields, the same for every run of every plan.
+    pub(crate) fn fields() -> Vec<Field> {
+        let dummy = RunColumns {
+            run_id: String::new(),
+            plan: String::new(),
+            scenario: String::new(),
+            deployment: DeploymentRow::default(),
+            concurrency: None,
+            seed: 0,
+            rate_scale: 1.0,
+            overrides: String::new(),
+        };
+        let field = |(n, v): &(&str, Value<'_>)| Field::new(*n, v.data_type(), *n == "concurrency");
+        let mut f: Vec<Field> = dummy.head().iter().map(field).collect();
+        f.extend(DeploymentRow::fields());
+        f.extend(dummy.tail().iter().map(field));
+        f
+    }
+
+    /// The columns, `rows` times.
+    pub(crate) fn columns(&self, rows: usize) -> Vec<ArrayRef> {
+        let mut cols: Vec<ArrayRef> = self.head().iter().map(|(_, v)| v.repeat(rows)).collect();
+        cols.extend(self.deployment.columns(rows));
+        cols.extend(self.tail().iter().map(|(_, v)| v.repeat(rows)));
+        cols
+    }
+}
+
+/// Columns built a row at a time (`rows[i]` one row's columns, of `fields`)
+/// as one set of columns.
+pub(crate) fn concat_rows(fields: &[Field], rows: &[Vec<ArrayRef>]) -> Vec<ArrayRef> {
+    (0..fields.len())
+        .map(|k| {
+            let parts: Vec<&dyn arrow_array::Array> = rows.iter().map(|r| r[k].as_ref()).collect();
+            if parts.is_empty() {
+                arrow_array::new_empty_array(fields[k].data_type())
+            } else {
+                arrow_select::concat::concat(&parts).expect("a column's rows share its type")
+            }
+        })
+        .collect()
+}
+
+/// The type of a workload's `request_id`s: BIGINT when every id is an
+/// integer that fits, else text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum IdKind {
+    /// Every id an integer below 2^63.
+    #[default]
+    Int,
+    /// Some id text (or too large for a BIGINT).
+    Text,
+}
+
+impl IdKind {
+    /// Folds one id in.
+    pub(crate) fn observe(&mut self, id: &RequestId) {
+        if !matches!(id, RequestId::Int(n) if i64::try_from(*n).is_ok()) {
+            *self = IdKind::Text;
+        }
+    }
+
+    pub(crate) fn field(self) -> Field {
+        Field::new(
+            "request_id",
+            match self {
+                IdKind::Int => DataType::Int64,
+                IdKind::Text => DataType::Utf8,
+            },
+            false,
+        )
+    }
+}
+
+/// The `request_id` column being built.
+pub(crate) enum IdColumn {
+    Int(Int64Builder),
+    Text(StringBuilder),
+}
+
+impl IdColumn {
+    pub(crate) fn new(kind: IdKind) -> IdColumn {
+        match kind {
+            IdKind::Int => IdColumn::Int(Int64Builder::new()),
+            IdKind::Text => IdColumn::Text(StringBuilder::new()),
+        }
+    }
+
+    /// Appends `id`; a text id in an integer column (the workload changed
+    /// since the sweep read it) is an error.
+    pub(crate) fn append(&mut self, id: &RequestId) -> Result<(), String> {
+        match (self, id) {
+            (IdColumn::Int(b), RequestId::Int(n)) if i64::try_from(*n).is_ok() => b.append_value(*n as i64),
+            (IdColumn::Text(b), id) => b.append_value(id.to_string()),
+            (IdColumn::Int(b), id) => {
+                b.append_value(0);
+                return Err(format!(
+                    "request_id {id}: not an integer below 2^63, but every id was when the sweep read the workload (it changed since)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(&mut self) -> ArrayRef {
+        match self {
+            IdColumn::Int(b) => Arc::new(b.finish()),
+            IdColumn::Text(b) => Arc::new(b.finish()),
+        }
+    }
+}

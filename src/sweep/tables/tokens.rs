@@ -1,0 +1,73 @@
+//! The `tokens` table (`--tokens`): one row per llm call with its
+//! `token_latency_s` list (entry 0 from entering the scheduler to the first
+//! token, then the gaps), the same numbers as a result row's `token_latency`.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_array::builder::{Float64Builder, Int64Builder, ListBuilder};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use super::columns::{IdColumn, IdKind, RunColumns};
+use crate::sim::FinishedRequest;
+use crate::workload::NodeKind;
+
+/// Builds one run's `tokens` rows.
+pub(crate) struct TokenRows {
+    schema: SchemaRef,
+    id: IdColumn,
+    node: Int64Builder,
+    latency: ListBuilder<Float64Builder>,
+    rows: usize,
+}
+
+impl TokenRows {
+    pub(crate) fn schema(ids: IdKind) -> SchemaRef {
+        let mut fields = RunColumns::fields();
+        fields.push(ids.field());
+        fields.push(Field::new("node", DataType::Int64, false));
+        fields.push(Field::new("token_latency_s", DataType::new_list(DataType::Float64, true), false));
+        Arc::new(Schema::new(fields))
+    }
+
+    pub(crate) fn new(ids: IdKind) -> TokenRows {
+        TokenRows {
+            schema: Self::schema(ids),
+            id: IdColumn::new(ids),
+            node: Int64Builder::new(),
+            latency: ListBuilder::new(Float64Builder::new()),
+            rows: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), String> {
+        for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
+            if !matches!(sub.kind, NodeKind::Llm(_)) {
+                continue;
+            }
+            let mut previous = node.start_us.unwrap_or(0);
+            for &t in &node.token_times_us {
+                self.latency.values().append_value((t - previous) as f64 / 1e6);
+                previous = t;
+            }
+            self.latency.append(true);
+            self.id.append(&r.request.request_id)?;
+            self.node.append_value(i as i64);
+            self.rows += 1;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(&mut self, run: &RunColumns) -> RecordBatch {
+        let mut cols = run.columns(self.rows);
+        cols.push(self.id.finish());
+        cols.push(Arc::new(self.node.finish()));
+        cols.push(Arc::new(self.latency.finish()));
+        self.rows = 0;
+        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+    }
+}

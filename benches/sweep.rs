@@ -1,8 +1,8 @@
 //! Sweep throughput: a 16-run sweep (BLIS's chatbot preset, 20,000 generated
 //! requests a run; open loop and three concurrency caps × four seeds;
 //! Llama-3.1-8B, H100, TP1) with `--jobs 1` and `--jobs 2`, each in its own
-//! process. Prints wall time, the speed-up, the collector's rows per second
-//! of busy time (no `--tokens`), and peak RSS.
+//! process. Prints wall time, the speed-up, the Parquet encoders' rows per
+//! second of worker time (no `--tokens`), and peak RSS.
 //!
 //!     cargo bench --bench sweep
 //!
@@ -56,11 +56,11 @@ fn one(jobs: usize) {
     let wall_s = wall.elapsed().as_secs_f64();
     assert_eq!(report.failed, 0);
     println!(
-        "--jobs {jobs}: {} runs in {wall_s:.2} s, {} rows, collector {:.2} M rows/s of busy time ({:.2} s busy), peak RSS {:.1} MiB",
+        "--jobs {jobs}: {} runs in {wall_s:.2} s, {} rows, Parquet encoding {:.2} M rows/s of worker time ({:.2} s in all), peak RSS {:.1} MiB",
         report.ran,
         report.rows_written,
-        report.rows_written as f64 / report.collector_busy_s / 1e6,
-        report.collector_busy_s,
+        report.rows_written as f64 / report.encode_s / 1e6,
+        report.encode_s,
         rss::peak_rss_mib()
     );
     std::fs::remove_dir_all(&dir).unwrap();

@@ -18,6 +18,7 @@ pub mod hash;
 pub(crate) mod input;
 mod lock;
 mod output_dir;
+mod parts;
 pub mod plan;
 mod resume;
 mod summary;

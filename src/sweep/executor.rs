@@ -27,14 +27,15 @@ use super::collector::{Message, collect};
 use super::grid::{self, Cell, Plan, WorkloadSource};
 use super::input;
 use super::lock::OutputLock;
-use super::output_dir::{Layout, Table, TmpFile, io_err};
+use super::output_dir::{Layout, TmpFile, io_err};
+use super::parts::RunParts;
 use super::resume::{self, Outputs, RunStatus};
 use super::summary::{self, BATCH_CELLS};
-use super::tables::{BATCH_ROWS, DeploymentRow, IdKind, NodeRows, RequestRows, RunColumns, TokenRows};
+use super::tables::{DeploymentRow, IdKind, RunColumns};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
-use crate::sim::{self, FinishedRequest, RunConfig, RunError, RunSummary, Sink};
+use crate::sim::{self, FinishedRequest, RunConfig, RunError, Sink};
 use crate::workload::reader::ReadError;
 
 /// How to run a sweep.
@@ -105,10 +106,11 @@ pub struct SweepReport {
     pub failed: usize,
     /// The first of them in grid order: (run_id, error).
     pub first_failure: Option<(String, String)>,
-    /// Table rows the collector wrote.
+    /// Table rows written.
     pub rows_written: u64,
-    /// Seconds the collector was busy (its throughput is rows / busy).
-    pub collector_busy_s: f64,
+    /// Seconds the workers spent encoding and writing the Parquet parts, all
+    /// workers together (the encoder's throughput is rows / this).
+    pub encode_s: f64,
 }
 
 /// Why a sweep could not complete. Fatal.
@@ -227,15 +229,6 @@ pub fn run(
         p.reused.store((plan.cells.len() - todo.len()) as u64, Ordering::Relaxed);
         p.started.store(true, Ordering::Release);
     }
-    let tables: &[Table] = if opts.tokens { &Table::ALL } else { &[Table::Requests, Table::Nodes] };
-    let schemas: Vec<_> = tables
-        .iter()
-        .map(|&t| match t {
-            Table::Requests => (t, RequestRows::schema(ids)),
-            Table::Nodes => (t, NodeRows::schema(ids)),
-            Table::Tokens => (t, TokenRows::schema(ids)),
-        })
-        .collect();
     let jobs = opts.jobs.max(1);
     let (tx, rx) = crossbeam_channel::bounded::<Message>(4 * jobs);
     let pool = rayon::ThreadPoolBuilder::new()
@@ -243,10 +236,19 @@ pub fn run(
         .build()
         .map_err(|e| SweepError::Io { path: "thread pool".to_owned(), error: std::io::Error::other(e) })?;
     let cancel = AtomicBool::new(false);
-    let ctx = Context { plan, ids, opts, outputs, layout: &layout, cancel: &cancel };
+    let ctx = Context {
+        plan,
+        ids,
+        opts,
+        outputs,
+        layout: &layout,
+        cancel: &cancel,
+        rows: AtomicU64::new(0),
+        encode_ns: AtomicU64::new(0),
+    };
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(|| {
-            collect(&layout, &schemas, rx, &cancel, &mut |run_id, status, wall_s, requests| {
+            collect(&layout, rx, &cancel, &mut |run_id, status, wall_s, requests| {
                 on_run(RunFinished { run_id, status: &status.status, error: status.error.as_deref(), wall_s, requests })
             })
         });
@@ -259,7 +261,7 @@ pub fn run(
         });
         collector.join().expect("the collector does not panic")
     });
-    let collector = collected?;
+    collected?;
     let failures = summary::write_summary(plan, &layout, BATCH_CELLS)?;
     Ok(SweepReport {
         total: plan.cells.len(),
@@ -267,8 +269,8 @@ pub fn run(
         ran: todo.len(),
         failed: failures.count,
         first_failure: failures.first,
-        rows_written: collector.rows,
-        collector_busy_s: collector.busy_s,
+        rows_written: ctx.rows.load(Ordering::Relaxed),
+        encode_s: ctx.encode_ns.load(Ordering::Relaxed) as f64 / 1e9,
     })
 }
 
@@ -281,6 +283,10 @@ struct Context<'a> {
     outputs: Outputs,
     layout: &'a Layout,
     cancel: &'a AtomicBool,
+    /// Table rows written, all runs.
+    rows: AtomicU64,
+    /// Nanoseconds spent encoding Parquet, all workers.
+    encode_ns: AtomicU64,
 }
 
 /// Why a run did not produce results.
@@ -298,18 +304,10 @@ type JsonlOut = (TmpFile, Vec<u8>);
 
 /// Rows, metrics and result rows of one run, fed in input order.
 struct RunSink<'a> {
-    cell: &'a Cell,
-    /// The columns every row of this run starts with.
-    run: RunColumns,
-    requests: RequestRows,
-    nodes: NodeRows,
-    tokens: Option<TokenRows>,
-    /// A request id the tables cannot hold: the run fails.
-    id_error: Option<String>,
+    parts: RunParts,
     results: Option<JsonlOut>,
     steps: Option<JsonlOut>,
     metrics: MetricsCollector,
-    tx: &'a Sender<Message>,
     /// The first write error: the run stops and so does the sweep.
     error: Option<SweepError>,
     progress: Option<&'a Progress>,
@@ -339,55 +337,24 @@ impl Sink for RunSink<'_> {
             p.sim_us.fetch_max(r.finish_us.unwrap_or(r.send_us), Ordering::Relaxed);
         }
         self.metrics.observe(r);
-        let pushed = [self.requests.push(r), self.nodes.push(r), self.tokens.as_mut().map_or(Ok(()), |t| t.push(r))];
-        if let Some(Err(e)) = pushed.into_iter().find(Result::is_err) {
-            self.id_error.get_or_insert(e);
+        if let Err(e) = self.parts.push(r) {
+            let message = e.to_string();
+            self.error = Some(e);
+            return Err(io::Error::other(message));
         }
         if let Some(out) = &mut self.results {
             write_row(out, &mut self.error, |buf| output::result_row(buf, r))?;
         }
-        if self.requests.len() >= BATCH_ROWS
-            || self.nodes.len() >= BATCH_ROWS
-            || self.tokens.as_ref().is_some_and(|t| t.len() >= BATCH_ROWS)
-        {
-            self.flush();
-        }
         Ok(())
-    }
-
-    fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
-        self.flush();
-        Ok(())
-    }
-}
-
-impl RunSink<'_> {
-    fn flush(&mut self) {
-        // The collector outlives every worker; a send fails only if it died.
-        let mut batches = Vec::new();
-        if self.requests.len() > 0 {
-            batches.push((Table::Requests, self.requests.finish(&self.run)));
-        }
-        if self.nodes.len() > 0 {
-            batches.push((Table::Nodes, self.nodes.finish(&self.run)));
-        }
-        if let Some(t) = &mut self.tokens
-            && t.len() > 0
-        {
-            batches.push((Table::Tokens, t.finish(&self.run)));
-        }
-        for (table, batch) in batches {
-            let _ = self.tx.send(Message::Rows { run_id: self.cell.run_id.clone(), table, batch });
-        }
     }
 }
 
 fn run_cell(ctx: &Context<'_>, cell: &Cell, tx: &mut Sender<Message>) {
     let wall = Instant::now();
     let mut deployment = DeploymentRow::from_spec(&cell.spec);
-    let (status, metrics) = match simulate_cell(ctx, cell, tx, &mut deployment) {
-        Ok(m) => (RunStatus::ok(ctx.outputs, deployment), Some(Box::new(m))),
-        Err(CellError::Failed(e)) => (RunStatus::failed(e, deployment), None),
+    let (status, metrics, parts) = match simulate_cell(ctx, cell, &mut deployment) {
+        Ok((m, parts)) => (RunStatus::ok(ctx.outputs, deployment), Some(Box::new(m)), parts),
+        Err(CellError::Failed(e)) => (RunStatus::failed(e, deployment), None, Vec::new()),
         Err(CellError::Io(e)) => {
             ctx.cancel.store(true, Ordering::Relaxed);
             let _ = tx.send(Message::Fatal(e));
@@ -400,16 +367,18 @@ fn run_cell(ctx: &Context<'_>, cell: &Cell, tx: &mut Sender<Message>) {
         status: Box::new(status),
         metrics,
         wall_s: wall.elapsed().as_secs_f64(),
+        parts,
     });
 }
 
-/// Runs `cell`; `deployment` becomes the resolved deployment's columns.
+/// Runs `cell`; returns its metrics and its finished table parts, for the
+/// collector to put in place. `deployment` becomes the resolved deployment's
+/// columns.
 fn simulate_cell(
     ctx: &Context<'_>,
     cell: &Cell,
-    tx: &Sender<Message>,
     deployment: &mut DeploymentRow,
-) -> Result<Metrics, CellError> {
+) -> Result<(Metrics, Vec<TmpFile>), CellError> {
     // Whatever an earlier execution of this run left goes first, status.json
     // at the head, so a run never mixes files of two executions.
     ctx.layout.discard(&cell.run_id).map_err(CellError::Io)?;
@@ -432,17 +401,13 @@ fn simulate_cell(
         step_trace: steps.is_some(),
         ..d.run_config()
     };
+    let run = RunColumns::new(&ctx.plan.name, cell, deployment.clone());
+    let parts = RunParts::open(ctx.layout, run, ctx.ids, ctx.opts.tokens).map_err(CellError::Io)?;
     let mut sink = RunSink {
-        cell,
-        run: RunColumns::new(&ctx.plan.name, cell, deployment.clone()),
-        requests: RequestRows::new(ctx.ids),
-        nodes: NodeRows::new(ctx.ids),
-        tokens: ctx.opts.tokens.then(|| TokenRows::new(ctx.ids)),
-        id_error: None,
+        parts,
         results,
         steps,
         metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)),
-        tx,
         error: None,
         progress: ctx.opts.progress.as_deref(),
     };
@@ -470,11 +435,14 @@ fn simulate_cell(
     if ctx.cancel.load(Ordering::Relaxed) {
         return Err(CellError::Cancelled);
     }
-    if let Some(e) = sink.id_error.take() {
+    if let Some(e) = sink.parts.id_error.take() {
         return Err(CellError::Failed(e));
     }
     for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
         file.commit().map_err(CellError::Io)?;
     }
-    Ok(sink.metrics.finish(&end))
+    let (parts, rows, encode_s) = sink.parts.finish().map_err(CellError::Io)?;
+    ctx.rows.fetch_add(rows, Ordering::Relaxed);
+    ctx.encode_ns.fetch_add((encode_s * 1e9) as u64, Ordering::Relaxed);
+    Ok((sink.metrics.finish(&end), parts))
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use arrow_array::builder::{Int64Builder, StringBuilder};
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int32Array, Int64Array, StringArray};
+use arrow_array::{
+    ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int32Array, Int64Array, StringArray, new_null_array,
+};
 use arrow_schema::{DataType, Field};
 use serde::{Deserialize, Serialize};
 
@@ -46,13 +48,17 @@ impl Value<'_> {
     fn repeat(self, rows: usize) -> ArrayRef {
         match self {
             Value::Text(v) => {
-                let keys = Int32Array::from(vec![v.map(|_| 0); rows]);
+                let keys = match v {
+                    Some(_) => Int32Array::from_value(0, rows),
+                    None => Int32Array::new_null(rows),
+                };
                 let values = StringArray::from(v.into_iter().collect::<Vec<_>>());
                 Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values)).expect("key 0 of one value"))
             }
-            Value::Int(v) => Arc::new(Int64Array::from(vec![v; rows])),
-            Value::Bool(v) => Arc::new(BooleanArray::from(vec![v; rows])),
-            Value::Float(v) => Arc::new(Float64Array::from(vec![v; rows])),
+            Value::Int(Some(v)) => Arc::new(Int64Array::from_value(v, rows)),
+            Value::Float(Some(v)) => Arc::new(Float64Array::from_value(v, rows)),
+            Value::Bool(Some(v)) => Arc::new(BooleanArray::from(vec![v; rows])),
+            Value::Int(None) | Value::Float(None) | Value::Bool(None) => new_null_array(&self.data_type(), rows),
         }
     }
 }
@@ -213,6 +219,10 @@ impl RunColumns {
             rate_scale: cell.rate_scale,
             overrides: overrides_json(&cell.overrides),
         }
+    }
+
+    pub(crate) fn run_id(&self) -> &str {
+        &self.run_id
     }
 
     fn head(&self) -> [(&'static str, Value<'_>); 3] {

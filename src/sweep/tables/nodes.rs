@@ -104,9 +104,11 @@ impl NodeRows {
         Ok(())
     }
 
-    /// The rows so far as a batch, after `run`'s columns; the builder starts over.
-    pub(crate) fn finish(&mut self, run: &RunColumns) -> RecordBatch {
-        let mut cols = run.columns(self.rows);
+    /// The rows so far as a batch, after the run's columns (`run`, as many
+    /// rows); the builder starts over.
+    pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
+        debug_assert!(run.iter().all(|c| c.len() == self.rows));
+        let mut cols = run;
         cols.push(self.id.finish());
         cols.push(Arc::new(self.node.finish()));
         cols.push(Arc::new(self.replica.finish()));

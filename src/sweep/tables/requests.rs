@@ -110,9 +110,11 @@ impl RequestRows {
         self.id.append(&r.request.request_id)
     }
 
-    /// The rows so far as a batch, after `run`'s columns; the builder starts over.
-    pub(crate) fn finish(&mut self, run: &RunColumns) -> RecordBatch {
-        let mut cols = run.columns(self.rows);
+    /// The rows so far as a batch, after the run's columns (`run`, as many
+    /// rows); the builder starts over.
+    pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
+        debug_assert!(run.iter().all(|c| c.len() == self.rows));
+        let mut cols = run;
         cols.push(self.id.finish());
         cols.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         cols.push(Arc::new(self.status.finish()));

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
 use arrow_array::builder::{Float64Builder, Int64Builder, ListBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{IdColumn, IdKind, RunColumns};
@@ -62,8 +62,9 @@ impl TokenRows {
         Ok(())
     }
 
-    pub(crate) fn finish(&mut self, run: &RunColumns) -> RecordBatch {
-        let mut cols = run.columns(self.rows);
+    pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
+        debug_assert!(run.iter().all(|c| c.len() == self.rows));
+        let mut cols = run;
         cols.push(self.id.finish());
         cols.push(Arc::new(self.node.finish()));
         cols.push(Arc::new(self.latency.finish()));

@@ -1,8 +1,9 @@
 //! The sweep engine: a plan's grid of runs (scenario × concurrency × seed ×
 //! rate scale × overrides), each one single-threaded simulation, run in
-//! parallel on a rayon pool; rows stream to one collector thread that writes
-//! Parquet. [`plan`] mirrors the file, [`grid`] expands it, [`executor`] runs
-//! it, [`tables`] defines the tables. An output folder belongs to one plan
+//! parallel on a rayon pool; each run writes its own Parquet parts
+//! ([`parts`]), one collector thread puts finished runs in place. [`plan`]
+//! mirrors the file, [`grid`] expands it, [`executor`] runs it, [`tables`]
+//! defines the tables. An output folder belongs to one plan
 //! and one sweep at a time ([`output_dir`], [`lock`]); a finished run is
 //! reused by a later sweep only when nothing it depends on changed
 //! ([`resume`]); [`input`] reads the workload once, [`summary`] writes the

@@ -1,9 +1,9 @@
 //! Runs a resolved [`Plan`]: every run not finished yet (or every run, with
 //! `force`) on a rayon pool of `jobs` threads, each run one single-threaded
-//! simulation that builds its own record batches and sends them over a
-//! bounded channel to the collector thread. Memory stays bounded: at most
-//! `jobs` simulations, a few batches in the channel, one open Parquet writer
-//! per running simulation. When all runs are over, `runs.parquet` and
+//! simulation that writes its own Parquet parts ([`super::parts`]) and sends
+//! them, finished, with its outcome over a bounded channel to the collector
+//! thread. Memory stays bounded: at most `jobs` simulations, each with its
+//! open Parquet writers. When all runs are over, `runs.parquet` and
 //! `manifest.json` are rebuilt from every run's files, including runs
 //! finished by an earlier invocation ([`super::summary`]).
 //!

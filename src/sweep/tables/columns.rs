@@ -354,3 +354,47 @@ impl IdColumn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_match_their_fields_with_and_without_values() {
+        let spec: ScenarioSpec =
+            serde_json::from_str(r#"{"model": "Llama-3.1-8B", "hardware": "H100", "tp": 2}"#).unwrap();
+        let resolved = crate::scenario::resolve(spec.clone(), std::path::Path::new("."), "s").unwrap();
+        for row in [DeploymentRow::default(), DeploymentRow::from_spec(&spec), DeploymentRow::of(&resolved)] {
+            let fields = DeploymentRow::fields();
+            let columns = row.columns(3);
+            assert_eq!(fields.len(), columns.len());
+            for (f, c) in fields.iter().zip(&columns) {
+                assert_eq!((f.data_type(), c.len()), (c.data_type(), 3), "{}", f.name());
+            }
+        }
+        let of = DeploymentRow::of(&resolved);
+        assert_eq!((of.tp, of.gpus, of.router_policy.as_deref()), (Some(2), Some(2), Some("round-robin")));
+        assert!(of.kv_blocks.is_some_and(|b| b > 0));
+        assert_eq!(DeploymentRow::from_spec(&spec).kv_blocks, None);
+    }
+
+    #[test]
+    fn overrides_are_one_json_object_with_column_style_keys() {
+        let o = vec![("engine.max_num_seqs".to_owned(), 64.into()), ("router.policy".to_owned(), "random".into())];
+        assert_eq!(overrides_json(&o), r#"{"engine_max_num_seqs":64,"router_policy":"random"}"#);
+        assert_eq!(overrides_json(&[]), "{}");
+    }
+
+    #[test]
+    fn ids_are_integers_until_one_is_not() {
+        let mut kind = IdKind::default();
+        kind.observe(&RequestId::Int(i64::MAX as u64));
+        assert_eq!(kind, IdKind::Int);
+        kind.observe(&RequestId::Int(i64::MAX as u64 + 1));
+        assert_eq!(kind, IdKind::Text);
+        let mut column = IdColumn::new(IdKind::Int);
+        assert!(column.append(&RequestId::Int(7)).is_ok());
+        let err = column.append(&RequestId::Str("a".to_owned())).unwrap_err();
+        assert!(err.starts_with("request_id a: not an integer"), "{err}");
+    }
+}

@@ -6,13 +6,13 @@
 //! holds: its `plan_hash`, the hash of the plan file's bytes and of every
 //! scenario file it names (a folder from before this file existed is
 //! identified by its `manifest.json`). A sweep of another plan is refused,
-//! since its parts would not share a schema (or a grid) with the ones there;
-//! with `--force` every file of the other plan is removed first, so one glob
-//! over `requests/` still reads one consistent table. An edited plan that
-//! keeps the table's columns (its override keys) and every run the folder
-//! holds (values added, comments or order changed) is the same plan grown:
-//! it resumes, reusing those runs. Any other edit is refused: it would drop
-//! finished runs or change the schema, which only `--force` may. The workload is not
+//! since its runs would not share a grid with the ones there (the tables'
+//! schema is the same for every plan, but a folder's `runs.parquet` and
+//! `manifest.json` describe one plan); with `--force` every file of the
+//! other plan is removed first. An edited plan that keeps its override keys
+//! and every run the folder holds (values added, comments or order changed)
+//! is the same plan grown: it resumes, reusing those runs. Any other edit is
+//! refused: it would drop finished runs, which only `--force` may. The workload is not
 //! part of the identity: its content is in every run id, so a workload
 //! rewritten in place gives new runs, and the runs of the old content (ids no
 //! longer in the plan) are removed like any other run not in the plan.

@@ -317,6 +317,35 @@ impl IdKind {
     }
 }
 
+/// The key of a row about one llm call: `request_id`, `node`.
+pub(crate) struct CallKey {
+    id: IdColumn,
+    node: Int64Builder,
+}
+
+impl CallKey {
+    pub(crate) fn fields(ids: IdKind) -> [Field; 2] {
+        [ids.field(), Field::new("node", DataType::Int64, false)]
+    }
+
+    pub(crate) fn new(ids: IdKind) -> CallKey {
+        CallKey { id: IdColumn::new(ids), node: Int64Builder::new() }
+    }
+
+    /// Appends node `node` of request `id`. Both columns get a value even
+    /// when the id does not fit ([`IdColumn::append`]'s error), so the
+    /// caller fills the rest of the row and the batch stays whole; the run
+    /// then fails on the error.
+    pub(crate) fn append(&mut self, id: &RequestId, node: usize) -> Result<(), String> {
+        self.node.append_value(node as i64);
+        self.id.append(id)
+    }
+
+    pub(crate) fn finish(&mut self) -> [ArrayRef; 2] {
+        [self.id.finish(), Arc::new(self.node.finish())]
+    }
+}
+
 /// The `request_id` column being built.
 pub(crate) enum IdColumn {
     Int(Int64Builder),

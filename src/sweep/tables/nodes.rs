@@ -9,7 +9,7 @@ use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{IdColumn, IdKind, RunColumns};
+use super::columns::{CallKey, IdKind, RunColumns};
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
@@ -22,8 +22,7 @@ const COUNTS: [&str; 4] = ["input_tokens", "output_tokens", "cached_tokens", "pr
 /// Builds one run's `nodes` rows.
 pub(crate) struct NodeRows {
     schema: SchemaRef,
-    id: IdColumn,
-    node: Int64Builder,
+    key: CallKey,
     replica: Int64Builder,
     times: [Float64Builder; 7],
     counts: [Int64Builder; 4],
@@ -35,8 +34,7 @@ pub(crate) struct NodeRows {
 impl NodeRows {
     pub(crate) fn schema(ids: IdKind) -> SchemaRef {
         let mut fields = RunColumns::fields();
-        fields.push(ids.field());
-        fields.push(Field::new("node", DataType::Int64, false));
+        fields.extend(CallKey::fields(ids));
         // The replica the router sent the node to (0 with one replica); null
         // for a node never routed (rejected, or behind a failed node).
         fields.push(Field::new("replica", DataType::Int64, true));
@@ -53,8 +51,7 @@ impl NodeRows {
     pub(crate) fn new(ids: IdKind) -> NodeRows {
         NodeRows {
             schema: Self::schema(ids),
-            id: IdColumn::new(ids),
-            node: Int64Builder::new(),
+            key: CallKey::new(ids),
             replica: Int64Builder::new(),
             times: std::array::from_fn(|_| Float64Builder::new()),
             counts: std::array::from_fn(|_| Int64Builder::new()),
@@ -70,6 +67,7 @@ impl NodeRows {
 
     /// Adds one row per llm node of `r`.
     pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), String> {
+        let mut result = Ok(());
         let s = |us: u64| us as f64 / 1e6;
         for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
             let NodeKind::Llm(call) = &sub.kind else { continue };
@@ -95,13 +93,12 @@ impl NodeRows {
             for (b, v) in self.counts.iter_mut().zip(counts) {
                 b.append_value(i64::from(v));
             }
-            self.id.append(&r.request.request_id)?;
-            self.node.append_value(i as i64);
+            result = result.and(self.key.append(&r.request.request_id, i));
             self.replica.append_option(node.start_us.map(|_| i64::from(node.replica.unwrap_or(0))));
             self.error.append_option(node.error.as_ref().map(|e| e.to_string()));
             self.rows += 1;
         }
-        Ok(())
+        result
     }
 
     /// The rows so far as a batch, after the run's columns (`run`, as many
@@ -109,8 +106,7 @@ impl NodeRows {
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
         debug_assert!(run.iter().all(|c| c.len() == self.rows));
         let mut cols = run;
-        cols.push(self.id.finish());
-        cols.push(Arc::new(self.node.finish()));
+        cols.extend(self.key.finish());
         cols.push(Arc::new(self.replica.finish()));
         cols.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         cols.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));

@@ -4,19 +4,18 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, ListBuilder};
+use arrow_array::builder::{Float64Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{IdColumn, IdKind, RunColumns};
+use super::columns::{CallKey, IdKind, RunColumns};
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
 /// Builds one run's `tokens` rows.
 pub(crate) struct TokenRows {
     schema: SchemaRef,
-    id: IdColumn,
-    node: Int64Builder,
+    key: CallKey,
     latency: ListBuilder<Float64Builder>,
     rows: usize,
 }
@@ -24,8 +23,7 @@ pub(crate) struct TokenRows {
 impl TokenRows {
     pub(crate) fn schema(ids: IdKind) -> SchemaRef {
         let mut fields = RunColumns::fields();
-        fields.push(ids.field());
-        fields.push(Field::new("node", DataType::Int64, false));
+        fields.extend(CallKey::fields(ids));
         fields.push(Field::new("token_latency_s", DataType::new_list(DataType::Float64, true), false));
         Arc::new(Schema::new(fields))
     }
@@ -33,8 +31,7 @@ impl TokenRows {
     pub(crate) fn new(ids: IdKind) -> TokenRows {
         TokenRows {
             schema: Self::schema(ids),
-            id: IdColumn::new(ids),
-            node: Int64Builder::new(),
+            key: CallKey::new(ids),
             latency: ListBuilder::new(Float64Builder::new()),
             rows: 0,
         }
@@ -45,6 +42,7 @@ impl TokenRows {
     }
 
     pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), String> {
+        let mut result = Ok(());
         for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
             if !matches!(sub.kind, NodeKind::Llm(_)) {
                 continue;
@@ -55,18 +53,16 @@ impl TokenRows {
                 previous = t;
             }
             self.latency.append(true);
-            self.id.append(&r.request.request_id)?;
-            self.node.append_value(i as i64);
+            result = result.and(self.key.append(&r.request.request_id, i));
             self.rows += 1;
         }
-        Ok(())
+        result
     }
 
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
         debug_assert!(run.iter().all(|c| c.len() == self.rows));
         let mut cols = run;
-        cols.push(self.id.finish());
-        cols.push(Arc::new(self.node.finish()));
+        cols.extend(self.key.finish());
         cols.push(Arc::new(self.latency.finish()));
         self.rows = 0;
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")

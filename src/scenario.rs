@@ -14,8 +14,8 @@ mod vllm_version;
 use std::path::Path;
 
 pub use hardware::Gpu;
-pub use model::ModelArch;
-pub use spec::{Dtype, LatencySpec, ScenarioSpec};
+pub use model::{Attention, ModelArch};
+pub use spec::{Dtype, KvCacheDtype, LatencySpec, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
@@ -40,6 +40,8 @@ pub struct Deployment {
     pub engine: EngineConfig,
     /// `gpu_memory_utilization` used for the KV capacity.
     pub gpu_memory_utilization: f64,
+    /// `kv_cache_dtype`.
+    pub kv_cache_dtype: KvCacheDtype,
     /// True when `num_gpu_blocks` was computed rather than given.
     pub kv_capacity_computed: bool,
     /// The step pricer.
@@ -201,7 +203,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     }
     let dtype = spec.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
     let weight_bytes: u64 = if dtype == Dtype::Fp8 { 1 } else { 2 };
-    let kv_dtype_bytes = 2;
+    let kv_cache_dtype = spec.engine.kv_cache_dtype.unwrap_or_default();
+    let kv_dtype_bytes = kv_cache_dtype.bytes();
 
     let e = &spec.engine;
     // vLLM's serving defaults (vllm/engine/arg_utils.py, get_batch_defaults,
@@ -315,7 +318,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     let fp8 = dtype == Dtype::Fp8;
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment.
-    let default = if KernelConstants::fitted(gpu.name).is_some() {
+    // (Where the tables cannot price the model, the roofline.)
+    let kernels_price_it = Kernels::check(&model, &gpu, tp, kv_dtype_bytes).is_ok();
+    let default = if KernelConstants::fitted(gpu.name).is_some() && kernels_price_it {
         LatencySpec::Kernels { constants_file: None, constants: None }
     } else {
         LatencySpec::Roofline { constants_file: None, constants: None }
@@ -326,7 +331,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             let c = constants_layered(base, defaults, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Roofline(Box::new(
-                Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c).with_expert_parallel(u64::from(dp)),
+                Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)
+                    .with_kv_cache_bytes(kv_dtype_bytes)
+                    .with_expert_parallel(u64::from(dp)),
             ))
         }
         LatencySpec::Kernels { constants_file, constants } => {
@@ -335,7 +342,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                 .ok_or_else(|| bad(KernelsError::Gpu(gpu.name.to_owned()).to_string()))?;
             let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
-            StepPricer::Kernels(Box::new(Kernels::new(&model, &gpu, tp, fp8, c).map_err(|e| bad(e.to_string()))?))
+            StepPricer::Kernels(Box::new(
+                Kernels::new(&model, &gpu, tp, fp8, kv_dtype_bytes, c).map_err(|e| bad(e.to_string()))?,
+            ))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(
             Linear::new(&beta)
@@ -348,6 +357,12 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             );
         }
     };
+    if dp > 1 && model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
+        return invalid(
+            "dp",
+            "dp > 1 on an MoE model with dense leading layers (first_k_dense_replace) is not modelled: ranks in lockstep price every layer as MoE",
+        );
+    }
     if dp > 1 && model.moe.is_some() && !matches!(latency, StepPricer::Roofline(_)) {
         return invalid(
             "dp",
@@ -388,6 +403,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         },
         vllm_version,
         gpu_memory_utilization: util,
+        kv_cache_dtype,
         kv_capacity_computed: computed,
         latency,
     })

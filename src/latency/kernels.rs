@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::kernel_tables::{self, AttentionFit, AttentionKind, GemmDtype, KernelTables, MoeLine};
 use super::{LatencyModel, StepBatch};
-use crate::scenario::{Gpu, ModelArch};
+use crate::scenario::{Attention, Gpu, ModelArch};
 
 /// The kernels model's tunable constants.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -82,6 +82,9 @@ pub enum KernelsError {
     /// No all-reduce was measured at this TP degree.
     #[error("no measured all-reduce for tp {0}; measured: {1:?}")]
     Tp(u64, Vec<u64>),
+    /// Something the tables hold no kernel for.
+    #[error("{0}; set latency_model: {{kind: roofline}}")]
+    Unmeasured(&'static str),
 }
 
 /// The measured-kernel latency model for one deployment.
@@ -134,15 +137,50 @@ const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
 
 impl Kernels {
-    /// Prices steps of `model` on `tp` GPUs of kind `gpu`; `fp8` runs the
-    /// linear layers on FP8 GEMMs (vLLM keeps the router and LM head in 16
-    /// bits, and the KV cache here stays 16-bit).
-    pub fn new(model: &ModelArch, gpu: &Gpu, tp: u64, fp8: bool, c: KernelConstants) -> Result<Kernels, KernelsError> {
+    /// Whether the tables can price `model` on `tp` GPUs of kind `gpu` with
+    /// a KV cache of `kv_bytes` an element, and if not, what is missing.
+    pub fn check(model: &ModelArch, gpu: &Gpu, tp: u64, kv_bytes: u64) -> Result<(), KernelsError> {
         let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
-        let dtype = if fp8 { GemmDtype::Fp8 } else { GemmDtype::Bf16 };
+        if model.attention != Attention::Grouped {
+            return Err(KernelsError::Unmeasured(
+                "no measured latent-attention (MLA) kernels: the tables hold FlashAttention with grouped KV heads",
+            ));
+        }
+        if kv_bytes != 2 {
+            return Err(KernelsError::Unmeasured(
+                "no measured attention kernels over an FP8 KV cache: the tables hold 16-bit KV (kvbf16)",
+            ));
+        }
+        if model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
+            return Err(KernelsError::Unmeasured(
+                "an MoE model with dense leading layers (first_k_dense_replace) is priced by the roofline only",
+            ));
+        }
         if tp > 1 && !tables.has_allreduce(tp) {
             return Err(KernelsError::Tp(tp, tables.allreduce_tps()));
         }
+        let heads = model.num_heads / tp;
+        let kv_heads = model.num_kv_heads.div_ceil(tp);
+        for kind in [AttentionKind::Context, AttentionKind::Generation] {
+            tables.fit_attention(kind, heads, kv_heads, model.head_dim).ok_or(KernelsError::HeadDim(model.head_dim))?;
+        }
+        Ok(())
+    }
+
+    /// Prices steps of `model` on `tp` GPUs of kind `gpu`; `fp8` runs the
+    /// linear layers on FP8 GEMMs (vLLM keeps the router and LM head in 16
+    /// bits, and the KV cache here stays 16-bit).
+    pub fn new(
+        model: &ModelArch,
+        gpu: &Gpu,
+        tp: u64,
+        fp8: bool,
+        kv_bytes: u64,
+        c: KernelConstants,
+    ) -> Result<Kernels, KernelsError> {
+        Self::check(model, gpu, tp, kv_bytes)?;
+        let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
+        let dtype = if fp8 { GemmDtype::Fp8 } else { GemmDtype::Bf16 };
         let heads = model.num_heads / tp;
         let kv_heads = model.num_kv_heads.div_ceil(tp);
         let d = model.head_dim;
@@ -298,7 +336,7 @@ mod tests {
     }
 
     fn kernels(id: &str, gpu: &str, tp: u64) -> Kernels {
-        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, false, bare()).unwrap()
+        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, false, 2, bare()).unwrap()
     }
 
     #[test]
@@ -359,17 +397,17 @@ mod tests {
     fn fp8_gemms_and_fused_moe_price_their_layers() {
         let h100 = hardware::lookup("H100").unwrap();
         let m = model("Llama-3.1-70B");
-        let bf16 = Kernels::new(&m, &h100, 4, false, bare()).unwrap().step_time_us(&decode(32, 500));
-        let fp8 = Kernels::new(&m, &h100, 4, true, bare()).unwrap().step_time_us(&decode(32, 500));
+        let bf16 = Kernels::new(&m, &h100, 4, false, 2, bare()).unwrap().step_time_us(&decode(32, 500));
+        let fp8 = Kernels::new(&m, &h100, 4, true, 2, bare()).unwrap().step_time_us(&decode(32, 500));
         // Half the weight bytes to stream: FP8 decode is well under BF16's.
         assert!(fp8 * 10 < bf16 * 8, "{bf16} {fp8}");
         // Mixtral-8x7B on one GPU: the measured fused MoE kernel, 256.3 µs a
         // layer at one token, against per-expert GEMMs in FP8.
-        let k = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, false, bare()).unwrap();
+        let k = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, false, 2, bare()).unwrap();
         let Some(e) = &k.moe else { panic!("Mixtral is MoE") };
         assert!(matches!(e.routed, Routed::Fused(_)));
         assert!((k.moe(1.0, e) - k.tables.at_m(&e.router_and_shared, 1.0) - 256.3).abs() < 1e-9);
-        let k8 = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, true, bare()).unwrap();
+        let k8 = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, true, 2, bare()).unwrap();
         assert!(matches!(k8.moe.as_ref().unwrap().routed, Routed::PerExpert(_)));
     }
 
@@ -377,24 +415,30 @@ mod tests {
     fn uncovered_deployments_are_refused() {
         let m = model("Llama-3.1-8B");
         let a100 = hardware::lookup("A100-80G").unwrap();
-        assert_eq!(Kernels::new(&m, &a100, 1, false, bare()).unwrap_err(), KernelsError::Gpu("A100-80G".into()));
+        assert_eq!(Kernels::new(&m, &a100, 1, false, 2, bare()).unwrap_err(), KernelsError::Gpu("A100-80G".into()));
         let h100 = hardware::lookup("H100").unwrap();
-        assert!(matches!(Kernels::new(&m, &h100, 6, false, bare()), Err(KernelsError::Tp(6, _))));
+        assert!(matches!(Kernels::new(&m, &h100, 6, false, 2, bare()), Err(KernelsError::Tp(6, _))));
     }
 
-    /// Every catalog model prices on H100 and H200, BF16 and FP8, at every TP
-    /// degree that divides its heads and has all-reduce measurements: no
-    /// per-model tables.
+    /// Every catalog model with grouped attention prices on H100 and H200,
+    /// BF16 and FP8, at every TP degree that divides its heads and has
+    /// all-reduce measurements: no per-model tables. Latent attention is
+    /// refused, naming what the tables lack.
     #[test]
     fn every_catalog_model_prices_on_h100_and_h200() {
         let c = KernelConstants::fitted("H100").unwrap();
         for id in catalog::model_ids() {
             let m = model(id);
+            if m.attention != Attention::Grouped {
+                let err = Kernels::new(&m, &hardware::lookup("H100").unwrap(), 1, false, 2, c).unwrap_err();
+                assert!(err.to_string().starts_with("no measured latent-attention (MLA) kernels"), "{id}: {err}");
+                continue;
+            }
             for gpu in ["H100", "H200"] {
                 let g = hardware::lookup(gpu).unwrap();
                 let tps = [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp));
                 for (tp, fp8) in tps.flat_map(|tp| [(tp, false), (tp, true)]) {
-                    let k = Kernels::new(&m, &g, tp, fp8, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
+                    let k = Kernels::new(&m, &g, tp, fp8, 2, c).unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
                     let prefill = StepBatch {
                         prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
                         ..StepBatch::default()

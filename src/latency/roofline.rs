@@ -9,7 +9,7 @@
 //! h200/csv_bf16`); they are applied unchanged to other GPUs.
 
 use super::{LatencyModel, StepBatch};
-use crate::scenario::{Gpu, ModelArch};
+use crate::scenario::{Attention, Gpu, ModelArch};
 
 /// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
 /// in `h100_sxm_vllm0.24_gemm_bf16.csv`.
@@ -147,13 +147,26 @@ impl RooflineConstants {
 #[derive(Debug, Clone)]
 pub struct Roofline {
     layers: f64,
+    /// Layers with a dense MLP (all of a dense model's).
+    dense_layers: f64,
     hidden: f64,
     heads_per_gpu: f64,
-    kv_heads_per_gpu: f64,
-    head_dim: f64,
+    /// Per head: the query-key dot product's and the value's width.
+    qk_dim: f64,
+    v_dim: f64,
+    /// KV-cache elements a token takes per layer on one GPU.
+    kv_elements: f64,
+    /// Bytes a KV element takes (`kv_cache_dtype`).
+    kv_bytes: f64,
+    /// Output columns of the attention's input projections per GPU.
+    qkv_out: f64,
     /// Attention projection weights per layer per GPU, elements.
     attn_weights: f64,
-    /// Dense MLP weights per layer per GPU (0 for MoE models), elements.
+    /// Latent attention's KV up-projection per layer per GPU, elements,
+    /// which a prefill chunk also applies to its cached context (0 for
+    /// grouped attention).
+    kv_up_weights: f64,
+    /// Dense MLP weights per layer per GPU, elements.
     dense_mlp_weights: f64,
     moe: Option<MoeShape>,
     vocab: f64,
@@ -202,14 +215,32 @@ impl Roofline {
             shared_weights: 3.0 * d * m.shared_intermediate_size as f64 / tpf,
             ranks: tpf,
         });
+        let heads_per_gpu = model.num_heads as f64 / tpf;
+        let (qk_dim, v_dim, qkv_out, kv_up_weights) = match model.attention {
+            Attention::Grouped => {
+                let hd = model.head_dim as f64;
+                (hd, hd, heads_per_gpu * hd + 2.0 * model.num_kv_heads.div_ceil(tp) as f64 * hd, 0.0)
+            }
+            Attention::Latent { kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, .. } => {
+                let qk = (qk_nope_head_dim + qk_rope_head_dim) as f64;
+                let latent = (kv_lora_rank + qk_rope_head_dim) as f64;
+                let up = kv_lora_rank as f64 * heads_per_gpu * (qk_nope_head_dim + v_head_dim) as f64;
+                (qk, v_head_dim as f64, heads_per_gpu * qk + latent, up)
+            }
+        };
         Roofline {
             layers: model.num_layers as f64,
+            dense_layers: model.dense_layers() as f64,
             hidden: d,
-            heads_per_gpu: model.num_heads as f64 / tpf,
-            kv_heads_per_gpu: model.num_kv_heads.div_ceil(tp) as f64,
-            head_dim: model.head_dim as f64,
+            heads_per_gpu,
+            qk_dim,
+            v_dim,
+            kv_elements: model.kv_elements_per_token_per_layer(tp) as f64,
+            kv_bytes: 2.0,
+            qkv_out,
             attn_weights: model.attention_params_per_layer() as f64 / tpf,
-            dense_mlp_weights: if moe.is_some() { 0.0 } else { model.dense_mlp_params() as f64 / tpf },
+            kv_up_weights,
+            dense_mlp_weights: model.dense_mlp_params() as f64 / tpf,
             moe,
             vocab: model.vocab_size as f64,
             tp: tpf,
@@ -224,6 +255,12 @@ impl Roofline {
             interconnect: gpu.interconnect_bandwidth,
             c,
         }
+    }
+
+    /// A KV cache of `bytes` an element (1 for `kv_cache_dtype: fp8`).
+    pub fn with_kv_cache_bytes(mut self, bytes: u64) -> Roofline {
+        self.kv_bytes = bytes as f64;
+        self
     }
 
     /// Experts spread over `tp × dp` GPUs (vLLM's `--enable-expert-parallel`
@@ -287,24 +324,29 @@ impl Roofline {
         let mut sampled = decodes;
         // Attention per layer: prefill FLOPs (causal over context + chunk) and
         // KV bytes (read the context, write and read the new tokens).
-        let (mut prefill_flops, mut prefill_kv) = (0.0, 0.0);
-        let kv_token_bytes = 2.0 * self.kv_heads_per_gpu * self.head_dim * self.act_bytes;
+        let (mut prefill_flops, mut prefill_kv, mut prefill_context) = (0.0, 0.0, 0.0);
+        let kv_token_bytes = self.kv_elements * self.kv_bytes;
         for c in &batch.prefills {
             let t = f64::from(c.new_tokens);
             let ctx = f64::from(c.context_tokens);
             if c.samples {
                 sampled += 1.0;
             }
-            prefill_flops += 4.0 * self.heads_per_gpu * self.head_dim * (t * ctx + t * (t + 1.0) / 2.0);
+            // QKᵀ and PV, causal over the context and the chunk.
+            prefill_flops += 2.0 * self.heads_per_gpu * (self.qk_dim + self.v_dim) * (t * ctx + t * (t + 1.0) / 2.0);
             prefill_kv += (ctx + 2.0 * t) * kv_token_bytes;
+            prefill_context += ctx;
         }
         let decode_kv = (batch.decode_context_tokens as f64 + 2.0 * decodes) * kv_token_bytes;
         let d = self.hidden;
-        let q_out = self.heads_per_gpu * self.head_dim;
-        let kv_out = 2.0 * self.kv_heads_per_gpu * self.head_dim;
-        let o_weights = q_out * d;
+        let o_weights = self.heads_per_gpu * self.v_dim * d;
         let mut layer =
-            self.gemm_us(tokens, self.attn_weights - o_weights, q_out + kv_out) + self.gemm_us(tokens, o_weights, d);
+            self.gemm_us(tokens, self.attn_weights - o_weights, self.qkv_out) + self.gemm_us(tokens, o_weights, d);
+        if self.kv_up_weights > 0.0 && prefill_context > 0.0 {
+            // Latent attention's prefill expands the cached latents to keys
+            // and values again.
+            layer += self.gemm_us(prefill_context, self.kv_up_weights, self.kv_up_weights / self.kv_elements.max(1.0));
+        }
         layer += ffn;
         if prefill_flops > 0.0 {
             let compute = prefill_flops / (self.attention_flops * self.c.prefill_attention_efficiency);
@@ -323,15 +365,19 @@ impl Roofline {
         (layer, sampled)
     }
 
+    /// One dense layer's MLP, µs.
+    fn dense_ffn_us(&self, tokens: f64) -> f64 {
+        let d = self.hidden;
+        let i = self.dense_mlp_weights / (3.0 * d);
+        self.gemm_us(tokens, 2.0 * d * i, 2.0 * i) + self.gemm_us(tokens, d * i, d)
+    }
+
     /// One layer's MLP, or its MoE when every token of `tokens` is routed
-    /// over the experts' GPUs, µs.
+    /// over the experts' GPUs, µs (a dense layer's for a dense model).
     fn ffn_us(&self, tokens: f64) -> f64 {
         let d = self.hidden;
         match &self.moe {
-            None => {
-                let i = self.dense_mlp_weights / (3.0 * d);
-                self.gemm_us(tokens, 2.0 * d * i, 2.0 * i) + self.gemm_us(tokens, d * i, d)
-            }
+            None => self.dense_ffn_us(tokens),
             Some(m) => {
                 // Expected distinct experts touched when `tokens` tokens each pick top_k.
                 let touched = m.experts * (1.0 - (1.0 - m.top_k / m.experts).powf(tokens));
@@ -373,7 +419,12 @@ impl LatencyModel for Roofline {
         // projection and after the MLP or MoE.
         let comm = 2.0 * self.allreduce_us(tokens, self.tp);
         let (layer, sampled) = self.layer_us(batch, tokens, self.ffn_us(tokens), comm);
-        let total = self.layers * layer + self.lm_head_us(sampled) + self.c.step_overhead_us;
+        let mut total = self.layers * layer + self.lm_head_us(sampled) + self.c.step_overhead_us;
+        if self.moe.is_some() && self.dense_layers > 0.0 {
+            // Leading dense layers (DeepSeek's first_k_dense_replace).
+            let (dense, _) = self.layer_us(batch, tokens, self.dense_ffn_us(tokens), comm);
+            total += self.dense_layers * (dense - layer);
+        }
         total.round().max(1.0) as u64
     }
 

@@ -53,6 +53,17 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         &["Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B"],
         include_str!("catalog/models/Qwen3-30B-A3B.json"),
     ),
+    (
+        "DeepSeek-V2-Lite",
+        &["deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite-Chat"],
+        include_str!("catalog/models/DeepSeek-V2-Lite.json"),
+    ),
+    (
+        "Mistral-Nemo-12B",
+        &["mistralai/Mistral-Nemo-Instruct-2407", "Mistral-Nemo-Instruct-2407", "mistral-nemo-instruct-2407"],
+        include_str!("catalog/models/Mistral-Nemo-12B.json"),
+    ),
+    ("Yi-34B", &["01-ai/Yi-34B", "yi-34b"], include_str!("catalog/models/Yi-34B.json")),
 ];
 
 /// The catalog id and `config.json` text of a model, by id or alias

@@ -16,6 +16,34 @@ pub struct Moe {
     pub expert_intermediate_size: u64,
     /// Intermediate size of the shared expert(s), 0 if none.
     pub shared_intermediate_size: u64,
+    /// Leading layers with a dense MLP instead (`first_k_dense_replace`,
+    /// DeepSeek), each of `intermediate_size`.
+    pub dense_layers: u64,
+}
+
+/// How a layer's attention keeps its KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attention {
+    /// Multi-head or grouped-query attention: a key and a value of
+    /// `head_dim` for each of `num_key_value_heads` heads, split over the
+    /// tensor-parallel GPUs.
+    Grouped,
+    /// Multi-head latent attention (DeepSeek-V2/V3): one compressed latent
+    /// of `kv_lora_rank + qk_rope_head_dim` a token, the same on every
+    /// tensor-parallel GPU (vLLM's `MLAAttentionSpec`: one KV head of that
+    /// size, no separate value).
+    Latent {
+        /// `kv_lora_rank`.
+        kv_lora_rank: u64,
+        /// `q_lora_rank` (`None`: queries projected directly).
+        q_lora_rank: Option<u64>,
+        /// `qk_nope_head_dim`.
+        qk_nope_head_dim: u64,
+        /// `qk_rope_head_dim`.
+        qk_rope_head_dim: u64,
+        /// `v_head_dim`.
+        v_head_dim: u64,
+    },
 }
 
 /// The architecture numbers of a decoder-only transformer.
@@ -45,6 +73,8 @@ pub struct ModelArch {
     pub checkpoint_bytes: u64,
     /// MoE shape, for mixture-of-experts models.
     pub moe: Option<Moe>,
+    /// Grouped or latent attention.
+    pub attention: Attention,
 }
 
 /// A `config.json` the simulator cannot use. Fatal for the scenario.
@@ -124,6 +154,8 @@ impl ModelArch {
             Some(n) if n >= 2 => Some(at_most("num_experts", n, MAX_COUNT)?),
             _ => None,
         };
+        // What would be priced or sized wrongly is refused, by name.
+        refuse_unsupported(&map, max_position_embeddings_of(&map))?;
         let moe = match num_experts {
             None => None,
             Some(num_experts) => Some(Moe {
@@ -138,12 +170,36 @@ impl ModelArch {
                     Some(v) if v > 0 => at_most("moe_intermediate_size", v, MAX_INTERMEDIATE)?,
                     _ => at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?,
                 },
-                shared_intermediate_size: at_most(
-                    "shared_expert_intermediate_size",
-                    uint("shared_expert_intermediate_size")?.unwrap_or(0),
-                    MAX_INTERMEDIATE,
+                shared_intermediate_size: match (uint("shared_expert_intermediate_size")?, uint("n_shared_experts")?) {
+                    (Some(v), _) => at_most("shared_expert_intermediate_size", v, MAX_INTERMEDIATE)?,
+                    // DeepSeek: n_shared_experts experts of moe_intermediate_size.
+                    (None, Some(n)) => {
+                        at_most("n_shared_experts", n * uint("moe_intermediate_size")?.unwrap_or(0), MAX_INTERMEDIATE)?
+                    }
+                    (None, None) => 0,
+                },
+                dense_layers: at_most(
+                    "first_k_dense_replace",
+                    uint("first_k_dense_replace")?.unwrap_or(0),
+                    num_layers,
                 )?,
             }),
+        };
+        let attention = match uint("kv_lora_rank")? {
+            None | Some(0) => Attention::Grouped,
+            Some(kv_lora_rank) => {
+                let dim = |key: &str| -> Result<u64, ModelConfigError> { at_most(key, required(key)?, MAX_HEADS) };
+                Attention::Latent {
+                    kv_lora_rank: at_most("kv_lora_rank", kv_lora_rank, MAX_HEADS)?,
+                    q_lora_rank: uint("q_lora_rank")?
+                        .filter(|&r| r > 0)
+                        .map(|r| at_most("q_lora_rank", r, MAX_WIDTH))
+                        .transpose()?,
+                    qk_nope_head_dim: dim("qk_nope_head_dim")?,
+                    qk_rope_head_dim: dim("qk_rope_head_dim")?,
+                    v_head_dim: dim("v_head_dim")?,
+                }
+            }
         };
         let intermediate_size = at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?;
         let checkpoint_bytes = match get("torch_dtype").or(get("dtype")).and_then(Value::as_str) {
@@ -165,14 +221,38 @@ impl ModelArch {
             tie_word_embeddings: get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
             checkpoint_bytes,
             moe,
+            attention,
         })
     }
 
-    /// Parameters of one decoder layer's attention projections (Q, K, V, O).
+    /// Parameters of one decoder layer's attention projections (Q, K, V, O;
+    /// for latent attention the down- and up-projections of queries and of
+    /// the KV latent, with their norms).
     pub fn attention_params_per_layer(&self) -> u64 {
-        let q = self.num_heads * self.head_dim;
-        let kv = self.num_kv_heads * self.head_dim;
-        self.hidden_size * (q + 2 * kv) + q * self.hidden_size
+        let (d, h) = (self.hidden_size, self.num_heads);
+        match self.attention {
+            Attention::Grouped => {
+                let q = h * self.head_dim;
+                let kv = self.num_kv_heads * self.head_dim;
+                d * (q + 2 * kv) + q * d
+            }
+            Attention::Latent { kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim } => {
+                let q_out = h * (qk_nope_head_dim + qk_rope_head_dim);
+                let q = match q_lora_rank {
+                    Some(r) => d * r + r + r * q_out,
+                    None => d * q_out,
+                };
+                let kv_a = d * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank;
+                let kv_b = kv_lora_rank * h * (qk_nope_head_dim + v_head_dim);
+                q + kv_a + kv_b + h * v_head_dim * d
+            }
+        }
+    }
+
+    /// Layers with a dense MLP: all of a dense model's, an MoE model's
+    /// leading `first_k_dense_replace`.
+    pub fn dense_layers(&self) -> u64 {
+        self.moe.as_ref().map_or(self.num_layers, |m| m.dense_layers)
     }
 
     /// Parameters of one dense gated MLP (gate, up and down projections).
@@ -186,25 +266,90 @@ impl ModelArch {
         let d = self.hidden_size;
         let embed = self.vocab_size * d;
         let lm_head = if self.tie_word_embeddings { 0 } else { embed };
-        let mlp = match &self.moe {
-            None => self.dense_mlp_params(),
+        let moe_mlp = match &self.moe {
+            None => 0,
             Some(m) => {
                 d * m.num_experts
                     + m.num_experts * 3 * d * m.expert_intermediate_size
                     + 3 * d * m.shared_intermediate_size
             }
         };
-        let per_layer = self.attention_params_per_layer() + mlp + 2 * d;
-        embed + lm_head + self.num_layers * per_layer + d
+        let dense = self.dense_layers();
+        let per_layer = self.attention_params_per_layer() + 2 * d;
+        embed
+            + lm_head
+            + self.num_layers * per_layer
+            + dense * self.dense_mlp_params()
+            + (self.num_layers - dense) * moe_mlp
+            + d
     }
 
     /// KV-cache bytes one token takes on one GPU under tensor parallelism `tp`
     /// (K and V, every layer). KV heads are split across GPUs, and replicated
     /// when there are fewer heads than GPUs, as vLLM does.
+    /// With latent attention, each GPU keeps the whole latent.
     pub fn kv_bytes_per_token(&self, tp: u64, kv_dtype_bytes: u64) -> u64 {
-        let heads_per_gpu = self.num_kv_heads.div_ceil(tp);
-        2 * self.num_layers * heads_per_gpu * self.head_dim * kv_dtype_bytes
+        self.num_layers * self.kv_elements_per_token_per_layer(tp) * kv_dtype_bytes
     }
+
+    /// KV-cache elements one token takes in one layer on one GPU.
+    pub fn kv_elements_per_token_per_layer(&self, tp: u64) -> u64 {
+        match self.attention {
+            Attention::Grouped => 2 * self.num_kv_heads.div_ceil(tp) * self.head_dim,
+            Attention::Latent { kv_lora_rank, qk_rope_head_dim, .. } => kv_lora_rank + qk_rope_head_dim,
+        }
+    }
+}
+
+fn max_position_embeddings_of(map: &Map<String, Value>) -> u64 {
+    map.get("max_position_embeddings").and_then(Value::as_u64).unwrap_or(u64::MAX)
+}
+
+/// Refuses what this simulator would size or price wrongly: attention that
+/// looks at a window rather than the whole context (sliding-window layers,
+/// hybrid stacks of attention kinds), MoE on only some layers.
+fn refuse_unsupported(map: &Map<String, Value>, max_position: u64) -> Result<(), ModelConfigError> {
+    let window = map.get("sliding_window").and_then(Value::as_u64).filter(|&w| w > 0 && w < max_position);
+    let enabled = map.get("use_sliding_window").and_then(Value::as_bool).unwrap_or(true);
+    if let (Some(w), true) = (window, enabled) {
+        return Err(bad(
+            "sliding_window",
+            format!(
+                "{w}-token sliding-window attention is not modelled (vLLM keeps only the window's KV blocks and attends over the window); only full attention is sized and priced"
+            ),
+        ));
+    }
+    if let Some(Value::Array(kinds)) = map.get("layer_types")
+        && let Some(other) = kinds.iter().filter_map(Value::as_str).find(|k| *k != "full_attention")
+    {
+        return Err(bad(
+            "layer_types",
+            format!(
+                "layers of kind `{other}` are not modelled (hybrid attention); only full_attention is sized and priced"
+            ),
+        ));
+    }
+    if let Some(f) = map.get("moe_layer_freq").and_then(Value::as_u64).filter(|&f| f > 1) {
+        return Err(bad(
+            "moe_layer_freq",
+            format!("MoE on one layer in {f} is not modelled; only on every layer after first_k_dense_replace"),
+        ));
+    }
+    if let Some(n) = map.get("attention_chunk_size").and_then(Value::as_u64).filter(|&n| n > 0 && n < max_position) {
+        return Err(bad(
+            "attention_chunk_size",
+            format!(
+                "chunked local attention over {n}-token chunks (Llama 4) is not modelled; only full attention is sized and priced"
+            ),
+        ));
+    }
+    if let Some(n) = map.get("index_topk").filter(|v| !v.is_null()) {
+        return Err(bad(
+            "index_topk",
+            format!("sparse attention over the top {n} tokens (DeepSeek-V3.2's indexer) is not modelled"),
+        ));
+    }
+    Ok(())
 }
 
 /// vLLM's derived `max_model_len`: `max_position_embeddings`, scaled by a RoPE
@@ -267,6 +412,69 @@ mod tests {
         assert_eq!(err(r#", "head_dim": 4294967296"#), "head_dim");
         assert_eq!(err(r#", "num_local_experts": 8, "num_experts_per_tok": 9"#), "num_experts_per_tok");
         assert!(ModelArch::from_config_json("m", &config(r#", "num_key_value_heads": 2"#)).is_ok());
+    }
+
+    #[test]
+    fn latent_attention_keeps_one_latent_a_token_on_every_gpu() {
+        let text = include_str!("catalog/models/DeepSeek-V2-Lite.json");
+        let arch = ModelArch::from_config_json("DeepSeek-V2-Lite", text).unwrap();
+        assert!(matches!(arch.attention, Attention::Latent { kv_lora_rank: 512, qk_rope_head_dim: 64, .. }));
+        // 27 layers × (kv_lora_rank 512 + qk_rope_head_dim 64) × 2 bytes,
+        // whatever the TP degree (vLLM's MLAAttentionSpec: one 576-wide head).
+        assert_eq!(arch.kv_bytes_per_token(1, 2), 27 * 576 * 2);
+        assert_eq!(arch.kv_bytes_per_token(2, 2), 31_104);
+        assert_eq!(arch.kv_bytes_per_token(4, 1), 15_552);
+        // Published: 15.7 B parameters. By hand: embeddings and LM head
+        // 2 × 102400 × 2048; per layer q_proj 2048 × 16 × 192, kv_a 2048 × 576
+        // + 512, kv_b 512 × 16 × 256, o 2048 × 2048, two norms; layer 0 a
+        // dense MLP of 10944, layers 1–26 a router of 64, 64 experts and 2
+        // shared ones of 1408.
+        let attention = 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 16 * 128 * 2048;
+        assert_eq!(arch.attention_params_per_layer(), attention);
+        let moe_layer = 2048 * 64 + 64 * 3 * 2048 * 1408 + 3 * 2048 * 2816;
+        let expected = 2 * 102_400 * 2048 + 27 * (attention + 2 * 2048) + 3 * 2048 * 10_944 + 26 * moe_layer + 2048;
+        assert_eq!(arch.param_count(), expected);
+        assert_eq!(expected, 15_706_484_224);
+        let moe = arch.moe.unwrap();
+        assert_eq!((moe.dense_layers, moe.shared_intermediate_size), (1, 2816));
+    }
+
+    #[test]
+    fn other_catalog_models_have_their_published_sizes() {
+        let size = |text: &str| ModelArch::from_config_json("m", text).unwrap().param_count() as f64 / 1e9;
+        // Published: Yi-34B 34.4 B, Mistral-NeMo 12.2 B.
+        assert!((size(include_str!("catalog/models/Yi-34B.json")) - 34.39).abs() < 0.01);
+        assert!((size(include_str!("catalog/models/Mistral-Nemo-12B.json")) - 12.25).abs() < 0.01);
+    }
+
+    #[test]
+    fn attention_this_simulator_does_not_model_is_refused_by_name() {
+        let config = |extra: &str| {
+            format!(
+                r#"{{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 128,
+                    "vocab_size": 100, "max_position_embeddings": 32768{extra}}}"#
+            )
+        };
+        let err = |extra: &str| ModelArch::from_config_json("m", &config(extra)).unwrap_err().to_string();
+        assert!(
+            err(r#", "sliding_window": 4096"#)
+                .starts_with("sliding_window: 4096-token sliding-window attention is not modelled")
+        );
+        assert!(
+            err(r#", "layer_types": ["full_attention", "sliding_attention"]"#)
+                .starts_with("layer_types: layers of kind `sliding_attention` are not modelled")
+        );
+        assert!(err(r#", "attention_chunk_size": 8192"#).starts_with("attention_chunk_size: chunked local attention"));
+        assert!(err(r#", "moe_layer_freq": 2"#).starts_with("moe_layer_freq: MoE on one layer in 2"));
+        assert!(err(r#", "index_topk": 2048"#).starts_with("index_topk: sparse attention over the top 2048"));
+        // A window as long as the context, or switched off, is full attention.
+        for ok in [
+            r#", "sliding_window": 32768"#,
+            r#", "sliding_window": 4096, "use_sliding_window": false"#,
+            r#", "sliding_window": null"#,
+        ] {
+            assert!(ModelArch::from_config_json("m", &config(ok)).is_ok(), "{ok}");
+        }
     }
 
     #[test]

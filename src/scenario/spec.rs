@@ -83,6 +83,42 @@ pub enum Dtype {
     Fp8,
 }
 
+/// vLLM's `--kv-cache-dtype`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvCacheDtype {
+    /// The model's dtype (16 bits here).
+    #[default]
+    Auto,
+    /// FP8 (E4M3 on CUDA).
+    Fp8,
+    /// FP8 E4M3.
+    Fp8E4m3,
+    /// FP8 E5M2.
+    Fp8E5m2,
+}
+
+impl KvCacheDtype {
+    /// Bytes one KV element takes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            KvCacheDtype::Auto => 2,
+            KvCacheDtype::Fp8 | KvCacheDtype::Fp8E4m3 | KvCacheDtype::Fp8E5m2 => 1,
+        }
+    }
+}
+
+impl fmt::Display for KvCacheDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KvCacheDtype::Auto => "auto",
+            KvCacheDtype::Fp8 => "fp8",
+            KvCacheDtype::Fp8E4m3 => "fp8_e4m3",
+            KvCacheDtype::Fp8E5m2 => "fp8_e5m2",
+        })
+    }
+}
+
 impl fmt::Display for Dtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -107,6 +143,9 @@ pub struct EngineSpec {
     pub block_size: Option<u32>,
     /// `--gpu-memory-utilization`.
     pub gpu_memory_utilization: Option<f64>,
+    /// `--kv-cache-dtype`: `auto` (the model's 16 bits) or an FP8 format
+    /// (one byte an element: twice the tokens in the same memory).
+    pub kv_cache_dtype: Option<KvCacheDtype>,
     /// `--num-gpu-blocks-override`.
     pub num_gpu_blocks: Option<u32>,
     /// `--enable-prefix-caching` / `--no-enable-prefix-caching`.

@@ -45,6 +45,9 @@ fn every_catalog_gpu_and_model_resolves() {
         ("Qwen3-14B", 1),
         ("Qwen3-32B", 2),
         ("Qwen3-30B-A3B", 1),
+        ("DeepSeek-V2-Lite", 1),
+        ("Mistral-Nemo-12B", 1),
+        ("Yi-34B", 2),
     ] {
         dir.create("s.yaml", &format!("model: {model}\nhardware: H100\ntp: {tp}\n"));
         assert!(summary(&dir, "s.yaml").contains(&format!("{model} on {tp}x H100")), "{model}");
@@ -82,4 +85,61 @@ fn refusals_name_the_file_line_and_key() {
         assert!(err.starts_with(&format!("blis-sweep: {expected}")), "{yaml}\n{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+}
+
+/// `N KV blocks of B` and the latency model from a run's summary line.
+fn blocks_and_model(summary: &str) -> (u64, String) {
+    let line = summary.lines().next().unwrap();
+    let (head, tail) = line.split_once(" KV blocks of ").unwrap();
+    let blocks = head.rsplit(' ').next().unwrap().parse().unwrap();
+    let model = tail.split(", ").nth(1).unwrap().trim_end_matches(" latency model").to_owned();
+    (blocks, model)
+}
+
+#[test]
+fn an_fp8_kv_cache_holds_twice_the_blocks() {
+    let dir = Dir::new("scenario-fp8-kv");
+    dir.create("auto.yaml", "model: Llama-3.1-8B\nhardware: H100\nlatency_model: roofline\n");
+    dir.create(
+        "fp8.yaml",
+        "model: Llama-3.1-8B\nhardware: H100\nlatency_model: roofline\nengine: {kv_cache_dtype: fp8}\n",
+    );
+    let (auto, _) = blocks_and_model(&summary(&dir, "auto.yaml"));
+    let (fp8, _) = blocks_and_model(&summary(&dir, "fp8.yaml"));
+    // The same free memory in blocks of half the bytes (to the block).
+    assert!(fp8 == 2 * auto || fp8 == 2 * auto + 1, "{auto} -> {fp8}");
+    // The kernel tables hold 16-bit KV only: by default the roofline prices
+    // it, and asking for the kernels says why not.
+    dir.create("default.yaml", "model: Llama-3.1-8B\nhardware: H100\nengine: {kv_cache_dtype: fp8}\n");
+    assert_eq!(blocks_and_model(&summary(&dir, "default.yaml")).1, "roofline");
+    dir.create(
+        "kernels.yaml",
+        "model: Llama-3.1-8B\nhardware: H100\nlatency_model: kernels\nengine: {kv_cache_dtype: fp8}\n",
+    );
+    let err = TestCommand::new(&dir.path, &["run", "-s", "kernels.yaml", "w.jsonl"]).fails();
+    assert!(
+        err.contains("kernels.yaml:3: latency_model: no measured attention kernels over an FP8 KV cache")
+            && err.contains("set latency_model: {kind: roofline}"),
+        "{err}"
+    );
+}
+
+#[test]
+fn latent_attention_is_sized_per_gpu_and_priced_by_the_roofline() {
+    let dir = Dir::new("scenario-mla");
+    // DeepSeek-V2-Lite keeps 31,104 bytes a token (27 layers × 576 × 2) on
+    // every GPU: 1,000 blocks of 16 are 497.7 MB whatever the TP degree,
+    // so a count past one H100's 80 GiB names that size.
+    dir.create("s.yaml", "model: DeepSeek-V2-Lite\nhardware: H100\ntp: 2\nengine: {num_gpu_blocks: 200000}\n");
+    dir.create("w.jsonl", &format!("{ONE}\n"));
+    let err = TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "w.jsonl"]).fails();
+    // 200,000 × 16 × 31,104 B = 92.7 GiB.
+    assert!(err.contains("engine.num_gpu_blocks: 200000 blocks of 16 tokens need 92.7 GiB per GPU"), "{err}");
+    dir.create("s.yaml", "model: DeepSeek-V2-Lite\nhardware: H100\ntp: 2\n");
+    let (blocks, model) = blocks_and_model(&summary(&dir, "s.yaml"));
+    assert_eq!(model, "roofline");
+    assert!(blocks > 100_000, "{blocks}");
+    dir.create("k.yaml", "model: DeepSeek-V2-Lite\nhardware: H100\nlatency_model: kernels\n");
+    let err = TestCommand::new(&dir.path, &["run", "-s", "k.yaml", "w.jsonl"]).fails();
+    assert!(err.contains("k.yaml:3: latency_model: no measured latent-attention (MLA) kernels"), "{err}");
 }

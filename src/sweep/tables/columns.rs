@@ -92,6 +92,7 @@ pub(crate) struct DeploymentRow {
     engine_long_prefill_token_threshold: Option<u32>,
     engine_async_scheduling: Option<bool>,
     engine_gpu_memory_utilization: Option<f64>,
+    engine_kv_cache_dtype: Option<String>,
 }
 
 impl DeploymentRow {
@@ -118,6 +119,7 @@ impl DeploymentRow {
             engine_long_prefill_token_threshold: Some(e.long_prefill_token_threshold),
             engine_async_scheduling: Some(e.async_scheduling),
             engine_gpu_memory_utilization: Some(d.gpu_memory_utilization),
+            engine_kv_cache_dtype: Some(d.kv_cache_dtype.to_string()),
         }
     }
 
@@ -136,7 +138,7 @@ impl DeploymentRow {
         }
     }
 
-    fn entries(&self) -> [(&'static str, Value<'_>); 19] {
+    fn entries(&self) -> [(&'static str, Value<'_>); 20] {
         fn text(v: &Option<String>) -> Value<'_> {
             Value::Text(v.as_deref())
         }
@@ -160,6 +162,7 @@ impl DeploymentRow {
             ("engine_long_prefill_token_threshold", int(self.engine_long_prefill_token_threshold)),
             ("engine_async_scheduling", Value::Bool(self.engine_async_scheduling)),
             ("engine_gpu_memory_utilization", Value::Float(self.engine_gpu_memory_utilization)),
+            ("engine_kv_cache_dtype", text(&self.engine_kv_cache_dtype)),
         ]
     }
 

@@ -250,7 +250,7 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
             return;
         }
         match &o.report {
-            Ok(r) => eprintln!("{}: {} requests compared", o.experiment.name, r.trace_info.matched_pairs),
+            Ok(c) => eprintln!("{}: {}", o.experiment.name, c.describe()),
             Err(why) => eprintln!("{}: failed: {why}", o.experiment.name),
         }
     })?;

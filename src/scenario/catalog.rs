@@ -46,6 +46,11 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         include_str!("catalog/models/Mixtral-8x7B.json"),
     ),
     ("Qwen2.5-7B", &["Qwen/Qwen2.5-7B"], include_str!("catalog/models/Qwen2.5-7B.json")),
+    (
+        "Qwen2.5-7B-Instruct",
+        &["Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b-instruct"],
+        include_str!("catalog/models/Qwen2.5-7B-Instruct.json"),
+    ),
     ("Qwen3-14B", &["Qwen/Qwen3-14B"], include_str!("catalog/models/Qwen3-14B.json")),
     ("Qwen3-32B", &["Qwen/Qwen3-32B"], include_str!("catalog/models/Qwen3-32B.json")),
     (

@@ -5,14 +5,20 @@
 //! BLIS's published prediction where there is one), `calibration.md` (the
 //! same as a table) and `reports/<experiment>.json` (`calibrate`'s report).
 //!
+//! Runs known only by their aggregates (`source: blis-trainval`) are compared
+//! on those, whole run and per load stage ([`aggregates`]).
+//!
 //! ```yaml
 //! name: calibration
 //! calibration:
 //!   - {source: blis-vllm-h100, data: ../../shared/data/blis-vllm-h100}
+//!   - {source: blis-trainval, data: ../../shared/data/blis-vllm-h100}
 //!   - {source: llmservingsim, data: ../../shared/data/llmservingsim-vllm-bench, experiments: [RTX4090__Llama-3.1-8B]}
 //! overrides: {latency_model: {kind: kernels, constants_file: fit.yaml}}   # optional, every scenario
 //! output: ../results/calibration
 //! ```
+
+mod aggregates;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -35,7 +41,10 @@ use crate::calibrate::fit::replay;
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
+use crate::workload::import::blis_trainval;
 use crate::workload::import::convert::{self, Published, Source};
+
+pub use aggregates::AggregateComparison;
 
 /// The plan file.
 #[derive(Debug, Clone, Deserialize)]
@@ -134,9 +143,28 @@ pub struct Outcome {
     /// Model, GPU, TP, latency model and DP ranks of its scenario.
     pub deployment: Option<(String, String, u64, &'static str, u32)>,
     /// The comparison, or why the experiment could not run.
-    pub report: Result<Report, String>,
+    pub report: Result<Comparison, String>,
     /// BLIS's published predictions for it.
     pub blis: Vec<Published>,
+}
+
+/// How a replayed run compares with the real one.
+#[derive(Debug, Clone)]
+pub enum Comparison {
+    /// Request by request (and llm node), from per-request data.
+    PerRequest(Box<Report>),
+    /// Aggregate by aggregate, whole run (stage −1) and per load stage.
+    Aggregates(Vec<AggregateComparison>),
+}
+
+impl Comparison {
+    /// What was compared, for a log line.
+    pub fn describe(&self) -> String {
+        match self {
+            Comparison::PerRequest(r) => format!("{} requests compared", r.trace_info.matched_pairs),
+            Comparison::Aggregates(a) => format!("{} aggregates compared", a.len()),
+        }
+    }
 }
 
 /// Replays every experiment of `plan` on `jobs` threads; `on_done` hears of
@@ -162,28 +190,42 @@ pub fn run(
     }))
 }
 
+/// The experiment's scenario with the plan's overrides, resolved.
+fn deployment(plan: &CalibrationPlan, name: &str, scenario_yaml: &str) -> Result<scenario::Deployment, String> {
+    let mut value: Value =
+        crate::yaml::parse(scenario_yaml).map_err(|x| format!("{name}: converted scenario: {}", x.message))?;
+    for (key, v) in &plan.overrides {
+        set_path(&mut value, key, v.clone());
+    }
+    let spec: ScenarioSpec =
+        serde_json::from_value(value).map_err(|x| format!("overrides: {x} (scenario of {name})"))?;
+    scenario::resolve(spec, &plan.base, name).map_err(|x| format!("{name}: scenario: {x}"))
+}
+
 fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
     let mut outcome = Outcome { experiment: e.clone(), deployment: None, report: Err(String::new()), blis: Vec::new() };
-    let result = (|| -> Result<Report, String> {
+    if e.source == Source::BlisTrainval {
+        outcome.report = (|| {
+            let run = blis_trainval::load(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let d = deployment(plan, &e.name, &run.scenario_yaml)?;
+            outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
+            Ok(Comparison::Aggregates(aggregates::compare(&d, &run)))
+        })();
+        return outcome;
+    }
+    let result = (|| -> Result<Comparison, String> {
         let converted = convert::convert(e.source, &e.data, &e.name).map_err(|x| x.to_string())?;
         if e.source == Source::BlisVllmH100 {
             outcome.blis = convert::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
         }
-        let mut value: Value = crate::yaml::parse(&converted.scenario_yaml)
-            .map_err(|x| format!("{}: converted scenario: {}", e.name, x.message))?;
-        for (key, v) in &plan.overrides {
-            set_path(&mut value, key, v.clone());
-        }
-        let spec: ScenarioSpec =
-            serde_json::from_value(value).map_err(|x| format!("overrides: {x} (scenario of {})", e.name))?;
-        let d = scenario::resolve(spec, &plan.base, &e.name).map_err(|x| format!("{}: scenario: {x}", e.name))?;
+        let d = deployment(plan, &e.name, &converted.scenario_yaml)?;
         outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
         let timeout_us = converted.client_timeout_s.map(crate::workload::seconds_to_us);
         let sim = replay(&d, d.latency.clone(), &converted.workload, timeout_us);
         let baseline = converted.baseline_jsonl();
         let real =
             observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;
-        Ok(compare(&real, &sim, &CalibrateOptions::default()))
+        Ok(Comparison::PerRequest(Box::new(compare(&real, &sim, &CalibrateOptions::default()))))
     })();
     outcome.report = result;
     outcome
@@ -235,11 +277,13 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     let reports = plan.output.join("reports");
     std::fs::create_dir_all(&reports).map_err(io(&reports))?;
     for o in outcomes {
-        if let Ok(report) = &o.report {
-            let path = reports.join(format!("{}.json", o.experiment.name));
-            let text = serde_json::to_string_pretty(report).expect("reports serialize");
-            write_atomic(&path, text.as_bytes())?;
-        }
+        let text = match &o.report {
+            Ok(Comparison::PerRequest(report)) => serde_json::to_string_pretty(report),
+            Ok(Comparison::Aggregates(rows)) => serde_json::to_string_pretty(rows),
+            Err(_) => continue,
+        };
+        let path = reports.join(format!("{}.json", o.experiment.name));
+        write_atomic(&path, text.expect("reports serialize").as_bytes())?;
     }
     let batch = table(outcomes);
     let path = plan.output.join("calibration.parquet");
@@ -255,6 +299,60 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     writer.into_inner().map_err(parquet_err)?.commit()?;
     let md = plan.output.join("calibration.md");
     write_atomic(&md, markdown(&plan.name, outcomes).as_bytes())
+}
+
+/// One whole-run metric of one experiment, as the table and the markdown
+/// show it.
+struct Row {
+    metric: String,
+    real_ms: Option<f64>,
+    sim_ms: Option<f64>,
+    /// sim / real − 1, or the per-request MAPE.
+    error: f64,
+    blis_ms: Option<f64>,
+    blis_error: Option<f64>,
+    /// Requests (or request pairs) behind it.
+    pairs: i64,
+}
+
+/// The whole-run rows of an experiment that ran.
+fn rows(o: &Outcome) -> Vec<Row> {
+    match &o.report {
+        Err(_) => Vec::new(),
+        Ok(Comparison::PerRequest(report)) => METRICS
+            .iter()
+            .filter_map(|&(name, metric, stat)| {
+                let m = report.metrics.get(metric)?;
+                let (real_ms, sim_ms, error) = value(m, stat);
+                let published = o.blis.iter().find(|p| p.metric == name);
+                Some(Row {
+                    metric: name.to_owned(),
+                    real_ms,
+                    sim_ms,
+                    error,
+                    blis_ms: published.map(|p| p.predicted_ms),
+                    blis_error: published.map(|p| p.predicted_ms / p.actual_ms - 1.0),
+                    pairs: m.count as i64,
+                })
+            })
+            .collect(),
+        Ok(Comparison::Aggregates(all)) => all
+            .iter()
+            .filter(|a| a.stage == -1)
+            .map(|a| {
+                let rel = |v: f64| if a.real_ms > 0.0 { v / a.real_ms - 1.0 } else { 0.0 };
+                Row {
+                    metric: a.metric.clone(),
+                    real_ms: Some(a.real_ms),
+                    sim_ms: Some(a.sim_ms),
+                    error: rel(a.sim_ms),
+                    blis_ms: a.blis_ms,
+                    blis_error: a.blis_ms.map(rel),
+                    pairs: a.requests as i64,
+                }
+            })
+            .collect(),
+    }
 }
 
 fn table(outcomes: &[Outcome]) -> RecordBatch {
@@ -285,23 +383,19 @@ fn table(outcomes: &[Outcome]) -> RecordBatch {
     );
     let mut pairs = Int64Builder::new();
     for o in outcomes {
-        let (Ok(report), Some((model, gpu, t, kind, _))) = (&o.report, &o.deployment) else { continue };
-        for (name, metric, stat) in METRICS {
-            let Some(m) = report.metrics.get(metric) else { continue };
-            let (r, s, e) = value(m, stat);
-            for (b, v) in
-                cols.iter_mut().zip([o.experiment.name.as_str(), o.experiment.source.name(), model, gpu, kind, name])
-            {
+        let Some((model, gpu, t, kind, _)) = &o.deployment else { continue };
+        for r in rows(o) {
+            let names = [o.experiment.name.as_str(), o.experiment.source.name(), model, gpu, kind, &r.metric];
+            for (b, v) in cols.iter_mut().zip(names) {
                 b.append_value(v);
             }
             tp.append_value(*t as i64);
-            real.append_option(r);
-            sim.append_option(s);
-            err.append_value(e);
-            let published = o.blis.iter().find(|p| p.metric == name);
-            blis.append_option(published.map(|p| p.predicted_ms));
-            blis_err.append_option(published.map(|p| p.predicted_ms / p.actual_ms - 1.0));
-            pairs.append_value(m.count as i64);
+            real.append_option(r.real_ms);
+            sim.append_option(r.sim_ms);
+            err.append_value(r.error);
+            blis.append_option(r.blis_ms);
+            blis_err.append_option(r.blis_error);
+            pairs.append_value(r.pairs);
         }
     }
     let mut strings = cols.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef);
@@ -319,7 +413,11 @@ fn table(outcomes: &[Outcome]) -> RecordBatch {
 fn markdown(name: &str, outcomes: &[Outcome]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## {name}: simulated vs real (sim / real - 1; MAPE per request)\n");
-    let _ = writeln!(out, "BLIS's published error (`blis-trained-physics`) in parentheses where it has one.\n");
+    let _ = writeln!(
+        out,
+        "BLIS's published error in parentheses where it has one (`blis-trained-physics` for the per-request runs, \
+         `blis-evolved` for the training runs known by their aggregates).\n"
+    );
     let cols =
         [("TTFT mean", "ttft_mean"), ("TTFT p99", "ttft_p99"), ("ITL mean", "itl_mean"), ("E2E mean", "e2e_mean")];
     let _ = write!(out, "| run | deployment |");
@@ -332,29 +430,26 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
             let dp = if *dp > 1 { format!(" DP{dp} EP{}", tp * u64::from(*dp)) } else { String::new() };
             format!("{} / {g} / TP{tp}{dp} / {kind}", m.rsplit('/').next().unwrap_or(m))
         });
-        let report = match &o.report {
-            Ok(r) => r,
-            Err(why) => {
-                let _ = writeln!(out, "| {} | {deployment} | failed: {why} | | | | |", o.experiment.name);
-                continue;
-            }
-        };
+        if let Err(why) = &o.report {
+            let _ = writeln!(out, "| {} | {deployment} | failed: {why} | | | | |", o.experiment.name);
+            continue;
+        }
+        let rows = rows(o);
         let _ = write!(out, "| {} | {deployment} |", o.experiment.name);
         for (_, key) in cols {
-            let (metric, stat) = METRICS.iter().find(|m| m.0 == key).map(|m| (m.1, m.2)).expect("listed");
-            let ours = report.metrics.get(metric).map(|m| value(m, stat).2);
-            let blis = o.blis.iter().find(|p| p.metric == key).map(|p| p.predicted_ms / p.actual_ms - 1.0);
-            let cell = match (ours, blis) {
-                (Some(e), Some(b)) => format!("{:+.1} % ({:+.1} %)", e * 100.0, b * 100.0),
-                (Some(e), None) => format!("{:+.1} %", e * 100.0),
-                (None, _) => "–".to_owned(),
+            let cell = match rows.iter().find(|r| r.metric == key) {
+                Some(Row { error, blis_error: Some(b), .. }) => {
+                    format!("{:+.1} % ({:+.1} %)", error * 100.0, b * 100.0)
+                }
+                Some(r) => format!("{:+.1} %", r.error * 100.0),
+                None => "–".to_owned(),
             };
             let _ = write!(out, " {cell} |");
         }
-        let mape = report
-            .metrics
-            .get("e2e")
-            .map_or_else(|| "–".to_owned(), |m| format!("{:.1} %", m.request_level.mape * 100.0));
+        let mape = rows
+            .iter()
+            .find(|r| r.metric == "e2e_mape")
+            .map_or_else(|| "–".to_owned(), |r| format!("{:.1} %", r.error * 100.0));
         let _ = writeln!(out, " {mape} |");
     }
     out

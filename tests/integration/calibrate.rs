@@ -277,3 +277,50 @@ fn a_calibration_plan_replays_each_run_and_writes_the_matrix() {
     assert!(err.contains("calibration[0].experiments") && err.contains("nope"), "{err}");
     assert!(!dir.join("out2").exists());
 }
+
+#[test]
+fn training_runs_known_by_their_aggregates_are_compared_on_them() {
+    let dir = Dir::new("trainval");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
+    dir.create(
+        "plan.yaml",
+        &format!("name: t\ncalibration:\n  - {{source: blis-trainval, data: {data}}}\noutput: out\n"),
+    );
+    // The Llama 4 run cannot be priced: the plan finishes, naming why.
+    let out = TestCommand::new(&dir.path, &["plan.yaml"]).output();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("8-llama-4-scout-tp2-mini: failed: ") && err.contains("chunked local attention is not modelled"),
+        "{err}"
+    );
+    // The run with per-request data is not listed here (blis-vllm-h100 replays it).
+    assert!(!err.contains("per-request-run"), "{err}");
+    let rows = read_columns(
+        &dir.join("out/calibration.parquet"),
+        &["experiment", "source", "metric", "real_ms", "simulated_ms", "error", "blis_error", "pairs"],
+    );
+    let metrics: Vec<&str> = rows.iter().map(|r| r[2].as_str()).collect();
+    assert_eq!(metrics, ["e2e_mean", "ttft_mean", "ttft_p99", "itl_mean"]);
+    for r in &rows {
+        // 2 req/s × 10 s then 4 req/s × 10 s: 60 requests, all whole-run.
+        assert_eq!((r[0].as_str(), r[1].as_str(), r[7].as_str()), ("7-llama-2-7b-tp1-mini", "blis-trainval", "60"));
+        let (real, sim, error): (f64, f64, f64) = (r[3].parse().unwrap(), r[4].parse().unwrap(), r[5].parse().unwrap());
+        assert!((error - (sim / real - 1.0)).abs() < 1e-12, "{r:?}");
+    }
+    // BLIS predicted 220 ms for 200.
+    assert!((rows[0][6].parse::<f64>().unwrap() - 0.1).abs() < 1e-9);
+    // ITL as the real client derived it: (E2E − TTFT) / (200 − 20) × 10 + 1 = 19 tokens.
+    let sim = |m: &str| rows.iter().find(|r| r[2] == m).unwrap()[4].parse::<f64>().unwrap();
+    assert!((sim("itl_mean") - (sim("e2e_mean") - sim("ttft_mean")) / 18.0).abs() < 1e-9);
+    // Per stage in the report: stage 0's requests sent in [0, 10) s.
+    let report: serde_json::Value = serde_json::from_str(&dir.read("out/reports/7-llama-2-7b-tp1-mini.json")).unwrap();
+    let stages: Vec<(i64, u64)> = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["metric"] == "e2e_mean")
+        .map(|a| (a["stage"].as_i64().unwrap(), a["requests"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(stages, [(-1, 60), (0, 20), (1, 40)]);
+}

@@ -80,6 +80,10 @@ pub enum Source {
     BlisVllmH100,
     /// `../shared/data/llmservingsim-vllm-bench`: see [`llmservingsim`].
     Llmservingsim,
+    /// BLIS's training experiments in `../shared/data/blis-vllm-h100` known
+    /// only by their aggregates: see [`super::blis_trainval`] (calibration
+    /// plans only; nothing to convert).
+    BlisTrainval,
 }
 
 impl Source {
@@ -88,6 +92,7 @@ impl Source {
         match self {
             Source::BlisVllmH100 => "blis-vllm-h100",
             Source::Llmservingsim => "llmservingsim",
+            Source::BlisTrainval => "blis-trainval",
         }
     }
 }
@@ -98,6 +103,7 @@ pub fn list(source: Source, data: &Path) -> Result<Vec<String>, ConvertError> {
     let (dir, suffix) = match source {
         Source::BlisVllmH100 => (data.join("requests"), ".csv"),
         Source::Llmservingsim => (data.join("runs"), ""),
+        Source::BlisTrainval => return super::blis_trainval::list(data),
     };
     let entries = std::fs::read_dir(&dir).map_err(|e| ConvertError {
         file: dir.display().to_string(),
@@ -118,6 +124,14 @@ pub fn convert(source: Source, data: &Path, name: &str) -> Result<Converted, Con
     match source {
         Source::BlisVllmH100 => blis_vllm_h100(data, name),
         Source::Llmservingsim => llmservingsim(data, name),
+        Source::BlisTrainval => Err(ConvertError {
+            file: data.display().to_string(),
+            line: 0,
+            field: "source".to_owned(),
+            reason: format!(
+                "{name}: a blis-trainval run has no per-request data to convert; replay it in a calibration plan"
+            ),
+        }),
     }
 }
 

@@ -1,7 +1,10 @@
 //! Calibration: how far the simulator is from a real vLLM server on the
 //! same requests. [`observed`] reads either side (result JSONL or TraceV2),
-//! [`report`] matches and compares them, [`stats`] holds the statistics.
+//! [`report`] matches and compares them request by request, [`aggregates`]
+//! compares runs known only by their aggregates, [`stats`] holds the
+//! statistics, [`fit`] fits latency constants to real runs.
 
+pub mod aggregates;
 pub mod fit;
 pub mod observed;
 pub mod report;

@@ -28,9 +28,23 @@ pub struct FitRun {
     /// What was sent.
     pub requests: Vec<Request>,
     /// What the real server measured.
-    pub real: Observations,
+    pub real: Truth,
     /// The real client's request timeout, µs.
     pub timeout_us: Option<u64>,
+}
+
+/// What a real run measured.
+#[derive(Debug, Clone)]
+pub enum Truth {
+    /// Every request's latencies.
+    PerRequest(Observations),
+    /// Only aggregates, whole run (stage −1) and per load stage.
+    Aggregates {
+        /// Each stage's `[start, end)`, seconds.
+        stages: Vec<(f64, f64)>,
+        /// The measured aggregates.
+        aggregates: Vec<crate::workload::import::blis_trainval::Aggregate>,
+    },
 }
 
 /// Errors of one run, as fractions (sim / real − 1).
@@ -119,7 +133,27 @@ pub fn replay(
 pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
     let d = &run.deployment;
     let sim = replay(d, d.latency.with_constants(c)?, &run.requests, run.timeout_us);
-    let report = compare(&run.real, &sim, &CalibrateOptions::default());
+    let real = match &run.real {
+        Truth::PerRequest(real) => real,
+        Truth::Aggregates { stages, aggregates } => {
+            let rows = super::aggregates::compare(&sim, stages, aggregates);
+            let err = |metric: &str| {
+                rows.iter()
+                    .find(|r| r.stage == -1 && r.metric == metric && r.real_ms > 0.0)
+                    .map_or(0.0, |r| r.sim_ms / r.real_ms - 1.0)
+            };
+            return Ok(RunErrors {
+                run: run.name.clone(),
+                ttft_mean: err("ttft_mean"),
+                ttft_p99: err("ttft_p99"),
+                itl_mean: err("itl_mean"),
+                e2e_mean: err("e2e_mean"),
+                // No per-request data: no per-request error.
+                e2e_mape: 0.0,
+            });
+        }
+    };
+    let report = compare(real, &sim, &CalibrateOptions::default());
     // Relative error of one (real, sim) pair of aggregates of `metric`.
     let err = |metric: &str, pick: fn(&WorkloadLevel) -> (f64, f64)| {
         report.metrics.get(metric).map_or(0.0, |m| {

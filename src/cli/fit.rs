@@ -1,5 +1,6 @@
 //! `blis-sweep fit`: fits a latency model's per-GPU constants to converted
-//! real runs (see `blis-sweep convert`) and writes them as a constants file.
+//! real runs (see `blis-sweep convert`) and to training runs known by their
+//! aggregates, and writes them as a constants file.
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -9,18 +10,27 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use super::atomic::write_file;
-use crate::calibrate::fit::{Constants, FitRun, fit};
+use crate::calibrate::fit::{Constants, FitRun, Truth, fit};
 use crate::calibrate::observed;
+use crate::workload::import::blis_trainval;
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct FitArgs {
     /// Folder with NAME.scenario.yaml, NAME.workload.jsonl and NAME.baseline.jsonl per run.
     #[arg(long, value_name = "DIR")]
-    runs: PathBuf,
-    /// Runs to fit on (all of one GPU).
-    #[arg(long, value_name = "NAME", required = true)]
+    runs: Option<PathBuf>,
+    /// Runs to fit on (all of one GPU), from --runs.
+    #[arg(long, value_name = "NAME")]
     experiment: Vec<String>,
+    /// A blis-vllm-h100 folder whose training runs known only by their
+    /// aggregates (`trainval15_experiment_configs.json`,
+    /// `aggregates_trainval.csv`) join the fit.
+    #[arg(long, value_name = "DIR")]
+    trainval: Option<PathBuf>,
+    /// Training runs to fit on, from --trainval (as aggregates_trainval.csv names them).
+    #[arg(long, value_name = "NAME")]
+    trainval_experiment: Vec<String>,
     /// Constants to fit, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "step_overhead_us,request_overhead_us")]
     params: Vec<String>,
@@ -36,43 +46,67 @@ pub(crate) struct FitArgs {
     out: PathBuf,
 }
 
-pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
-    let mut runs = Vec::new();
-    let mut start: Option<Constants> = None;
-    let mut gpu = String::new();
-    let mut kind = "";
-    for name in &args.experiment {
-        let path = |suffix: &str| args.runs.join(format!("{name}.{suffix}"));
-        let deployment = crate::scenario::load(&path("scenario.yaml"))?;
-        let Some(constants) = deployment.latency.constants() else {
-            bail!(
-                "{}: the {} model has no constants to fit",
-                path("scenario.yaml").display(),
-                deployment.latency.kind()
-            );
+/// The runs of one fit: one GPU, one latency model.
+#[derive(Default)]
+struct Set {
+    runs: Vec<FitRun>,
+    start: Option<Constants>,
+    gpu: String,
+    kind: &'static str,
+}
+
+impl Set {
+    /// Adds a run, after checking it shares the others' GPU and latency model.
+    fn add(&mut self, run: FitRun, origin: &str) -> anyhow::Result<()> {
+        let d = &run.deployment;
+        let Some(constants) = d.latency.constants() else {
+            bail!("{origin}: the {} model has no constants to fit", d.latency.kind());
         };
-        if !kind.is_empty() && kind != deployment.latency.kind() {
-            bail!("--experiment {name}: uses the {} model but the others use {kind}", deployment.latency.kind());
+        if !self.kind.is_empty() && self.kind != d.latency.kind() {
+            bail!("{origin}: uses the {} model but the others use {}", d.latency.kind(), self.kind);
         }
-        kind = deployment.latency.kind();
-        if !gpu.is_empty() && gpu != deployment.gpu.name {
-            bail!(
-                "--experiment {name}: runs on {} but the others ran on {gpu}; constants are per GPU",
-                deployment.gpu.name
-            );
+        if !self.gpu.is_empty() && self.gpu != d.gpu.name {
+            bail!("{origin}: runs on {} but the others ran on {}; constants are per GPU", d.gpu.name, self.gpu);
         }
-        gpu = deployment.gpu.name.to_owned();
-        start.get_or_insert(constants);
+        self.kind = d.latency.kind();
+        self.gpu = d.gpu.name.to_owned();
+        self.start.get_or_insert(constants);
+        self.runs.push(run);
+        Ok(())
+    }
+}
+
+pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
+    if args.experiment.is_empty() && args.trainval_experiment.is_empty() {
+        bail!("give runs to fit on: --runs DIR --experiment NAME…, or --trainval DIR --trainval-experiment NAME…");
+    }
+    let mut set = Set::default();
+    let timeout_us = args.timeout.filter(|t| t.is_finite() && *t > 0.0).map(crate::workload::seconds_to_us);
+    for name in &args.experiment {
+        let Some(dir) = &args.runs else { bail!("--experiment {name}: give --runs DIR") };
+        let path = |suffix: &str| dir.join(format!("{name}.{suffix}"));
+        let deployment = crate::scenario::load(&path("scenario.yaml"))?;
         let wl = path("workload.jsonl");
         let f = File::open(&wl).with_context(|| format!("{}: cannot open", wl.display()))?;
         let requests = Reader::new(BufReader::new(f), wl.display().to_string(), Format::Workload)
             .collect::<Result<Vec<_>, _>>()?;
         let bl = path("baseline.jsonl");
         let f = File::open(&bl).with_context(|| format!("{}: cannot open", bl.display()))?;
-        let real = observed::from_results(BufReader::new(f), &bl.display().to_string())?;
-        let timeout_us = args.timeout.filter(|t| t.is_finite() && *t > 0.0).map(crate::workload::seconds_to_us);
-        runs.push(FitRun { name: name.clone(), deployment, requests, real, timeout_us });
+        let real = Truth::PerRequest(observed::from_results(BufReader::new(f), &bl.display().to_string())?);
+        let origin = path("scenario.yaml").display().to_string();
+        set.add(FitRun { name: name.clone(), deployment, requests, real, timeout_us }, &origin)?;
     }
+    for name in &args.trainval_experiment {
+        let Some(dir) = &args.trainval else { bail!("--trainval-experiment {name}: give --trainval DIR") };
+        let run = blis_trainval::load(dir, name)?;
+        let spec: crate::scenario::ScenarioSpec =
+            crate::yaml::parse(&run.scenario_yaml).map_err(|e| anyhow::anyhow!("{name}: scenario: {}", e.message))?;
+        let deployment = crate::scenario::resolve(spec, dir, name)
+            .map_err(|e| anyhow::anyhow!("{name}: scenario: {}: {}", e.field, e.reason))?;
+        let real = Truth::Aggregates { stages: run.stages, aggregates: run.aggregates };
+        set.add(FitRun { name: name.clone(), deployment, requests: run.workload, real, timeout_us: None }, name)?;
+    }
+    let Set { runs, start, gpu, kind } = set;
     let start = start.expect("at least one experiment");
     let result =
         fit(&runs, &start, &args.params, args.max_evaluations).map_err(|e| anyhow::anyhow!("--params: {e}"))?;

@@ -18,8 +18,6 @@
 //! output: ../results/calibration
 //! ```
 
-mod aggregates;
-
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,7 +42,7 @@ use crate::scenario::{self, ScenarioSpec};
 use crate::workload::import::blis_trainval;
 use crate::workload::import::convert::{self, Published, Source};
 
-pub use aggregates::AggregateComparison;
+pub use crate::calibrate::aggregates::AggregateComparison;
 
 /// The plan file.
 #[derive(Debug, Clone, Deserialize)]
@@ -209,7 +207,8 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             let run = blis_trainval::load(&e.data, &e.name).map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
             outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
-            Ok(Comparison::Aggregates(aggregates::compare(&d, &run)))
+            let sim = replay(&d, d.latency.clone(), &run.workload, None);
+            Ok(Comparison::Aggregates(crate::calibrate::aggregates::compare(&sim, &run.stages, &run.aggregates)))
         })();
         return outcome;
     }

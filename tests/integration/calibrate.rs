@@ -324,3 +324,61 @@ fn training_runs_known_by_their_aggregates_are_compared_on_them() {
         .collect();
     assert_eq!(stages, [(-1, 60), (0, 20), (1, 40)]);
 }
+
+#[test]
+fn fit_recovers_a_known_constant_from_aggregates_alone() {
+    let dir = Dir::new("fit-trainval");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::copy(
+        format!("{fixture}/trainval15_experiment_configs.json"),
+        dir.join("data/trainval15_experiment_configs.json"),
+    )
+    .unwrap();
+    let header = "experiment,same_run_as_requests_file,exp_id,model,hardware,precision,tp,dp,cpu_offload,gpu_mem_util,\
+                  max_num_batched_tokens,workload,stage_index,metric,actual_ms,pred_ms_blis-evolved\n";
+    let csv = |values: [f64; 3]| {
+        let mut text = header.to_owned();
+        for (metric, v) in ["e2e_mean", "ttft_mean", "ttft_p99"].iter().zip(values) {
+            text.push_str(&format!("7-llama-2-7b-tp1-mini,,7,m,H100,,1,,,,2048,g,-1,{metric},{v},\n"));
+        }
+        text
+    };
+    // The "real" aggregates: the kernels model with a 1500 µs step overhead.
+    dir.create("data/aggregates_trainval.csv", &csv([1.0, 1.0, 1.0]));
+    let data = dir.join("data").display().to_string();
+    dir.create(
+        "truth.yaml",
+        &format!(
+            "name: t\ncalibration:\n  - {{source: blis-trainval, data: {data}}}\n\
+             overrides: {{latency_model: {{kind: kernels, constants: {{step_overhead_us: 1500}}}}}}\noutput: truth\n"
+        ),
+    );
+    TestCommand::new(&dir.path, &["-q", "--no-report", "truth.yaml"]).stdout();
+    let rows = read_columns(&dir.join("truth/calibration.parquet"), &["metric", "simulated_ms"]);
+    let sim = |m: &str| rows.iter().find(|r| r[0] == m).unwrap()[1].parse::<f64>().unwrap();
+    dir.create("data/aggregates_trainval.csv", &csv([sim("e2e_mean"), sim("ttft_mean"), sim("ttft_p99")]));
+    // Fitted back from the default constants, on the aggregates alone.
+    TestCommand::new(
+        &dir.path,
+        &[
+            "fit",
+            "--trainval",
+            "data",
+            "--trainval-experiment",
+            "7-llama-2-7b-tp1-mini",
+            "--params",
+            "step_overhead_us",
+            "--out",
+            "fitted.yaml",
+        ],
+    )
+    .stdout();
+    let fitted: serde_json::Value = blis_sweep::yaml::parse(&dir.read("fitted.yaml")).unwrap();
+    let got = fitted["step_overhead_us"].as_f64().unwrap();
+    assert!((got / 1500.0 - 1.0).abs() < 0.02, "fitted {got} µs");
+    assert!(dir.read("fitted.yaml").contains("#   7-llama-2-7b-tp1-mini: E2E"));
+    // Runs to fit on are required.
+    let err = TestCommand::new(&dir.path, &["fit", "--out", "x.yaml"]).fails();
+    assert!(err.contains("give runs to fit on"), "{err}");
+}

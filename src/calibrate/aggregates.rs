@@ -1,16 +1,14 @@
 //! Real runs known only by their aggregates (BLIS's training experiments,
-//! [`crate::workload::import::blis_trainval`]): the run is replayed with the
-//! workload it sent, and the simulated requests are summarised the way the
-//! real client summarised its own — per load stage (by send time) and over
-//! the whole run — then set beside the measured numbers.
+//! [`crate::workload::import::blis_trainval`]): the simulated requests are
+//! summarised the way the real client summarised its own — per load stage
+//! (by send time) and over the whole run — and set beside the measured
+//! numbers.
 
 use serde::Serialize;
 
-use crate::calibrate::fit::replay;
-use crate::calibrate::observed::Observations;
-use crate::calibrate::stats::percentile;
-use crate::scenario::Deployment;
-use crate::workload::import::blis_trainval::{Aggregate, TrainvalRun};
+use super::observed::Observations;
+use super::stats::percentile;
+use crate::workload::import::blis_trainval::Aggregate;
 
 /// One aggregate, measured and simulated.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,12 +25,6 @@ pub struct AggregateComparison {
     pub blis_ms: Option<f64>,
     /// Requests the simulated value summarises.
     pub requests: usize,
-}
-
-/// Replays `run` on `d` and compares every aggregate it measured.
-pub(super) fn compare(d: &Deployment, run: &TrainvalRun) -> Vec<AggregateComparison> {
-    let sim = replay(d, d.latency.clone(), &run.workload, None);
-    summarise(&sim, &run.stages, &run.aggregates)
 }
 
 /// Latencies (ms) of the completed requests sent in `[from, to)` seconds.
@@ -68,7 +60,7 @@ fn mean(v: &[f64]) -> f64 {
 /// (recovered from its three means): a client that miscounts tokens (the
 /// Llama-2-7b runs, see the data's README) skews the real ITL, and the
 /// simulated one the same way.
-fn summarise(sim: &Observations, stages: &[(f64, f64)], real: &[Aggregate]) -> Vec<AggregateComparison> {
+pub fn compare(sim: &Observations, stages: &[(f64, f64)], real: &[Aggregate]) -> Vec<AggregateComparison> {
     let mut out = Vec::new();
     for a in real {
         let (from, to) = match a.stage {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Leave-one-model-out on H100: for each model with real runs in
+# ../shared/data/blis-vllm-h100 (the per-request runs and the training runs
+# known by their aggregates), fit the kernels model's five H100 constants on
+# every other model's runs, then replay that model's runs with them. Prints
+# one line per held-out run (whole-run errors, sim / real − 1) and writes
+# the constants of each fold to OUT/fit-without-<model>.yaml.
+#     cargo build --release && bash scripts/lomo.sh [path/to/shared] [OUT]
+# About 4 minutes a fold on 2 cores.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+shared=${1:-"$root/../shared"}
+out=${2:-"$root/results/lomo"}
+bin="$root/target/release/blis-sweep"
+data="$shared/data/blis-vllm-h100"
+mkdir -p "$out"
+runs=$(mktemp -d)
+trap 'rm -rf "$runs"' EXIT
+"$bin" convert blis-vllm-h100 --data "$data" --out "$runs" 2>/dev/null
+params="step_overhead_us,per_sequence_us,request_overhead_us,gemm_scale,attention_scale"
+# model | per-request runs | training runs (the non-overloaded ones)
+models=(
+  "llama-2-7b|20260217-155451-llama-2-7b-tp1-codegen 20260217-162547-llama-2-7b-tp1-roleplay 20260217-231439-llama-2-7b-tp1-general|67-llama-2-7b-hf-tp1-reasoning-lite-1-1"
+  "codellama-34b|20260218-150304-codellama-34b-tp2-general 20260218-150956-codellama-34b-tp2-codegen 20260218-155500-codellama-34b-tp2-roleplay|"
+  "llama-3.1-70b||60-llama-3-1-70b-tp4-general-lite-4-1 61-llama-3-1-70b-tp4-codegen-4-1"
+  "mistral-nemo-12b||62-mistral-nemo-12b-tp2-general-lite-2-1 63-mistral-nemo-12b-tp1-codegen-1-1"
+  "qwen2.5-7b||64-qwen2-5-7b-instruct-tp1-roleplay-1-1 66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1"
+  "yi-34b||65-01-ai-yi-34b-tp2-general-lite-2-1"
+)
+for held in "${models[@]}"; do
+  name=${held%%|*}
+  args=()
+  for other in "${models[@]}"; do
+    [ "$other" = "$held" ] && continue
+    rest=${other#*|}
+    for r in ${rest%%|*}; do args+=(--experiment "$r"); done
+    for r in ${rest#*|}; do args+=(--trainval-experiment "$r"); done
+  done
+  "$bin" fit --runs "$runs" --trainval "$data" "${args[@]}" --params "$params" --max-evaluations 120 \
+    --out "$out/fit-without-$name.yaml" 2>/dev/null
+  rest=${held#*|}
+  plan="$out/held-out-$name.plan.yaml"
+  {
+    echo "name: held-out-$name"
+    echo "calibration:"
+    if [ -n "${rest%%|*}" ]; then
+      echo "  - source: blis-vllm-h100"
+      echo "    data: $data"
+      echo "    experiments: [$(echo ${rest%%|*} | tr ' ' ',')]"
+    fi
+    if [ -n "${rest#*|}" ]; then
+      echo "  - source: blis-trainval"
+      echo "    data: $data"
+      echo "    experiments: [$(echo ${rest#*|} | tr ' ' ',')]"
+    fi
+    echo "overrides: {latency_model: {kind: kernels, constants_file: $out/fit-without-$name.yaml}}"
+    echo "output: $out/held-out-$name"
+  } > "$plan"
+  "$bin" -q --no-report "$plan"
+  grep '^| [0-9]' "$out/held-out-$name/calibration.md" | sed "s/^/without $name: /"
+done

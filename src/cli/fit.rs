@@ -38,6 +38,10 @@ pub(crate) struct FitArgs {
     /// requests hit it.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// Constants to start from (and keep, where not fitted) instead of the
+    /// runs' own: a constants file, as this command writes.
+    #[arg(long, value_name = "CONSTANTS.yaml")]
+    start: Option<PathBuf>,
     /// Simulations of the whole set at most.
     #[arg(long, default_value_t = 80)]
     max_evaluations: usize,
@@ -106,7 +110,18 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         let real = Truth::Aggregates { stages: run.stages, aggregates: run.aggregates };
         set.add(FitRun { name: name.clone(), deployment, requests: run.workload, real, timeout_us: None }, name)?;
     }
-    let Set { runs, start, gpu, kind } = set;
+    let Set { runs, mut start, gpu, kind } = set;
+    if let (Some(path), Some(start)) = (&args.start, &mut start) {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let given: Constants =
+            crate::yaml::parse(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message))?;
+        for (key, value) in given {
+            if !start.contains_key(&key) {
+                bail!("{}: {key}: not a constant of the {kind} model", path.display());
+            }
+            start.insert(key, value);
+        }
+    }
     let start = start.expect("at least one experiment");
     let result =
         fit(&runs, &start, &args.params, args.max_evaluations).map_err(|e| anyhow::anyhow!("--params: {e}"))?;

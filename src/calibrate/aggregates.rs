@@ -31,10 +31,12 @@ pub struct AggregateComparison {
 struct Sample {
     e2e: Vec<f64>,
     ttft: Vec<f64>,
+    /// Per request: (E2E − TTFT) / (output tokens − 1), vLLM's TPOT.
+    tpot: Vec<f64>,
 }
 
 fn sample(sim: &Observations, from: f64, to: f64) -> Sample {
-    let mut s = Sample { e2e: Vec::new(), ttft: Vec::new() };
+    let mut s = Sample { e2e: Vec::new(), ttft: Vec::new(), tpot: Vec::new() };
     for id in &sim.order {
         let r = &sim.requests[id];
         let sent = r.send_us / 1e6;
@@ -42,8 +44,12 @@ fn sample(sim: &Observations, from: f64, to: f64) -> Sample {
         if sent < from || sent >= to {
             continue;
         }
+        let ttft = sim.nodes[&(id.clone(), *first)].ttft_us;
         s.e2e.push(e2e / 1e3);
-        s.ttft.push(sim.nodes[&(id.clone(), *first)].ttft_us / 1e3);
+        s.ttft.push(ttft / 1e3);
+        if r.output_tokens > 1 {
+            s.tpot.push((e2e - ttft) / 1e3 / (r.output_tokens - 1) as f64);
+        }
     }
     s.e2e.sort_by(f64::total_cmp);
     s.ttft.sort_by(f64::total_cmp);
@@ -78,6 +84,7 @@ pub fn compare(sim: &Observations, stages: &[(f64, f64)], real: &[Aggregate]) ->
             "ttft_mean" => mean(&s.ttft),
             "ttft_p90" => percentile(&s.ttft, 90.0),
             "ttft_p99" => percentile(&s.ttft, 99.0),
+            "tpot_mean" => mean(&s.tpot),
             "itl_mean" => {
                 let pick = |m: &str| real.iter().find(|r| r.stage == a.stage && r.metric == m).map(|r| r.actual_ms);
                 let Some(tokens) = pick("e2e_mean")

@@ -120,7 +120,18 @@ pub fn replay(
     requests: &[Request],
     timeout_us: Option<u64>,
 ) -> Observations {
-    let config = RunConfig { latency, timeout_us, ..deployment.run_config() };
+    replay_with(deployment, latency, requests, timeout_us, crate::sim::Client::OpenLoop)
+}
+
+/// [`replay`] with another client (a benchmark's concurrency cap).
+pub fn replay_with(
+    deployment: &Deployment,
+    latency: StepPricer,
+    requests: &[Request],
+    timeout_us: Option<u64>,
+    client: crate::sim::Client,
+) -> Observations {
+    let config = RunConfig { latency, timeout_us, client, ..deployment.run_config() };
     let mut observe = Observe::default();
     let source = requests.iter().map(|r| Ok::<_, std::convert::Infallible>(r.clone()));
     // Neither the source nor observing can fail.

@@ -27,6 +27,7 @@ const MODELS: &[(&str, &[&str], &str)] = &[
             "meta-llama/Meta-Llama-3.1-8B",
             "Llama-3.1-8B-Instruct",
             "meta-llama/Llama-3.1-8B-Instruct",
+            "nvidia/Llama-3.1-8B-Instruct-FP8",
         ],
         include_str!("catalog/models/Llama-3.1-8B.json"),
     ),

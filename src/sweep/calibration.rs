@@ -35,12 +35,12 @@ use super::executor::SweepError;
 use super::grid::{PlanError, set_path};
 use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;
-use crate::calibrate::fit::replay;
+use crate::calibrate::fit::{replay, replay_with};
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
-use crate::workload::import::blis_trainval;
 use crate::workload::import::convert::{self, Published, Source};
+use crate::workload::import::{blis_trainval, silicon};
 
 pub use crate::calibrate::aggregates::AggregateComparison;
 
@@ -202,6 +202,17 @@ fn deployment(plan: &CalibrationPlan, name: &str, scenario_yaml: &str) -> Result
 
 fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
     let mut outcome = Outcome { experiment: e.clone(), deployment: None, report: Err(String::new()), blis: Vec::new() };
+    if e.source == Source::Silicon {
+        outcome.report = (|| {
+            let run = silicon::load(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let d = deployment(plan, &e.name, &run.scenario_yaml)?;
+            outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
+            let client = crate::sim::Client::Capped { limit: run.concurrency };
+            let sim = replay_with(&d, d.latency.clone(), &run.workload, None, client);
+            Ok(Comparison::Aggregates(crate::calibrate::aggregates::compare(&sim, &[], &run.aggregates)))
+        })();
+        return outcome;
+    }
     if e.source == Source::BlisTrainval {
         outcome.report = (|| {
             let run = blis_trainval::load(&e.data, &e.name).map_err(|x| x.to_string())?;
@@ -417,8 +428,13 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
         "BLIS's published error in parentheses where it has one (`blis-trained-physics` for the per-request runs, \
          `blis-evolved` for the training runs known by their aggregates).\n"
     );
-    let cols =
-        [("TTFT mean", "ttft_mean"), ("TTFT p99", "ttft_p99"), ("ITL mean", "itl_mean"), ("E2E mean", "e2e_mean")];
+    // (A measured deployment reports TPOT, vLLM's per-request mean ITL, in the ITL column.)
+    let cols = [
+        ("TTFT mean", "ttft_mean"),
+        ("TTFT p99", "ttft_p99"),
+        ("ITL mean (TPOT)", "itl_mean"),
+        ("E2E mean", "e2e_mean"),
+    ];
     let _ = write!(out, "| run | deployment |");
     for (title, _) in cols {
         let _ = write!(out, " {title} |");
@@ -436,7 +452,9 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
         let rows = rows(o);
         let _ = write!(out, "| {} | {deployment} |", o.experiment.name);
         for (_, key) in cols {
-            let cell = match rows.iter().find(|r| r.metric == key) {
+            let row = rows.iter().find(|r| r.metric == key);
+            let row = row.or_else(|| rows.iter().find(|r| key == "itl_mean" && r.metric == "tpot_mean"));
+            let cell = match row {
                 Some(Row { error, blis_error: Some(b), .. }) => {
                     format!("{:+.1} % ({:+.1} %)", error * 100.0, b * 100.0)
                 }

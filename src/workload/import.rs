@@ -25,6 +25,7 @@ mod blis_vllm_h100;
 pub mod convert;
 mod llmservingsim;
 pub mod mooncake;
+pub mod silicon;
 pub mod tracev2;
 
 use std::path::Path;

@@ -382,3 +382,25 @@ fn fit_recovers_a_known_constant_from_aggregates_alone() {
     let err = TestCommand::new(&dir.path, &["fit", "--out", "x.yaml"]).fails();
     assert!(err.contains("give runs to fit on"), "{err}");
 }
+
+#[test]
+fn measured_deployments_are_replayed_as_closed_loop_benchmarks() {
+    let dir = Dir::new("silicon");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/silicon-mini");
+    dir.create("plan.yaml", &format!("name: s\ncalibration:\n  - {{source: silicon, data: {data}}}\noutput: out\n"));
+    TestCommand::new(&dir.path, &["-q", "--no-report", "plan.yaml"]).stdout();
+    let rows = read_columns(&dir.join("out/calibration.parquet"), &["experiment", "tp", "metric", "real_ms", "pairs"]);
+    // vLLM rows on H100/H200 for catalog models only (not SGLang, not
+    // gpt-oss, not B200); concurrency from the source, else the batch size;
+    // ten prompts per user.
+    let got: Vec<[&str; 5]> = rows.iter().map(|r| [&*r[0], &*r[1], &*r[2], &*r[3], &*r[4]]).collect();
+    assert_eq!(
+        got,
+        [
+            ["H100-Qwen3-32B-tp2-bf16-64x8-c2-line2", "2", "ttft_mean", "40", "20"],
+            ["H100-Qwen3-32B-tp2-bf16-64x8-c2-line2", "2", "tpot_mean", "12", "20"],
+            ["H100-Qwen3-32B-tp4-fp8-32x4-c3-line3", "4", "ttft_mean", "30", "30"],
+            ["H100-Qwen3-32B-tp4-fp8-32x4-c3-line3", "4", "tpot_mean", "9", "30"],
+        ]
+    );
+}

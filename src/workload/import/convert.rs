@@ -84,6 +84,9 @@ pub enum Source {
     /// only by their aggregates: see [`super::blis_trainval`] (calibration
     /// plans only; nothing to convert).
     BlisTrainval,
+    /// aiconfigurator's measured deployments (`silicon_sample.csv`): see
+    /// [`super::silicon`] (calibration plans only).
+    Silicon,
 }
 
 impl Source {
@@ -93,6 +96,7 @@ impl Source {
             Source::BlisVllmH100 => "blis-vllm-h100",
             Source::Llmservingsim => "llmservingsim",
             Source::BlisTrainval => "blis-trainval",
+            Source::Silicon => "silicon",
         }
     }
 }
@@ -104,6 +108,7 @@ pub fn list(source: Source, data: &Path) -> Result<Vec<String>, ConvertError> {
         Source::BlisVllmH100 => (data.join("requests"), ".csv"),
         Source::Llmservingsim => (data.join("runs"), ""),
         Source::BlisTrainval => return super::blis_trainval::list(data),
+        Source::Silicon => return super::silicon::list(data),
     };
     let entries = std::fs::read_dir(&dir).map_err(|e| ConvertError {
         file: dir.display().to_string(),
@@ -124,12 +129,13 @@ pub fn convert(source: Source, data: &Path, name: &str) -> Result<Converted, Con
     match source {
         Source::BlisVllmH100 => blis_vllm_h100(data, name),
         Source::Llmservingsim => llmservingsim(data, name),
-        Source::BlisTrainval => Err(ConvertError {
+        Source::BlisTrainval | Source::Silicon => Err(ConvertError {
             file: data.display().to_string(),
             line: 0,
             field: "source".to_owned(),
             reason: format!(
-                "{name}: a blis-trainval run has no per-request data to convert; replay it in a calibration plan"
+                "{name}: a {} run has no per-request data to convert; replay it in a calibration plan",
+                source.name()
             ),
         }),
     }

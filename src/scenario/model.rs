@@ -378,6 +378,14 @@ fn derived_max_model_len(map: &Map<String, Value>, max_position_embeddings: u64)
 mod tests {
     use super::*;
 
+    /// A two-layer config of `max_position_embeddings` with `extra` keys.
+    fn tiny_config(max_position: u32, extra: &str) -> String {
+        format!(
+            r#"{{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 128,
+                "vocab_size": 100, "max_position_embeddings": {max_position}{extra}}}"#
+        )
+    }
+
     #[test]
     fn llama_2_7b_has_its_published_size() {
         let text = include_str!("catalog/models/Llama-2-7b.json");
@@ -400,12 +408,7 @@ mod tests {
     fn sizes_that_would_hang_or_overflow_are_refused() {
         // Defect 9.8: a huge num_key_value_heads made the attention fit try
         // every divisor.
-        let config = |extra: &str| {
-            format!(
-                r#"{{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 128,
-                    "vocab_size": 100, "max_position_embeddings": 512{extra}}}"#
-            )
-        };
+        let config = |extra: &str| tiny_config(512, extra);
         let err = |extra: &str| ModelArch::from_config_json("m", &config(extra)).unwrap_err().field;
         assert_eq!(err(r#", "num_key_value_heads": 18446744073709551615"#), "num_key_value_heads");
         assert_eq!(err(r#", "num_key_value_heads": 3"#), "num_key_value_heads");
@@ -449,12 +452,7 @@ mod tests {
 
     #[test]
     fn attention_this_simulator_does_not_model_is_refused_by_name() {
-        let config = |extra: &str| {
-            format!(
-                r#"{{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 128,
-                    "vocab_size": 100, "max_position_embeddings": 32768{extra}}}"#
-            )
-        };
+        let config = |extra: &str| tiny_config(32768, extra);
         let err = |extra: &str| ModelArch::from_config_json("m", &config(extra)).unwrap_err().to_string();
         assert!(
             err(r#", "sliding_window": 4096"#)

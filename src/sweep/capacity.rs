@@ -25,7 +25,7 @@ use serde::Deserialize;
 use super::executor::{self, RunFinished, SweepError, SweepOptions};
 use super::grid::{Cell, Plan};
 use super::output_dir::Layout;
-use super::tables::{DeploymentRow, concat_rows, overrides_field, overrides_json};
+use super::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
 use crate::metrics::{Metrics, Slo};
 
 /// `search:` as a plan writes it.
@@ -344,7 +344,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     fields.push(Field::new("meets_target", DataType::Boolean, true));
     let schema = Arc::new(Schema::new(fields));
     let mut scenario = StringBuilder::new();
-    let mut deployment_parts = Vec::new();
+    let mut deployments = RowsBuilder::deployments();
     let mut overrides = Vec::new();
     let (mut max, mut at_least) = (Float64Builder::new(), BooleanBuilder::new());
     let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
@@ -362,7 +362,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     ));
     for r in rows {
         scenario.append_value(&r.scenario);
-        deployment_parts.push(r.deployment.columns(1));
+        deployments.push_deployment(&r.deployment);
         overrides.push(overrides_json(&r.overrides));
         max.append_option(r.max);
         at_least.append_value(r.at_least);
@@ -401,7 +401,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         ));
     }
     let mut columns: Vec<ArrayRef> = vec![Arc::new(scenario.finish())];
-    columns.extend(concat_rows(&DeploymentRow::fields(), &deployment_parts));
+    columns.extend(deployments.finish());
     let overrides: arrow_array::DictionaryArray<arrow_array::types::Int32Type> =
         overrides.iter().map(String::as_str).collect();
     columns.push(Arc::new(overrides));

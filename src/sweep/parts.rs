@@ -26,7 +26,7 @@ struct Part {
 /// One run's parts.
 pub(crate) struct RunParts {
     run: RunColumns,
-    /// The run's columns, [`BATCH_ROWS`] (or more) rows long.
+    /// The run's columns, as long as the longest batch so far.
     run_cache: Vec<ArrayRef>,
     requests: RequestRows,
     nodes: NodeRows,
@@ -84,10 +84,11 @@ impl RunParts {
     }
 
     /// The run's columns for `rows` rows: slices of arrays built once (they
-    /// are constant), so a batch allocates nothing for them.
+    /// are constant), so a batch allocates nothing for them; built as long as
+    /// the first batch needs (a one-request run builds one row).
     fn run_columns(&mut self, rows: usize) -> Vec<ArrayRef> {
         if self.run_cache.first().is_none_or(|c| c.len() < rows) {
-            self.run_cache = self.run.columns(rows.max(BATCH_ROWS));
+            self.run_cache = self.run.columns(rows);
         }
         self.run_cache.iter().map(|c| c.slice(0, rows)).collect()
     }

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
@@ -20,7 +20,7 @@ use super::executor::SweepError;
 use super::grid::Plan;
 use super::output_dir::{Layout, TmpFile, io_err};
 use super::resume::{RunStatus, TOOL};
-use super::tables::{DeploymentRow, RunColumns, concat_rows, writer_properties};
+use super::tables::{DeploymentRow, RowsBuilder, RunColumns, writer_properties};
 use crate::metrics::{Metrics, Scalar};
 
 /// Runs per record batch of `runs.parquet`.
@@ -79,7 +79,7 @@ fn metric_columns() -> (Vec<Field>, Vec<MetricColumn>) {
 /// Builds the `runs` table a batch of rows at a time.
 struct RunRows {
     schema: SchemaRef,
-    run_parts: Vec<Vec<ArrayRef>>,
+    run_columns: RowsBuilder,
     status: StringBuilder,
     error: StringBuilder,
     wall: Float64Builder,
@@ -97,7 +97,7 @@ impl RunRows {
         RunRows {
             schema: Arc::new(Schema::new(fields)),
             metrics,
-            run_parts: Vec::new(),
+            run_columns: RowsBuilder::runs(),
             status: StringBuilder::new(),
             error: StringBuilder::new(),
             wall: Float64Builder::new(),
@@ -105,7 +105,7 @@ impl RunRows {
     }
 
     fn push(&mut self, run: &RunColumns, status: &RunStatus, metrics: Option<&Metrics>, wall_s: f64) {
-        self.run_parts.push(run.columns(1));
+        self.run_columns.push_run(run);
         self.status.append_value(&status.status);
         self.error.append_option(status.error.as_deref());
         self.wall.append_value(wall_s * 1e3);
@@ -126,8 +126,7 @@ impl RunRows {
 
     /// The rows so far; the builder starts over.
     fn finish(&mut self) -> RecordBatch {
-        let mut cols = concat_rows(&RunColumns::fields(), &self.run_parts);
-        self.run_parts.clear();
+        let mut cols = self.run_columns.finish();
         cols.push(Arc::new(self.status.finish()));
         cols.push(Arc::new(self.error.finish()));
         cols.push(Arc::new(self.wall.finish()));

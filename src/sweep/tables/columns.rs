@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Int64Builder, StringBuilder};
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
 use arrow_array::types::Int32Type;
 use arrow_array::{
     ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int32Array, Int64Array, StringArray, new_null_array,
@@ -171,10 +171,6 @@ impl DeploymentRow {
         DeploymentRow::default().entries().iter().map(|(n, v)| Field::new(*n, v.data_type(), true)).collect()
     }
 
-    /// Its columns, `rows` times.
-    pub(crate) fn columns(&self, rows: usize) -> Vec<ArrayRef> {
-        self.entries().iter().map(|(_, v)| v.repeat(rows)).collect()
-    }
 }
 
 /// A grid override's key as a column-style name: `engine.max_num_seqs` →
@@ -246,9 +242,8 @@ impl RunColumns {
         ]
     }
 
-    /// The fields, the same for every run of every plan.
-    pub(crate) fn fields() -> Vec<Field> {
-        let dummy = RunColumns {
+    fn dummy() -> RunColumns {
+        RunColumns {
             run_id: String::new(),
             plan: String::new(),
             scenario: String::new(),
@@ -257,36 +252,112 @@ impl RunColumns {
             seed: 0,
             rate_scale: 1.0,
             overrides: String::new(),
-        };
-        let field = |(n, v): &(&str, Value<'_>)| Field::new(*n, v.data_type(), *n == "concurrency");
-        let mut f: Vec<Field> = dummy.head().iter().map(field).collect();
-        f.extend(DeploymentRow::fields());
-        f.extend(dummy.tail().iter().map(field));
-        f
+        }
+    }
+
+    /// Every column's name and value, in order.
+    fn entries(&self) -> Vec<(&'static str, Value<'_>)> {
+        let mut e: Vec<_> = self.head().into();
+        e.extend(self.deployment.entries());
+        e.extend(self.tail());
+        e
+    }
+
+    /// The fields, the same for every run of every plan.
+    pub(crate) fn fields() -> Vec<Field> {
+        let dummy = RunColumns::dummy();
+        let deployment = DeploymentRow::fields();
+        let head = dummy.head().len();
+        dummy
+            .entries()
+            .iter()
+            .enumerate()
+            .map(|(i, (n, v))| match i.checked_sub(head) {
+                Some(k) if k < deployment.len() => deployment[k].clone(),
+                _ => Field::new(*n, v.data_type(), *n == "concurrency"),
+            })
+            .collect()
     }
 
     /// The columns, `rows` times.
     pub(crate) fn columns(&self, rows: usize) -> Vec<ArrayRef> {
-        let mut cols: Vec<ArrayRef> = self.head().iter().map(|(_, v)| v.repeat(rows)).collect();
-        cols.extend(self.deployment.columns(rows));
-        cols.extend(self.tail().iter().map(|(_, v)| v.repeat(rows)));
-        cols
+        self.entries().iter().map(|(_, v)| v.repeat(rows)).collect()
     }
 }
 
-/// Columns built a row at a time (`rows[i]` one row's columns, of `fields`)
-/// as one set of columns.
-pub(crate) fn concat_rows(fields: &[Field], rows: &[Vec<ArrayRef>]) -> Vec<ArrayRef> {
-    (0..fields.len())
-        .map(|k| {
-            let parts: Vec<&dyn arrow_array::Array> = rows.iter().map(|r| r[k].as_ref()).collect();
-            if parts.is_empty() {
-                arrow_array::new_empty_array(fields[k].data_type())
-            } else {
-                arrow_select::concat::concat(&parts).expect("a column's rows share its type")
-            }
-        })
-        .collect()
+/// One column's values, appended a row at a time.
+enum ColumnBuilder {
+    Text(StringDictionaryBuilder<Int32Type>),
+    Int(Int64Builder),
+    Bool(BooleanBuilder),
+    Float(Float64Builder),
+}
+
+impl ColumnBuilder {
+    fn for_value(v: Value<'_>) -> ColumnBuilder {
+        match v {
+            Value::Text(_) => ColumnBuilder::Text(StringDictionaryBuilder::new()),
+            Value::Int(_) => ColumnBuilder::Int(Int64Builder::new()),
+            Value::Bool(_) => ColumnBuilder::Bool(BooleanBuilder::new()),
+            Value::Float(_) => ColumnBuilder::Float(Float64Builder::new()),
+        }
+    }
+
+    fn append(&mut self, v: Value<'_>) {
+        match (self, v) {
+            (ColumnBuilder::Text(b), Value::Text(v)) => b.append_option(v),
+            (ColumnBuilder::Int(b), Value::Int(v)) => b.append_option(v),
+            (ColumnBuilder::Bool(b), Value::Bool(v)) => b.append_option(v),
+            (ColumnBuilder::Float(b), Value::Float(v)) => b.append_option(v),
+            _ => unreachable!("a column keeps its type"),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            ColumnBuilder::Text(b) => Arc::new(b.finish()),
+            ColumnBuilder::Int(b) => Arc::new(b.finish()),
+            ColumnBuilder::Bool(b) => Arc::new(b.finish()),
+            ColumnBuilder::Float(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// The run columns (or a deployment's alone) of many rows, one row per run,
+/// built column by column (the runs and capacity tables).
+pub(crate) struct RowsBuilder {
+    columns: Vec<ColumnBuilder>,
+}
+
+impl RowsBuilder {
+    /// For [`RunColumns`] rows.
+    pub(crate) fn runs() -> RowsBuilder {
+        let dummy = RunColumns::dummy();
+        RowsBuilder { columns: dummy.entries().into_iter().map(|(_, v)| ColumnBuilder::for_value(v)).collect() }
+    }
+
+    /// For [`DeploymentRow`] rows.
+    pub(crate) fn deployments() -> RowsBuilder {
+        let d = DeploymentRow::default();
+        RowsBuilder { columns: d.entries().into_iter().map(|(_, v)| ColumnBuilder::for_value(v)).collect() }
+    }
+
+    pub(crate) fn push_run(&mut self, run: &RunColumns) {
+        for (b, (_, v)) in self.columns.iter_mut().zip(run.entries()) {
+            b.append(v);
+        }
+    }
+
+    pub(crate) fn push_deployment(&mut self, d: &DeploymentRow) {
+        for (b, (_, v)) in self.columns.iter_mut().zip(d.entries()) {
+            b.append(v);
+        }
+    }
+
+    /// The columns so far; the builder starts over.
+    pub(crate) fn finish(&mut self) -> Vec<ArrayRef> {
+        self.columns.iter_mut().map(ColumnBuilder::finish).collect()
+    }
 }
 
 /// The type of a workload's `request_id`s: BIGINT when every id is an
@@ -396,13 +467,20 @@ mod tests {
         let spec: ScenarioSpec =
             serde_json::from_str(r#"{"model": "Llama-3.1-8B", "hardware": "H100", "tp": 2}"#).unwrap();
         let resolved = crate::scenario::resolve(spec.clone(), std::path::Path::new("."), "s").unwrap();
+        let mut rows = RowsBuilder::deployments();
         for row in [DeploymentRow::default(), DeploymentRow::from_spec(&spec), DeploymentRow::of(&resolved)] {
-            let fields = DeploymentRow::fields();
-            let columns = row.columns(3);
-            assert_eq!(fields.len(), columns.len());
-            for (f, c) in fields.iter().zip(&columns) {
-                assert_eq!((f.data_type(), c.len()), (c.data_type(), 3), "{}", f.name());
-            }
+            rows.push_deployment(&row);
+        }
+        let fields = DeploymentRow::fields();
+        let columns = rows.finish();
+        assert_eq!(fields.len(), columns.len());
+        for (f, c) in fields.iter().zip(&columns) {
+            assert_eq!((f.data_type(), c.len()), (c.data_type(), 3), "{}", f.name());
+        }
+        // A run's constant columns have the runs table's types too.
+        let run = RunColumns::dummy();
+        for (f, c) in RunColumns::fields().iter().zip(run.columns(2)) {
+            assert_eq!(f.data_type(), c.data_type(), "{}", f.name());
         }
         let of = DeploymentRow::of(&resolved);
         assert_eq!((of.tp, of.gpus, of.router_policy.as_deref()), (Some(2), Some(2), Some("round-robin")));

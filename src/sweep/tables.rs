@@ -52,7 +52,9 @@ pub(crate) fn writer_properties(schema: &Schema) -> WriterProperties {
     for f in schema.fields() {
         if run_columns.contains(f.name()) {
             let path = ColumnPath::from(f.name().as_str());
-            b = b.set_column_compression(path.clone(), Compression::UNCOMPRESSED).set_column_dictionary_enabled(path, true);
+            b = b
+                .set_column_compression(path.clone(), Compression::UNCOMPRESSED)
+                .set_column_dictionary_enabled(path, true);
             continue;
         }
         // Request ids are (nearly) unique: a dictionary attempt is wasted work.

@@ -170,7 +170,6 @@ impl DeploymentRow {
     pub(crate) fn fields() -> Vec<Field> {
         DeploymentRow::default().entries().iter().map(|(n, v)| Field::new(*n, v.data_type(), true)).collect()
     }
-
 }
 
 /// A grid override's key as a column-style name: `engine.max_num_seqs` →

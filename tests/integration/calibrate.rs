@@ -404,3 +404,35 @@ fn measured_deployments_are_replayed_as_closed_loop_benchmarks() {
         ]
     );
 }
+
+#[test]
+fn bad_aggregate_sources_get_one_line_errors() {
+    let dir = Dir::new("bad-aggregates");
+    for sub in ["si", "tv"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    // A silicon file without the columns it needs stops the plan.
+    dir.create("si/silicon_sample.csv", "id,backend\n1,vllm\n");
+    dir.create("si.yaml", "name: b\ncalibration:\n  - {source: silicon, data: si}\noutput: o\n");
+    let err = TestCommand::new(&dir.path, &["si.yaml"]).fails();
+    assert!(err.contains("si/silicon_sample.csv:1: silicon_data_source: missing column"), "{err}");
+    // A training run asking for 10^18 requests fails on its own, named.
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
+    let configs = std::fs::read_to_string(format!("{fixture}/trainval15_experiment_configs.json")).unwrap();
+    dir.create(
+        "tv/trainval15_experiment_configs.json",
+        &configs.replace(r#"{"duration": 10, "rate": 4.0}"#, r#"{"duration": 1e9, "rate": 1e9}"#),
+    );
+    dir.create(
+        "tv/aggregates_trainval.csv",
+        &std::fs::read_to_string(format!("{fixture}/aggregates_trainval.csv")).unwrap(),
+    );
+    dir.create(
+        "tv.yaml",
+        "name: b\ncalibration:\n  - {source: blis-trainval, data: tv, experiments: [7-llama-2-7b-tp1-mini]}\noutput: o2\n",
+    );
+    let out = TestCommand::new(&dir.path, &["tv.yaml"]).output();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("7-llama-2-7b-tp1-mini: failed: ") && err.contains("exceed what a replay holds"), "{err}");
+}

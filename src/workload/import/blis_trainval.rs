@@ -38,6 +38,10 @@ fn extra_prompt_tokens(system_prompt_len: u32) -> u32 {
     if system_prompt_len >= 150 { 36 } else { 27 }
 }
 
+/// The most requests, and prompt tokens in all, a replay builds (in memory).
+const MAX_REQUESTS: f64 = (1u64 << 22) as f64;
+const MAX_TOKENS: f64 = (1u64 << 30) as f64;
+
 /// inference-perf's `shared_prefix` defaults (`num_groups`,
 /// `num_prompts_per_group`), which every resolved config of these runs shows.
 const GROUPS: u64 = 10;
@@ -168,7 +172,26 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         mbt = x.max_num_batched_tokens,
         blocks = x.total_kv_blocks,
     );
-    let (workload, stages) = inference_perf(&x.workload.inference_perf, x.workload.seed);
+    let ip = &x.workload.inference_perf;
+    let mut total = 0.0;
+    for (k, s) in ip.stages.iter().enumerate() {
+        if !(s.rate.is_finite() && s.rate > 0.0 && s.duration.is_finite() && s.duration > 0.0) {
+            return Err(err(&configs_path, 0, &format!("stages[{k}]"), "rate and duration must be positive numbers"));
+        }
+        total += s.rate * s.duration;
+    }
+    let tokens = f64::from(ip.shared_prefix.system_prompt_len) + f64::from(ip.shared_prefix.question_len);
+    if total > MAX_REQUESTS || total * tokens > MAX_TOKENS {
+        return Err(err(
+            &configs_path,
+            0,
+            "stages",
+            format!(
+                "{total} requests of {tokens} prompt tokens exceed what a replay holds ({MAX_REQUESTS} requests, {MAX_TOKENS} tokens)"
+            ),
+        ));
+    }
+    let (workload, stages) = inference_perf(ip, x.workload.seed);
     let p = &x.workload.inference_perf.shared_prefix;
     let mut notes = vec![
         format!(

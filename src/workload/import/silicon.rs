@@ -57,14 +57,20 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
     let path = data.join("silicon_sample.csv");
     let (headers, rows) = read_csv(&path)?;
     let file = path.display().to_string();
-    let err = |line: usize, field: &str, reason: String| ConvertError {
+    // Row `i` is on line i + 2 (after the header).
+    let err = |i: usize, field: &str, reason: String| ConvertError {
         file: file.clone(),
-        line: line as u64 + 2,
+        line: i as u64 + 2,
         field: field.to_owned(),
         reason,
     };
     let col = |name: &str| {
-        headers.iter().position(|h| h == name).ok_or_else(|| err(usize::MAX - 1, name, "missing column".into()))
+        headers.iter().position(|h| h == name).ok_or_else(|| ConvertError {
+            file: file.clone(),
+            line: 1,
+            field: name.to_owned(),
+            reason: "missing column".to_owned(),
+        })
     };
     let c = [
         "silicon_data_source",
@@ -160,6 +166,10 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
     }
     if r.concurrency == 0 || r.concurrency > 1 << 16 {
         return Err(too_big("silicon_concurrency", r.concurrency));
+    }
+    // Every prompt is held in memory: at most 2^30 prompt tokens in all.
+    if PROMPTS_PER_USER * r.concurrency * r.isl > 1 << 30 {
+        return Err(too_big("isl", r.isl));
     }
     let dtype = if r.fp8 { "\ndtype: fp8" } else { "" };
     let scenario_yaml = format!("name: {wanted}\nmodel: {}\nhardware: {}\ntp: {}{dtype}\n", r.model, r.gpu, r.tp);

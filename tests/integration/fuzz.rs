@@ -63,6 +63,12 @@ const TARGETS: &[Target] = &[
         run: convert_blis,
     },
     Target {
+        name: "blis-trainval",
+        mutable: &["trainval15_experiment_configs.json", "aggregates_trainval.csv"],
+        run: blis_trainval,
+    },
+    Target { name: "silicon", mutable: &["silicon_sample.csv"], run: silicon },
+    Target {
         name: "convert-llmservingsim",
         mutable: &["runs/GPU__m/meta.json", "runs/GPU__m/requests.jsonl", "workloads/w.jsonl"],
         run: convert_llmservingsim,
@@ -254,6 +260,56 @@ fn convert_llmservingsim(dir: &Path) -> bool {
         Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
     }
     c.is_ok()
+}
+
+/// BLIS's aggregate-only training runs: listed, and each loaded into a
+/// workload the reader accepts, or refused in one line.
+fn blis_trainval(dir: &Path) -> bool {
+    use blis_sweep::workload::import::blis_trainval;
+    let names = match blis_trainval::list(dir) {
+        Ok(n) => n,
+        Err(e) => {
+            one_line(&e.to_string(), &dir.display().to_string());
+            return false;
+        }
+    };
+    let mut ok = true;
+    for name in names.iter().take(4) {
+        match blis_trainval::load(dir, name) {
+            Ok(run) => {
+                let mut out = Vec::new();
+                for r in &run.workload {
+                    write_workload_row(&mut out, r);
+                }
+                read_back(&out, "blis-trainval");
+            }
+            Err(e) => {
+                one_line(&e.to_string(), &dir.display().to_string());
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+/// aiconfigurator's measured deployments: listed and loaded, or refused in one line.
+fn silicon(dir: &Path) -> bool {
+    use blis_sweep::workload::import::silicon;
+    let names = match silicon::list(dir) {
+        Ok(n) => n,
+        Err(e) => {
+            one_line(&e.to_string(), &dir.display().to_string());
+            return false;
+        }
+    };
+    let mut ok = true;
+    for name in names.iter().take(4) {
+        if let Err(e) = silicon::load(dir, name) {
+            one_line(&e.to_string(), &dir.display().to_string());
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// Values and tokens that once broke parsers, or sit on a boundary.

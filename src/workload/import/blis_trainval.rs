@@ -38,6 +38,9 @@ fn extra_prompt_tokens(system_prompt_len: u32) -> u32 {
     if system_prompt_len >= 150 { 36 } else { 27 }
 }
 
+/// The longest prompt part or output a replayed request may have (the
+/// reader's bound on a request is 4 Mi tokens).
+const MAX_LENGTH: u32 = 1 << 20;
 /// The most requests, and prompt tokens in all, a replay builds (in memory).
 const MAX_REQUESTS: f64 = (1u64 << 22) as f64;
 const MAX_TOKENS: f64 = (1u64 << 30) as f64;
@@ -173,6 +176,22 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         blocks = x.total_kv_blocks,
     );
     let ip = &x.workload.inference_perf;
+    let p = &ip.shared_prefix;
+    for (field, v) in
+        [("system_prompt_len", p.system_prompt_len), ("question_len", p.question_len), ("output_len", p.output_len)]
+    {
+        if v > MAX_LENGTH {
+            return Err(err(
+                &configs_path,
+                0,
+                field,
+                format!("{v} tokens exceed {MAX_LENGTH} (a replayed request's bound)"),
+            ));
+        }
+    }
+    if p.output_len == 0 {
+        return Err(err(&configs_path, 0, "output_len", "must be at least 1 token"));
+    }
     let mut total = 0.0;
     for (k, s) in ip.stages.iter().enumerate() {
         if !(s.rate.is_finite() && s.rate > 0.0 && s.duration.is_finite() && s.duration > 0.0) {
@@ -192,7 +211,6 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         ));
     }
     let (workload, stages) = inference_perf(ip, x.workload.seed);
-    let p = &x.workload.inference_perf.shared_prefix;
     let mut notes = vec![
         format!(
             "inference-perf shared_prefix as its defaults resolved it: request i sends prompt i mod {} ({GROUPS} system \

@@ -164,6 +164,14 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
     if r.isl > 1 << 20 || r.osl > 1 << 20 {
         return Err(too_big("isl", r.isl.max(r.osl)));
     }
+    if r.isl == 0 || r.osl == 0 {
+        return Err(ConvertError {
+            file: data.join("silicon_sample.csv").display().to_string(),
+            line: r.line as u64,
+            field: if r.isl == 0 { "isl" } else { "osl" }.to_owned(),
+            reason: "must be at least 1 token".to_owned(),
+        });
+    }
     if r.concurrency == 0 || r.concurrency > 1 << 16 {
         return Err(too_big("silicon_concurrency", r.concurrency));
     }

@@ -262,29 +262,28 @@ fn convert_llmservingsim(dir: &Path) -> bool {
     c.is_ok()
 }
 
-/// BLIS's aggregate-only training runs: listed, and each loaded into a
-/// workload the reader accepts, or refused in one line.
-fn blis_trainval(dir: &Path) -> bool {
-    use blis_sweep::workload::import::blis_trainval;
-    let names = match blis_trainval::list(dir) {
+/// An aggregate-only source: its runs listed, the first four loaded and
+/// checked by `check`, or refused in one line.
+fn list_and_load<T>(
+    dir: &Path,
+    list: fn(&Path) -> Result<Vec<String>, convert::ConvertError>,
+    load: fn(&Path, &str) -> Result<T, convert::ConvertError>,
+    check: fn(&T),
+) -> bool {
+    let refused = |e: convert::ConvertError| one_line(&e.to_string(), &dir.display().to_string());
+    let names = match list(dir) {
         Ok(n) => n,
         Err(e) => {
-            one_line(&e.to_string(), &dir.display().to_string());
+            refused(e);
             return false;
         }
     };
     let mut ok = true;
     for name in names.iter().take(4) {
-        match blis_trainval::load(dir, name) {
-            Ok(run) => {
-                let mut out = Vec::new();
-                for r in &run.workload {
-                    write_workload_row(&mut out, r);
-                }
-                read_back(&out, "blis-trainval");
-            }
+        match load(dir, name) {
+            Ok(run) => check(&run),
             Err(e) => {
-                one_line(&e.to_string(), &dir.display().to_string());
+                refused(e);
                 ok = false;
             }
         }
@@ -292,24 +291,23 @@ fn blis_trainval(dir: &Path) -> bool {
     ok
 }
 
-/// aiconfigurator's measured deployments: listed and loaded, or refused in one line.
+/// BLIS's aggregate-only training runs, each loaded into a workload the
+/// reader accepts.
+fn blis_trainval(dir: &Path) -> bool {
+    use blis_sweep::workload::import::blis_trainval;
+    list_and_load(dir, blis_trainval::list, blis_trainval::load, |run| {
+        let mut out = Vec::new();
+        for r in &run.workload {
+            write_workload_row(&mut out, r);
+        }
+        read_back(&out, "blis-trainval");
+    })
+}
+
+/// aiconfigurator's measured deployments.
 fn silicon(dir: &Path) -> bool {
     use blis_sweep::workload::import::silicon;
-    let names = match silicon::list(dir) {
-        Ok(n) => n,
-        Err(e) => {
-            one_line(&e.to_string(), &dir.display().to_string());
-            return false;
-        }
-    };
-    let mut ok = true;
-    for name in names.iter().take(4) {
-        if let Err(e) = silicon::load(dir, name) {
-            one_line(&e.to_string(), &dir.display().to_string());
-            ok = false;
-        }
-    }
-    ok
+    list_and_load(dir, silicon::list, silicon::load, |_| {})
 }
 
 /// Values and tokens that once broke parsers, or sit on a boundary.

@@ -26,7 +26,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 
-use super::convert::{ConvertError, llm_request, read_csv, token_ids};
+use super::convert::{ConvertError, column, llm_request, read_csv, token_ids};
 use crate::workload::types::{Request, RequestId};
 
 /// Tokens the server counts beyond `system_prompt_len + question_len`
@@ -133,7 +133,7 @@ fn err(file: &Path, line: u64, field: &str, reason: impl Into<String>) -> Conver
 pub fn list(data: &Path) -> Result<Vec<String>, ConvertError> {
     let path = data.join("aggregates_trainval.csv");
     let (headers, rows) = read_csv(&path)?;
-    let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| err(&path, 1, name, "missing column"));
+    let col = |name: &str| column(&path, &headers, name);
     let (c_name, c_same) = (col("experiment")?, col("same_run_as_requests_file")?);
     let mut names: Vec<String> =
         rows.iter().filter(|r| r[c_same].trim().is_empty()).map(|r| r[c_name].clone()).collect();
@@ -265,7 +265,7 @@ fn inference_perf(spec: &InferencePerf, seed: u64) -> (Vec<Request>, Vec<(f64, f
 fn aggregates(data: &Path, name: &str) -> Result<Vec<Aggregate>, ConvertError> {
     let path = data.join("aggregates_trainval.csv");
     let (headers, rows) = read_csv(&path)?;
-    let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| err(&path, 1, name, "missing column"));
+    let col = |name: &str| column(&path, &headers, name);
     let (c_name, c_stage, c_metric, c_actual, c_blis) =
         (col("experiment")?, col("stage_index")?, col("metric")?, col("actual_ms")?, col("pred_ms_blis-evolved")?);
     let mut out = Vec::new();

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::convert::{
-    ConvertError, Converted, MAX_TOKENS, count_in, in_arrival_order, llm_request, read_csv, seconds_in, spread,
+    ConvertError, Converted, MAX_TOKENS, column, count_in, in_arrival_order, llm_request, read_csv, seconds_in, spread,
     token_ids,
 };
 use crate::workload::types::RequestId;
@@ -33,14 +33,7 @@ pub fn blis_published(data: &Path, experiment: &str) -> Result<Vec<Published>, C
     }
     let file = path.display().to_string();
     let (headers, rows) = read_csv(&path)?;
-    let col = |name: &str| {
-        headers.iter().position(|h| h == name).ok_or_else(|| ConvertError {
-            file: file.clone(),
-            line: 1,
-            field: name.to_owned(),
-            reason: "missing column".to_owned(),
-        })
-    };
+    let col = |name: &str| column(&path, &headers, name);
     let (c_run, c_stage, c_metric, c_actual, c_pred) = (
         col("same_run_as_requests_file")?,
         col("stage_index")?,
@@ -135,14 +128,7 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
     let req_path = data.join("requests").join(format!("{experiment}.csv"));
     let req_file = req_path.display().to_string();
     let (rh, rrows) = read_csv(&req_path)?;
-    let rcol = |name: &str| {
-        rh.iter().position(|h| h == name).ok_or_else(|| ConvertError {
-            file: req_file.clone(),
-            line: 1,
-            field: name.to_owned(),
-            reason: "missing column".to_owned(),
-        })
-    };
+    let rcol = |name: &str| column(&req_path, &rh, name);
     let (c_index, c_arrival, c_input, c_error, c_ttft, c_e2e) = (
         rcol("index")?,
         rcol("arrival_time_us")?,

@@ -225,6 +225,16 @@ pub(super) fn spread(ttft_s: f64, e2e_s: f64, output_tokens: u32) -> Vec<f64> {
     v
 }
 
+/// The index of column `name` of `path`'s header, or the error naming it.
+pub(super) fn column(path: &Path, headers: &[String], name: &str) -> Result<usize, ConvertError> {
+    headers.iter().position(|h| h == name).ok_or_else(|| ConvertError {
+        file: path.display().to_string(),
+        line: 1,
+        field: name.to_owned(),
+        reason: "missing column".to_owned(),
+    })
+}
+
 pub(super) fn read_csv(path: &Path) -> Result<(Vec<String>, Vec<Vec<String>>), ConvertError> {
     let file = path.display().to_string();
     let err = |line: u64, reason: String| ConvertError { file: file.clone(), line, field: "csv".to_owned(), reason };

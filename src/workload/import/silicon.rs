@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use super::blis_trainval::Aggregate;
-use super::convert::{ConvertError, llm_request, read_csv, token_ids};
+use super::convert::{ConvertError, column, llm_request, read_csv, token_ids};
 use crate::workload::types::{Request, RequestId};
 
 /// Prompts a run sends, per unit of concurrency (assumed; see the module docs).
@@ -64,14 +64,7 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         field: field.to_owned(),
         reason,
     };
-    let col = |name: &str| {
-        headers.iter().position(|h| h == name).ok_or_else(|| ConvertError {
-            file: file.clone(),
-            line: 1,
-            field: name.to_owned(),
-            reason: "missing column".to_owned(),
-        })
-    };
+    let col = |name: &str| column(&path, &headers, name);
     let c = [
         "silicon_data_source",
         "backend",

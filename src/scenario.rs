@@ -315,6 +315,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         None => DEFAULT_VLLM_VERSION,
     };
     let release = vllm_version.behaviour();
+    let async_scheduling = e.async_scheduling.unwrap_or(true);
     let fp8 = dtype == Dtype::Fp8;
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment.
@@ -343,7 +344,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Kernels(Box::new(
-                Kernels::new(&model, &gpu, tp, fp8, kv_dtype_bytes, c).map_err(|e| bad(e.to_string()))?,
+                Kernels::new(&model, &gpu, tp, fp8, kv_dtype_bytes, c)
+                    .map_err(|e| bad(e.to_string()))?
+                    .with_async_scheduling(async_scheduling),
             ))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(
@@ -394,7 +397,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             num_gpu_blocks,
             enable_prefix_caching: e.enable_prefix_caching.unwrap_or(true),
             long_prefill_token_threshold: e.long_prefill_token_threshold.unwrap_or(0),
-            async_scheduling: e.async_scheduling.unwrap_or(true),
+            async_scheduling,
             scheduler_reserve_full_isl: e.scheduler_reserve_full_isl.unwrap_or(release.scheduler_reserve_full_isl),
             lone_request_skips_prefill_threshold: e
                 .lone_request_skips_prefill_threshold

@@ -31,6 +31,8 @@ pub struct FitRun {
     pub real: Truth,
     /// The real client's request timeout, µs.
     pub timeout_us: Option<u64>,
+    /// How the real client sent them (open loop, or a benchmark's cap).
+    pub client: crate::sim::Client,
 }
 
 /// What a real run measured.
@@ -143,7 +145,7 @@ pub fn replay_with(
 /// measures its errors.
 pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
     let d = &run.deployment;
-    let sim = replay(d, d.latency.with_constants(c)?, &run.requests, run.timeout_us);
+    let sim = replay_with(d, d.latency.with_constants(c)?, &run.requests, run.timeout_us, run.client);
     let real = match &run.real {
         Truth::PerRequest(real) => real,
         Truth::Aggregates { stages, aggregates } => {
@@ -157,7 +159,8 @@ pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
                 run: run.name.clone(),
                 ttft_mean: err("ttft_mean"),
                 ttft_p99: err("ttft_p99"),
-                itl_mean: err("itl_mean"),
+                // A benchmark that reports TPOT, not ITL (aiconfigurator's).
+                itl_mean: if rows.iter().any(|r| r.metric == "itl_mean") { err("itl_mean") } else { err("tpot_mean") },
                 e2e_mean: err("e2e_mean"),
                 // No per-request data: no per-request error.
                 e2e_mape: 0.0,

@@ -12,7 +12,8 @@ use anyhow::{Context, bail};
 use super::atomic::write_file;
 use crate::calibrate::fit::{Constants, FitRun, Truth, fit};
 use crate::calibrate::observed;
-use crate::workload::import::blis_trainval;
+use crate::sim::Client;
+use crate::workload::import::{blis_trainval, silicon};
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]
@@ -31,6 +32,15 @@ pub(crate) struct FitArgs {
     /// Training runs to fit on, from --trainval (as aggregates_trainval.csv names them).
     #[arg(long, value_name = "NAME")]
     trainval_experiment: Vec<String>,
+    /// An aiconfigurator folder whose measured deployments
+    /// (`silicon_sample.csv`) join the fit, by TPOT only (TTFT depends on a
+    /// protocol the rows do not give).
+    #[arg(long, value_name = "DIR")]
+    silicon: Option<PathBuf>,
+    /// Rows to fit on, from --silicon (as the calibration matrix names them:
+    /// GPU-model-tpN-dtype-ISLxOSL-cC-lineL).
+    #[arg(long, value_name = "NAME")]
+    silicon_row: Vec<String>,
     /// Constants to fit, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "step_overhead_us,request_overhead_us")]
     params: Vec<String>,
@@ -80,9 +90,19 @@ impl Set {
     }
 }
 
+/// A converted run's scenario text, resolved beside its data.
+fn resolve(scenario_yaml: &str, dir: &std::path::Path, name: &str) -> anyhow::Result<crate::scenario::Deployment> {
+    let spec: crate::scenario::ScenarioSpec =
+        crate::yaml::parse(scenario_yaml).map_err(|e| anyhow::anyhow!("{name}: scenario: {}", e.message))?;
+    crate::scenario::resolve(spec, dir, name)
+        .map_err(|e| anyhow::anyhow!("{name}: scenario: {}: {}", e.field, e.reason))
+}
+
 pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
-    if args.experiment.is_empty() && args.trainval_experiment.is_empty() {
-        bail!("give runs to fit on: --runs DIR --experiment NAME…, or --trainval DIR --trainval-experiment NAME…");
+    if args.experiment.is_empty() && args.trainval_experiment.is_empty() && args.silicon_row.is_empty() {
+        bail!(
+            "give runs to fit on: --runs DIR --experiment NAME…, --trainval DIR --trainval-experiment NAME…, or --silicon DIR --silicon-row NAME…"
+        );
     }
     let mut set = Set::default();
     let timeout_us = args.timeout.filter(|t| t.is_finite() && *t > 0.0).map(crate::workload::seconds_to_us);
@@ -98,17 +118,25 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         let f = File::open(&bl).with_context(|| format!("{}: cannot open", bl.display()))?;
         let real = Truth::PerRequest(observed::from_results(BufReader::new(f), &bl.display().to_string())?);
         let origin = path("scenario.yaml").display().to_string();
-        set.add(FitRun { name: name.clone(), deployment, requests, real, timeout_us }, &origin)?;
+        let client = Client::OpenLoop;
+        set.add(FitRun { name: name.clone(), deployment, requests, real, timeout_us, client }, &origin)?;
     }
     for name in &args.trainval_experiment {
         let Some(dir) = &args.trainval else { bail!("--trainval-experiment {name}: give --trainval DIR") };
         let run = blis_trainval::load(dir, name)?;
-        let spec: crate::scenario::ScenarioSpec =
-            crate::yaml::parse(&run.scenario_yaml).map_err(|e| anyhow::anyhow!("{name}: scenario: {}", e.message))?;
-        let deployment = crate::scenario::resolve(spec, dir, name)
-            .map_err(|e| anyhow::anyhow!("{name}: scenario: {}: {}", e.field, e.reason))?;
+        let deployment = resolve(&run.scenario_yaml, dir, name)?;
         let real = Truth::Aggregates { stages: run.stages, aggregates: run.aggregates };
-        set.add(FitRun { name: name.clone(), deployment, requests: run.workload, real, timeout_us: None }, name)?;
+        let (requests, client) = (run.workload, Client::OpenLoop);
+        set.add(FitRun { name: name.clone(), deployment, requests, real, timeout_us: None, client }, name)?;
+    }
+    for name in &args.silicon_row {
+        let Some(dir) = &args.silicon else { bail!("--silicon-row {name}: give --silicon DIR") };
+        let run = silicon::load(dir, name)?;
+        let deployment = resolve(&run.scenario_yaml, dir, name)?;
+        let aggregates = run.aggregates.into_iter().filter(|a| a.metric == "tpot_mean").collect();
+        let real = Truth::Aggregates { stages: Vec::new(), aggregates };
+        let (requests, client) = (run.workload, Client::Capped { limit: run.concurrency });
+        set.add(FitRun { name: name.clone(), deployment, requests, real, timeout_us: None, client }, name)?;
     }
     let Set { runs, mut start, gpu, kind } = set;
     if let (Some(path), Some(start)) = (&args.start, &mut start) {

@@ -6,11 +6,22 @@
 //! plus the CPU time of a step that no kernel table holds. Layers are
 //! identical, so one layer is priced and multiplied.
 //!
-//! The few constants measurement cannot give (CPU time per step and per
+//! A step has two sides (vLLM's engine core and its GPU workers): the CPU
+//! schedules the batch, prepares its inputs, launches the kernels and
+//! processes the sampled tokens; the GPU runs the kernels. Without async
+//! scheduling they take turns, and a step lasts their sum. With it (vLLM's
+//! default from 0.14, vllm-project/vllm#27614), step N+1 is scheduled and
+//! its inputs prepared while the GPU runs step N, and N's outputs are
+//! processed while N+1 runs: the GPU waits only when the CPU side is the
+//! longer, and a step lasts the longer of the two.
+//!
+//! The few constants measurement cannot give (the GPU's time per step and
+//! per sequence outside the measured kernels, the CPU side per step and per
 //! scheduled sequence, the front end's time per request, and a scale on the
 //! GEMM and attention tables for an engine version other than the one
 //! measured) are fitted per GPU by `blis-sweep fit` on real runs and embedded
-//! (`kernels/<gpu>.constants.yaml`).
+//! (`kernels/<gpu>.constants.yaml`): the CPU side on runs without async
+//! scheduling, where it shows, the rest on runs with it, where it hides.
 
 use std::sync::Arc;
 
@@ -22,11 +33,21 @@ use crate::scenario::{Attention, Gpu, ModelArch};
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelConstants {
-    /// CPU time per engine step outside the GPU kernels (scheduling, input
-    /// preparation, sampling, output processing), µs.
+    /// GPU time per engine step outside the measured kernels (embedding,
+    /// input preparation and sampling kernels, the gaps between CUDA graph
+    /// pieces), µs.
     pub step_overhead_us: f64,
-    /// Further CPU time per sequence scheduled in a step, µs.
+    /// Further GPU time per sequence scheduled in a step (sampling over the
+    /// vocabulary, per-sequence metadata), µs.
     pub per_sequence_us: f64,
+    /// The CPU side of a step (scheduling, input preparation, kernel
+    /// launches, output processing), µs; hidden behind the GPU under async
+    /// scheduling unless it is the longer (see the module docs).
+    #[serde(default)]
+    pub cpu_step_us: f64,
+    /// Further CPU time per sequence scheduled in a step, µs.
+    #[serde(default)]
+    pub cpu_per_sequence_us: f64,
     /// Time from a request reaching the server to the engine seeing it (HTTP,
     /// tokenization), µs; part of its TTFT and E2E.
     pub request_overhead_us: f64,
@@ -55,6 +76,8 @@ impl KernelConstants {
         for (name, v) in [
             ("step_overhead_us", self.step_overhead_us),
             ("per_sequence_us", self.per_sequence_us),
+            ("cpu_step_us", self.cpu_step_us),
+            ("cpu_per_sequence_us", self.cpu_per_sequence_us),
             ("request_overhead_us", self.request_overhead_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
@@ -106,6 +129,8 @@ pub struct Kernels {
     bandwidth: f64,
     /// Shortest kernel in the GEMM table (m = 1, n = k = 32), µs.
     kernel_floor_us: f64,
+    /// Whether the engine overlaps a step's CPU side with the GPU.
+    async_scheduling: bool,
     c: KernelConstants,
 }
 
@@ -233,8 +258,15 @@ impl Kernels {
             moe,
             tp,
             bandwidth: gpu.memory_bandwidth,
+            async_scheduling: true,
             c,
         })
+    }
+
+    /// The same model for an engine with or without async scheduling (on
+    /// unless set).
+    pub fn with_async_scheduling(self, async_scheduling: bool) -> Kernels {
+        Kernels { async_scheduling, ..self }
     }
 
     /// The constants in use.
@@ -313,9 +345,18 @@ impl LatencyModel for Kernels {
         let layer = gemms * self.c.gemm_scale + attention * self.c.attention_scale + allreduce + elementwise;
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
-        let total = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
-        total.round().max(1.0) as u64
+        let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
+        let cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
+        overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
+}
+
+/// A step's duration from its GPU side and its CPU side, µs: their sum when
+/// they take turns, the longer when async scheduling overlaps them (the CPU
+/// prepares step N+1 and finishes step N−1 while the GPU runs step N; the
+/// GPU idles only for what the CPU side exceeds it by).
+fn overlap(gpu_us: f64, cpu_us: f64, async_scheduling: bool) -> f64 {
+    if async_scheduling { gpu_us.max(cpu_us) } else { gpu_us + cpu_us }
 }
 
 #[cfg(test)]
@@ -329,6 +370,8 @@ mod tests {
         KernelConstants {
             step_overhead_us: 0.0,
             per_sequence_us: 0.0,
+            cpu_step_us: 0.0,
+            cpu_per_sequence_us: 0.0,
             request_overhead_us: 0.0,
             gemm_scale: 1.0,
             attention_scale: 1.0,
@@ -364,6 +407,38 @@ mod tests {
         assert_eq!(k.with_constants(c).step_time_us(&batch), base + 380);
         let slower = KernelConstants { gemm_scale: 2.0, ..bare() };
         assert!(k.with_constants(slower).step_time_us(&batch) > base * 3 / 2);
+    }
+
+    /// A lone decode of Llama-2-7b on H100: its kernels (hand-summed in
+    /// `a_lone_decode_is_the_sum_of_its_measured_kernels`) plus 100 µs of
+    /// GPU time outside them make the GPU side; 300 µs per step and 20 µs per
+    /// sequence the CPU side. Taking turns, a step is their sum; overlapped,
+    /// the longer: the GPU while the CPU side is shorter, the CPU side once
+    /// 256 sequences make it the longer.
+    #[test]
+    fn async_scheduling_hides_the_cpu_side_behind_the_gpu() {
+        let k = kernels("Llama-2-7b", "H100", 1);
+        let gpu_only = |batch: &StepBatch| {
+            let bare = k.with_constants(KernelConstants { step_overhead_us: 100.0, ..bare() });
+            bare.step_time_us(batch)
+        };
+        let c = KernelConstants { step_overhead_us: 100.0, cpu_step_us: 300.0, cpu_per_sequence_us: 20.0, ..bare() };
+        let sync = k.with_constants(c).with_async_scheduling(false);
+        let overlapped = k.with_constants(c).with_async_scheduling(true);
+        let one = decode(1, 100);
+        let gpu = gpu_only(&one);
+        assert!((4_000..6_000).contains(&gpu), "{gpu}");
+        assert_eq!(sync.step_time_us(&one), gpu + 320);
+        assert_eq!(overlapped.step_time_us(&one), gpu);
+        // 256 sequences: 300 + 256 × 20 = 5,420 µs of CPU against a GPU side
+        // of a few ms more than one decode's weights.
+        let many = decode(256, 100);
+        let gpu = gpu_only(&many);
+        assert_eq!(sync.step_time_us(&many), gpu + 5_420);
+        assert_eq!(overlapped.step_time_us(&many), gpu.max(5_420));
+        let cpu_bound = k.with_constants(KernelConstants { cpu_per_sequence_us: 80.0, ..c });
+        assert!(gpu < 300 + 256 * 80, "{gpu}");
+        assert_eq!(cpu_bound.step_time_us(&many), 300 + 256 * 80);
     }
 
     #[test]

@@ -405,6 +405,82 @@ fn measured_deployments_are_replayed_as_closed_loop_benchmarks() {
     );
 }
 
+/// A measured deployment on vLLM 0.12 ran without async scheduling: its
+/// steps pay their CPU side on top of the GPU, so its TPOT tells the CPU
+/// side, which `fit --silicon` recovers.
+#[test]
+fn fit_recovers_the_cpu_side_from_a_deployment_without_async_scheduling() {
+    let dir = Dir::new("fit-silicon");
+    let fixture =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/silicon-mini/silicon_sample.csv"))
+            .unwrap();
+    let row = "H100-Qwen3-32B-tp2-bf16-64x8-c2-line2";
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    dir.create("data/silicon_sample.csv", &fixture);
+    dir.create(
+        "truth.yaml",
+        &format!(
+            "name: t\ncalibration:\n  - {{source: silicon, data: data, experiments: [{row}]}}\n\
+             overrides: {{latency_model: {{kind: kernels, constants: {{cpu_step_us: 3000}}}}}}\noutput: truth\n"
+        ),
+    );
+    TestCommand::new(&dir.path, &["-q", "--no-report", "truth.yaml"]).stdout();
+    let rows = read_columns(&dir.join("truth/calibration.parquet"), &["metric", "simulated_ms"]);
+    let tpot = &rows.iter().find(|r| r[0] == "tpot_mean").unwrap()[1];
+    // The row's measured TPOT (12.0 ms, the last column) becomes what the
+    // 3000 µs CPU side gives.
+    dir.create("data/silicon_sample.csv", &fixture.replacen(",40.0,12.0", &format!(",40.0,{tpot}"), 1));
+    let args = ["fit", "--silicon", "data", "--silicon-row", row, "--params", "cpu_step_us", "--out", "fitted.yaml"];
+    TestCommand::new(&dir.path, &args).stdout();
+    let fitted: serde_json::Value = blis_sweep::yaml::parse(&dir.read("fitted.yaml")).unwrap();
+    let got = fitted["cpu_step_us"].as_f64().unwrap();
+    assert!((got / 3000.0 - 1.0).abs() < 0.02, "fitted {got} µs");
+    // With async scheduling the same CPU side hides behind the GPU: the
+    // TPOT does not move.
+    let tpot_with = |cpu: u32, extra: &str| {
+        let out = format!("o{cpu}{}", extra.len());
+        dir.create(
+            "p.yaml",
+            &format!(
+                "name: p\ncalibration:\n  - {{source: silicon, data: data, experiments: [{row}]}}\n\
+                 overrides:\n  latency_model: {{kind: kernels, constants: {{cpu_step_us: {cpu}}}}}\n{extra}output: {out}\n"
+            ),
+        );
+        TestCommand::new(&dir.path, &["-q", "--no-report", "--force", "p.yaml"]).stdout();
+        let rows = read_columns(&dir.join(&format!("{out}/calibration.parquet")), &["metric", "simulated_ms"]);
+        rows.iter().find(|r| r[0] == "tpot_mean").unwrap()[1].parse::<f64>().unwrap()
+    };
+    let overlapped = "  engine.async_scheduling: true\n";
+    assert_eq!(tpot_with(0, overlapped), tpot_with(3000, overlapped));
+    assert!(tpot_with(3000, "") > tpot_with(0, "") + 2.5);
+}
+
+#[test]
+fn training_runs_convert_to_a_workload_and_a_scenario() {
+    let dir = Dir::new("convert-trainval");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
+    let out = TestCommand::new(&dir.path, &["convert", "blis-trainval", "--data", data, "--out", "conv"]).output();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("7-llama-2-7b-tp1-mini: 60 requests"), "{err}");
+    let scenario = dir.read("conv/7-llama-2-7b-tp1-mini.scenario.yaml");
+    assert!(scenario.contains("model: Llama-2-7b") && scenario.contains("vllm_version: 0.15.1"), "{scenario}");
+    let workload = dir.read("conv/7-llama-2-7b-tp1-mini.workload.jsonl");
+    assert_eq!(workload.lines().count(), 60);
+    // It runs as converted.
+    let args =
+        ["run", "-q", "-s", "conv/7-llama-2-7b-tp1-mini.scenario.yaml", "conv/7-llama-2-7b-tp1-mini.workload.jsonl"];
+    assert_eq!(TestCommand::new(&dir.path, &args).stdout().lines().count(), 60);
+    // An unknown run: one line, nothing written.
+    let err = TestCommand::new(
+        &dir.path,
+        &["convert", "blis-trainval", "--data", data, "--experiment", "9-x", "--out", "c2"],
+    )
+    .fails();
+    assert!(err.contains("no experiment with id 9"), "{err}");
+    assert!(!dir.join("c2").exists() || std::fs::read_dir(dir.join("c2")).unwrap().next().is_none());
+}
+
 #[test]
 fn bad_aggregate_sources_get_one_line_errors() {
     let dir = Dir::new("bad-aggregates");

@@ -11,7 +11,10 @@
 //! dataset, every request ready at once and at most `concurrency` in
 //! flight, `10 × concurrency` prompts of `isl` distinct random tokens (no
 //! prefix-cache hits), `osl` output tokens (`ignore_eos`), vLLM's serving
-//! defaults otherwise. TPOT (mean over requests of (E2E − TTFT) / (osl − 1))
+//! defaults otherwise — which, for a release before 0.14 (`backend_version`),
+//! means no async scheduling: a step's CPU side is not hidden behind the
+//! GPU. A row naming no release (the Llama-3.1-70B rows) runs with it,
+//! vLLM's default since 0.14. TPOT (mean over requests of (E2E − TTFT) / (osl − 1))
 //! is steady-state decode and barely depends on the prompt count; TTFT
 //! depends on how the first wave of prefills queues, which the rows do not
 //! say, so it is compared with that caveat.
@@ -51,6 +54,8 @@ struct Row {
     concurrency: u64,
     ttft_ms: f64,
     tpot_ms: f64,
+    /// The vLLM release ran without async scheduling (before 0.14).
+    sync_scheduling: bool,
 }
 
 fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
@@ -84,6 +89,8 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
     let (c_source, c_backend, c_model, c_system, c_precision, c_mode) =
         (c_source?, c_backend?, c_model?, c_system?, c_precision?, c_mode?);
     let (c_isl, c_osl, c_tp, c_batch, c_ttft, c_tpot) = (c_isl?, c_osl?, c_tp?, c_batch?, c_ttft?, c_tpot?);
+    // Optional: a row without a release runs as vLLM's current defaults.
+    let c_version = col("backend_version").ok();
     let mut out = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let gpu = match r[c_system].as_str() {
@@ -122,9 +129,21 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
             concurrency,
             ttft_ms: num(c_ttft, "silicon_ttft_ms")?,
             tpot_ms: num(c_tpot, "silicon_tpot_ms")?,
+            sync_scheduling: c_version.is_some_and(|c| before_async_default(&r[c])),
         });
     }
     Ok(out)
+}
+
+/// Whether vLLM release `version` (`0.12.0`) predates async scheduling by
+/// default: it arrived in 0.14.0 (vllm-project/vllm#27614; up to then
+/// `SchedulerConfig.async_scheduling` defaults to False).
+fn before_async_default(version: &str) -> bool {
+    let mut parts = version.trim().split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) < (0, 14),
+        _ => false,
+    }
 }
 
 fn name(r: &Row) -> String {
@@ -173,7 +192,11 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
         return Err(too_big("isl", r.isl));
     }
     let dtype = if r.fp8 { "\ndtype: fp8" } else { "" };
-    let scenario_yaml = format!("name: {wanted}\nmodel: {}\nhardware: {}\ntp: {}{dtype}\n", r.model, r.gpu, r.tp);
+    // The scheduler is modelled as of 0.15 whatever the release; only the
+    // CPU side's overlap follows it.
+    let engine = if r.sync_scheduling { "engine:\n  async_scheduling: false\n" } else { "" };
+    let scenario_yaml =
+        format!("name: {wanted}\nmodel: {}\nhardware: {}\ntp: {}{dtype}\n{engine}", r.model, r.gpu, r.tp);
     let prompts = PROMPTS_PER_USER * r.concurrency;
     let workload = (0..prompts)
         .map(|k| {
@@ -189,4 +212,20 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
         concurrency: r.concurrency as u32,
         aggregates: vec![aggregate("ttft_mean", r.ttft_ms), aggregate("tpot_mean", r.tpot_ms)],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_before_0_14_ran_without_async_scheduling() {
+        assert!(before_async_default("0.12.0"));
+        assert!(before_async_default("0.11.2"));
+        assert!(!before_async_default("0.14.0"));
+        assert!(!before_async_default("0.19.0"));
+        // Unknown: vLLM's current default.
+        assert!(!before_async_default(""));
+        assert!(!before_async_default("main"));
+    }
 }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Fits the per-GPU constants that ship embedded, from the real runs in
 # ../shared/data:
-# * the kernels model's H100 constants on the six non-overloaded runs of
-#   blis-vllm-h100 (src/latency/kernels/h100.constants.yaml), and the two
-#   held-out fits (one model's runs only) that sweeps/calibration-holdout-*.yaml
-#   check against the other model;
+# * the kernels model's H100 constants (src/latency/kernels/h100.constants.yaml):
+#   the GPU side and the front end on the six non-overloaded runs of
+#   blis-vllm-h100 (vLLM 0.15.1, async scheduling: the CPU side hides behind
+#   the GPU), then the CPU side (cpu_step_us, cpu_per_sequence_us) on 18
+#   Qwen3-32B rows of aiconfigurator's silicon_sample.csv (vLLM 0.12.0, no
+#   async scheduling: the CPU side adds to every step) at TP 2/4/8; and the
+#   two held-out fits (one model's runs only) that
+#   sweeps/calibration-holdout-*.yaml check against the other model;
 # * the roofline's RTX PRO 6000 constants on the two dense llmservingsim runs
 #   (src/latency/roofline/rtxpro6000.constants.yaml).
 #     cargo build --release && bash scripts/fit-constants.sh [path/to/shared]
@@ -22,7 +26,24 @@ llama="--experiment 20260217-155451-llama-2-7b-tp1-codegen --experiment 20260217
 codellama="--experiment 20260218-150304-codellama-34b-tp2-general --experiment 20260218-150956-codellama-34b-tp2-codegen --experiment 20260218-155500-codellama-34b-tp2-roleplay"
 params="--params step_overhead_us,per_sequence_us,request_overhead_us,gemm_scale,attention_scale --max-evaluations 150"
 # shellcheck disable=SC2086
-"$bin" fit --runs "$runs" $llama $codellama $params --out "$root/src/latency/kernels/h100.constants.yaml"
+"$bin" fit --runs "$runs" $llama $codellama $params --out "$runs/gpu.yaml"
+# The silicon rows by name (GPU-model-tpN-dtype-ISLxOSL-cC-lineL): TP 2/4/8
+# x 1024x1024, 1024x128 x concurrency 8/32/128.
+silicon=()
+rows="H100-Qwen3-32B-tp2-bf16-1024x1024-c128-line1536 H100-Qwen3-32B-tp2-bf16-1024x1024-c32-line1530
+  H100-Qwen3-32B-tp2-bf16-1024x1024-c8-line1524 H100-Qwen3-32B-tp2-bf16-1024x128-c128-line1506
+  H100-Qwen3-32B-tp2-bf16-1024x128-c32-line1500 H100-Qwen3-32B-tp2-bf16-1024x128-c8-line1494
+  H100-Qwen3-32B-tp4-bf16-1024x1024-c128-line1537 H100-Qwen3-32B-tp4-bf16-1024x1024-c32-line1531
+  H100-Qwen3-32B-tp4-bf16-1024x1024-c8-line1525 H100-Qwen3-32B-tp4-bf16-1024x128-c128-line1507
+  H100-Qwen3-32B-tp4-bf16-1024x128-c32-line1501 H100-Qwen3-32B-tp4-bf16-1024x128-c8-line1495
+  H100-Qwen3-32B-tp8-bf16-1024x1024-c128-line1538 H100-Qwen3-32B-tp8-bf16-1024x1024-c32-line1532
+  H100-Qwen3-32B-tp8-bf16-1024x1024-c8-line1526 H100-Qwen3-32B-tp8-bf16-1024x128-c128-line1508
+  H100-Qwen3-32B-tp8-bf16-1024x128-c32-line1502 H100-Qwen3-32B-tp8-bf16-1024x128-c8-line1496"
+for row in $rows; do silicon+=(--silicon-row "$row"); done
+"$bin" fit --silicon "$shared/data/aiconfigurator-vllm-h100-h200" "${silicon[@]}" \
+  --params cpu_step_us,cpu_per_sequence_us --start "$runs/gpu.yaml" --out "$runs/cpu.yaml"
+# One file: both fits' provenance, the second's constants (it kept the first's).
+{ grep '^#' "$runs/gpu.yaml"; cat "$runs/cpu.yaml"; } > "$root/src/latency/kernels/h100.constants.yaml"
 # shellcheck disable=SC2086
 "$bin" fit --runs "$runs" $llama $params --out "$root/sweeps/calibration/h100-fit-llama-2-7b.yaml"
 # shellcheck disable=SC2086

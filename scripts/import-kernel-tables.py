@@ -17,11 +17,20 @@ dense grid:
 * moe: BF16 fused MoE (`vllm_unquantizedfusedmoe_triton_tritonexperts`), the
   mildly skewed routing of the three measured (power law, alpha 1.01), one
   line over num_tokens per (hidden, inter, topk, experts, moe_tp, moe_ep).
+* moe_fp8_block: FP8 fused MoE with 128 x 128 block scales (Qwen3 and
+  DeepSeek -FP8 checkpoints), vLLM's Triton experts
+  (`vllm_fp8moe_triton_tritonexperts`), same routing and layout.
 * context_attention: FlashAttention prefill (causal, KV bf16), one grid of
   batch × isl per (num_heads, num_kv_heads, head_dim).
 * generation_attention: FlashAttention decode, batch × kv_len per head shape.
 * allreduce: vLLM custom all-reduce under CUDA graphs (`vllm_graph`), message
   size (elements, bf16) per TP degree.
+
+Not imported: the block-FP8 GEMMs (DeepGEMM, CUTLASS and FlashInfer alike
+take 60-170 us per call at any small shape, host overhead an engine under
+CUDA graphs does not pay; the model prices block-FP8 linear layers on the
+per-tensor FP8 table) and the per-tensor FP8 fused MoE (ModelOpt's
+FlashInfer kernel, measured slower than BF16 at every size).
 
 GEMM times are made non-decreasing in m (each point becomes the least time
 measured at that m or any larger one): a GEMM can always run the kernel
@@ -154,11 +163,11 @@ def parquet(prefix, rel):
     return pq.read_table(os.path.join(src, "..", "parquet", prefix, rel)).to_pydict()
 
 
-def moe(prefix):
+def moe(prefix, dtype="bfloat16", kernel="vllm_unquantizedfusedmoe_triton_tritonexperts"):
     d = parquet(prefix, "moe/vllm/0.24.0/moe_perf.parquet")
     lines = defaultdict(dict)
     for i in range(len(d["latency"])):
-        if d["moe_dtype"][i] != "bfloat16" or d["distribution"][i] != "power_law_1.01":
+        if d["moe_dtype"][i] != dtype or d["distribution"][i] != "power_law_1.01" or d["kernel_source"][i] != kernel:
             continue
         key = tuple(d[c][i] for c in ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"))
         lines[key][d["num_tokens"][i]] = us(d["latency"][i])
@@ -194,6 +203,7 @@ for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h20
         "gemm": gemm(prefix),
         "gemm_fp8": gemm(prefix, "fp8"),
         "moe": moe(prefix),
+        "moe_fp8_block": moe(prefix, "fp8_block", "vllm_fp8moe_triton_tritonexperts"),
         "context_attention": attention(prefix, "context", "isl"),
         "generation_attention": attention(prefix, "generation", "kv_len_step"),
         "allreduce": allreduce(prefix),
@@ -207,8 +217,10 @@ for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h20
     ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
     ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
     g8, m = table["gemm_fp8"], table["moe"]
+    mb = table["moe_fp8_block"]
     print(f"{path}: fp8 gemm {g8['measured']} measured + {g8['filled']} filled, {g8['envelope']} lowered; "
           f"moe {len(m['shapes'])} shapes, {m['filled']} filled")
+    print(f"{path}: block fp8 moe {len(mb['shapes'])} shapes, {mb['filled']} filled")
     print(f"{path}: gemm {g['measured']} measured + {g['filled']} filled, {g['envelope']} lowered; context attention "
           f"{len(table['context_attention']['shapes'])} shapes, {ca} filled; generation attention "
           f"{len(table['generation_attention']['shapes'])} shapes, {ga} filled; "

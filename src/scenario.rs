@@ -202,7 +202,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         return invalid("tp", format!("{tp} must be positive and divide num_attention_heads = {}", model.num_heads));
     }
     let dtype = spec.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
-    let weight_bytes: u64 = if dtype == Dtype::Fp8 { 1 } else { 2 };
+    let weight_bytes: u64 = if dtype.is_fp8() { 1 } else { 2 };
     let kv_cache_dtype = spec.engine.kv_cache_dtype.unwrap_or_default();
     let kv_dtype_bytes = kv_cache_dtype.bytes();
 
@@ -316,7 +316,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     };
     let release = vllm_version.behaviour();
     let async_scheduling = e.async_scheduling.unwrap_or(true);
-    let fp8 = dtype == Dtype::Fp8;
+    let fp8 = dtype.is_fp8();
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment.
     // (Where the tables cannot price the model, the roofline.)
@@ -344,7 +344,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Kernels(Box::new(
-                Kernels::new(&model, &gpu, tp, fp8, kv_dtype_bytes, c)
+                Kernels::new(&model, &gpu, tp, dtype, kv_dtype_bytes, c)
                     .map_err(|e| bad(e.to_string()))?
                     .with_async_scheduling(async_scheduling),
             ))

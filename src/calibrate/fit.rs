@@ -49,16 +49,18 @@ pub enum Truth {
     },
 }
 
-/// Errors of one run, as fractions (sim / real − 1).
+/// Errors of one run, as fractions (sim / real − 1); `None` where the real
+/// run did not measure it (a benchmark that reports only TPOT).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[allow(missing_docs)]
 pub struct RunErrors {
     pub run: String,
-    pub ttft_mean: f64,
-    pub ttft_p99: f64,
-    pub itl_mean: f64,
-    pub e2e_mean: f64,
-    pub e2e_mape: f64,
+    pub ttft_mean: Option<f64>,
+    pub ttft_p99: Option<f64>,
+    /// Mean ITL, or mean TPOT where that is what was measured.
+    pub itl_mean: Option<f64>,
+    pub e2e_mean: Option<f64>,
+    pub e2e_mape: Option<f64>,
 }
 
 /// Constants by name, as a latency model's constants serialize.
@@ -153,24 +155,24 @@ pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
             let err = |metric: &str| {
                 rows.iter()
                     .find(|r| r.stage == -1 && r.metric == metric && r.real_ms > 0.0)
-                    .map_or(0.0, |r| r.sim_ms / r.real_ms - 1.0)
+                    .map(|r| r.sim_ms / r.real_ms - 1.0)
             };
             return Ok(RunErrors {
                 run: run.name.clone(),
                 ttft_mean: err("ttft_mean"),
                 ttft_p99: err("ttft_p99"),
                 // A benchmark that reports TPOT, not ITL (aiconfigurator's).
-                itl_mean: if rows.iter().any(|r| r.metric == "itl_mean") { err("itl_mean") } else { err("tpot_mean") },
+                itl_mean: err("itl_mean").or_else(|| err("tpot_mean")),
                 e2e_mean: err("e2e_mean"),
                 // No per-request data: no per-request error.
-                e2e_mape: 0.0,
+                e2e_mape: None,
             });
         }
     };
     let report = compare(real, &sim, &CalibrateOptions::default());
     // Relative error of one (real, sim) pair of aggregates of `metric`.
     let err = |metric: &str, pick: fn(&WorkloadLevel) -> (f64, f64)| {
-        report.metrics.get(metric).map_or(0.0, |m| {
+        report.metrics.get(metric).map(|m| {
             let (real, sim) = pick(&m.workload_level);
             if real > 0.0 { sim / real - 1.0 } else { 0.0 }
         })
@@ -183,7 +185,7 @@ pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
         ttft_p99: err("ttft", p99),
         itl_mean: err("itl", mean),
         e2e_mean: err("e2e", mean),
-        e2e_mape: report.metrics.get("e2e").map_or(0.0, |m| m.request_level.mape),
+        e2e_mape: report.metrics.get("e2e").map(|m| m.request_level.mape),
     })
 }
 
@@ -195,10 +197,15 @@ pub fn evaluate_all(runs: &[FitRun], c: &Constants) -> Result<Vec<RunErrors>, St
 /// The score of a set of run errors (lower is better).
 pub fn loss(errors: &[RunErrors]) -> f64 {
     let per_run = |e: &RunErrors| {
-        let terms = [e.e2e_mean / 0.03, e.itl_mean / 0.03, e.ttft_mean / 0.10, e.ttft_p99 / 0.25];
-        // Capped at 20 targets: a run that saturates in some corner of the
-        // search must not outweigh every other run.
-        terms.iter().map(|t| t.abs().min(20.0).powi(2)).sum::<f64>() / terms.len() as f64
+        let terms = [(e.e2e_mean, 0.03), (e.itl_mean, 0.03), (e.ttft_mean, 0.10), (e.ttft_p99, 0.25)];
+        // Over the metrics the run measured. Capped at 20 targets: a run
+        // that saturates in some corner of the search must not outweigh
+        // every other run.
+        let present: Vec<f64> = terms.iter().filter_map(|&(e, target)| e.map(|e| e / target)).collect();
+        if present.is_empty() {
+            return 0.0;
+        }
+        present.iter().map(|t| t.abs().min(20.0).powi(2)).sum::<f64>() / present.len() as f64
     };
     if errors.is_empty() { 0.0 } else { errors.iter().map(per_run).sum::<f64>() / errors.len() as f64 }
 }

@@ -160,16 +160,18 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         args.params.join(",")
     );
     for r in &result.runs {
-        let _ = writeln!(
-            text,
-            "#   {}: E2E {:+.1} %, ITL {:+.1} %, TTFT {:+.1} % (p99 {:+.1} %), E2E MAPE {:.1} %",
-            r.run,
-            r.e2e_mean * 100.0,
-            r.itl_mean * 100.0,
-            r.ttft_mean * 100.0,
-            r.ttft_p99 * 100.0,
-            r.e2e_mape * 100.0
-        );
+        let pct = |label: &str, e: Option<f64>| e.map(|e| format!("{label} {:+.1} %", e * 100.0));
+        let parts: Vec<String> = [
+            pct("E2E", r.e2e_mean),
+            pct("ITL", r.itl_mean),
+            pct("TTFT", r.ttft_mean),
+            pct("TTFT p99", r.ttft_p99),
+            r.e2e_mape.map(|m| format!("E2E MAPE {:.1} %", m * 100.0)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let _ = writeln!(text, "#   {}: {}", r.run, parts.join(", "));
     }
     let _ = writeln!(
         text,

@@ -60,6 +60,13 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         include_str!("catalog/models/Qwen3-30B-A3B.json"),
     ),
     (
+        "Qwen3-235B-A22B",
+        // The -FP8 release is the same model with 128 × 128 block-scaled FP8
+        // weights: serve it with `dtype: fp8_block`.
+        &["Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-FP8"],
+        include_str!("catalog/models/Qwen3-235B-A22B.json"),
+    ),
+    (
         "DeepSeek-V2-Lite",
         &["deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite-Chat"],
         include_str!("catalog/models/DeepSeek-V2-Lite.json"),
@@ -71,6 +78,15 @@ const MODELS: &[(&str, &[&str], &str)] = &[
     ),
     ("Yi-34B", &["01-ai/Yi-34B", "yi-34b"], include_str!("catalog/models/Yi-34B.json")),
 ];
+
+/// Checkpoints whose FP8 weights carry 128 × 128 block scales (their
+/// `quantization_config.weight_block_size`): served as `dtype: fp8_block`.
+const BLOCK_FP8_CHECKPOINTS: [&str; 1] = ["Qwen/Qwen3-235B-A22B-FP8"];
+
+/// Whether `name` is a block-scaled FP8 checkpoint.
+pub fn block_fp8_checkpoint(name: &str) -> bool {
+    BLOCK_FP8_CHECKPOINTS.iter().any(|c| c.eq_ignore_ascii_case(name))
+}
 
 /// The catalog id and `config.json` text of a model, by id or alias
 /// (case-insensitive).

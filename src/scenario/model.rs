@@ -448,6 +448,10 @@ mod tests {
         // Published: Yi-34B 34.4 B, Mistral-NeMo 12.2 B.
         assert!((size(include_str!("catalog/models/Yi-34B.json")) - 34.39).abs() < 0.01);
         assert!((size(include_str!("catalog/models/Mistral-Nemo-12B.json")) - 12.25).abs() < 0.01);
+        // Qwen3-235B-A22B: 235 B in all (94 layers of 128 experts of 3 × 4096
+        // × 1536, attention 64 + 2 × 4 heads of 128, untied 151,936 × 4096
+        // embeddings).
+        assert!((size(include_str!("catalog/models/Qwen3-235B-A22B.json")) - 235.09).abs() < 0.05);
     }
 
     #[test]

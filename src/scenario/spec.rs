@@ -79,8 +79,21 @@ pub enum Dtype {
     Fp16,
     /// bfloat16.
     Bf16,
-    /// FP8 weights (vLLM `quantization: fp8`); activations and KV stay 16-bit.
+    /// FP8 weights (vLLM `quantization: fp8`, per-tensor scales);
+    /// activations and KV stay 16-bit.
     Fp8,
+    /// FP8 weights with 128 × 128 block scales (a checkpoint whose
+    /// `quantization_config` has `weight_block_size`: Qwen3 and DeepSeek
+    /// `-FP8` releases).
+    #[serde(rename = "fp8_block")]
+    Fp8Block,
+}
+
+impl Dtype {
+    /// Whether the weights are 8-bit.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, Dtype::Fp8 | Dtype::Fp8Block)
+    }
 }
 
 /// vLLM's `--kv-cache-dtype`.
@@ -125,6 +138,7 @@ impl fmt::Display for Dtype {
             Dtype::Fp16 => "fp16",
             Dtype::Bf16 => "bf16",
             Dtype::Fp8 => "fp8",
+            Dtype::Fp8Block => "fp8_block",
         })
     }
 }

@@ -47,7 +47,8 @@ struct Row {
     line: usize,
     model: &'static str,
     gpu: &'static str,
-    fp8: bool,
+    /// `fp8`, `fp8_block` or none (16-bit).
+    fp8: Option<&'static str>,
     tp: u64,
     isl: u64,
     osl: u64,
@@ -89,8 +90,10 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
     let (c_source, c_backend, c_model, c_system, c_precision, c_mode) =
         (c_source?, c_backend?, c_model?, c_system?, c_precision?, c_mode?);
     let (c_isl, c_osl, c_tp, c_batch, c_ttft, c_tpot) = (c_isl?, c_osl?, c_tp?, c_batch?, c_ttft?, c_tpot?);
-    // Optional: a row without a release runs as vLLM's current defaults.
+    // Optional: a row without a release runs as vLLM's current defaults; a
+    // file without the MoE layout columns has dense rows only.
     let c_version = col("backend_version").ok();
+    let c_layout = ["moe_tp_size", "moe_ep_size", "attention_dp_size"].map(|name| col(name).ok());
     let mut out = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let gpu = match r[c_system].as_str() {
@@ -101,7 +104,20 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         if r[c_backend] != "vllm" || r[c_mode] != "agg" {
             continue;
         }
-        let Some((model, _)) = crate::scenario::catalog::model_config(&r[c_model]) else { continue };
+        let Some((model, config)) = crate::scenario::catalog::model_config(&r[c_model]) else { continue };
+        let tp =
+            r[c_tp].trim().parse::<u64>().map_err(|_| err(i, "tp_size", format!("`{}` is not a count", r[c_tp])))?;
+        // An MoE model's experts sharded like its attention (moe_tp = tp, no
+        // expert or attention data parallelism) is what a replay prices.
+        let moe = crate::scenario::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
+        let layout = c_layout.map(|c| c.and_then(|c| r[c].trim().parse::<u64>().ok()));
+        if moe
+            && (layout[0].is_some_and(|t| t != tp)
+                || layout[1].is_some_and(|e| e > 1)
+                || layout[2].is_some_and(|a| a > 1))
+        {
+            continue;
+        }
         let int = |c: usize, field: &str| {
             r[c].trim().parse::<u64>().map_err(|_| err(i, field, format!("`{}` is not a count", r[c])))
         };
@@ -122,8 +138,14 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
             line: i + 2,
             model,
             gpu,
-            fp8: r[c_precision].starts_with("fp8") || r[c_model].to_ascii_uppercase().contains("FP8"),
-            tp: int(c_tp, "tp_size")?,
+            fp8: if crate::scenario::catalog::block_fp8_checkpoint(&r[c_model]) {
+                Some("fp8_block")
+            } else if r[c_precision].starts_with("fp8") || r[c_model].to_ascii_uppercase().contains("FP8") {
+                Some("fp8")
+            } else {
+                None
+            },
+            tp,
             isl: int(c_isl, "isl")?,
             osl: int(c_osl, "osl")?,
             concurrency,
@@ -147,7 +169,7 @@ fn before_async_default(version: &str) -> bool {
 }
 
 fn name(r: &Row) -> String {
-    let dtype = if r.fp8 { "fp8" } else { "bf16" };
+    let dtype = r.fp8.unwrap_or("bf16");
     format!("{}-{}-tp{}-{dtype}-{}x{}-c{}-line{}", r.gpu, r.model, r.tp, r.isl, r.osl, r.concurrency, r.line)
 }
 
@@ -191,7 +213,7 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
     if PROMPTS_PER_USER * r.concurrency * r.isl > 1 << 30 {
         return Err(too_big("isl", r.isl));
     }
-    let dtype = if r.fp8 { "\ndtype: fp8" } else { "" };
+    let dtype = r.fp8.map(|d| format!("\ndtype: {d}")).unwrap_or_default();
     // The scheduler is modelled as of 0.15 whatever the release; only the
     // CPU side's overlap follows it.
     let engine = if r.sync_scheduling { "engine:\n  async_scheduling: false\n" } else { "" };

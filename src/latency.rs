@@ -80,6 +80,14 @@ pub trait LatencyModel {
     }
 }
 
+/// A step's duration from its GPU side and its CPU side, µs: their sum when
+/// they take turns, the longer when async scheduling overlaps them (the CPU
+/// prepares step N+1 and finishes step N−1 while the GPU runs step N; the
+/// GPU idles only for what the CPU side exceeds it by).
+fn overlap(gpu_us: f64, cpu_us: f64, async_scheduling: bool) -> f64 {
+    if async_scheduling { gpu_us.max(cpu_us) } else { gpu_us + cpu_us }
+}
+
 /// What an idle data-parallel rank runs so the others' collectives complete:
 /// one token (vLLM's `execute_dummy_batch`, `_dummy_run(1)`).
 pub static DUMMY_BATCH: StepBatch = StepBatch { prefills: Vec::new(), decodes: 1, decode_context_tokens: 0 };

@@ -334,7 +334,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             StepPricer::Roofline(Box::new(
                 Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)
                     .with_kv_cache_bytes(kv_dtype_bytes)
-                    .with_expert_parallel(u64::from(dp)),
+                    .with_expert_parallel(u64::from(dp))
+                    .with_async_scheduling(async_scheduling),
             ))
         }
         LatencySpec::Kernels { constants_file, constants } => {

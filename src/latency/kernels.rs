@@ -357,16 +357,8 @@ impl LatencyModel for Kernels {
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
         let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
         let cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
-        overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
+        super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
-}
-
-/// A step's duration from its GPU side and its CPU side, µs: their sum when
-/// they take turns, the longer when async scheduling overlaps them (the CPU
-/// prepares step N+1 and finishes step N−1 while the GPU runs step N; the
-/// GPU idles only for what the CPU side exceeds it by).
-fn overlap(gpu_us: f64, cpu_us: f64, async_scheduling: bool) -> f64 {
-    if async_scheduling { gpu_us.max(cpu_us) } else { gpu_us + cpu_us }
 }
 
 #[cfg(test)]

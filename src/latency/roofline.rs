@@ -71,8 +71,17 @@ pub struct RooflineConstants {
     pub allreduce_floor_us: f64,
     /// Fraction of the per-direction link bandwidth a ring all-reduce reaches.
     pub allreduce_efficiency: f64,
-    /// CPU time per engine step outside the GPU, µs.
+    /// Time per engine step outside the priced kernels that nothing hides
+    /// (launch gaps, sampling, small kernels), µs.
     pub step_overhead_us: f64,
+    /// The CPU side of a step, per step and per scheduled sequence, µs:
+    /// hidden behind the GPU under async scheduling unless the longer (see
+    /// `Kernels`; the same host costs).
+    #[serde(default)]
+    pub cpu_step_us: f64,
+    #[serde(default)]
+    #[allow(missing_docs)]
+    pub cpu_per_sequence_us: f64,
     /// Time from a request reaching the server to the engine seeing it
     /// (HTTP, tokenization), µs; part of its TTFT and E2E.
     pub request_overhead_us: f64,
@@ -90,6 +99,8 @@ impl Default for RooflineConstants {
             allreduce_floor_us: ALLREDUCE_FLOOR_US,
             allreduce_efficiency: ALLREDUCE_BANDWIDTH_EFFICIENCY,
             step_overhead_us: STEP_OVERHEAD_US,
+            cpu_step_us: 0.0,
+            cpu_per_sequence_us: 0.0,
             // Not measured: real TTFT includes the server front end, which
             // only a fit against real runs can estimate.
             request_overhead_us: 0.0,
@@ -108,7 +119,16 @@ impl RooflineConstants {
             // NVLink: all-reduces go over PCIe through NCCL, which only the
             // fit can price (70 µs floor, 16 GB/s).
             "RTXPRO6000" => include_str!("roofline/rtxpro6000.constants.yaml"),
-            _ => return RooflineConstants::default(),
+            // The CPU side is the host's and vLLM's, not the kernels': where
+            // the kernels model has a fit (H100, H200), a model only the
+            // roofline prices there (MLA, FP8 KV) takes its CPU side.
+            _ => {
+                let mut c = RooflineConstants::default();
+                if let Some(k) = super::KernelConstants::fitted(gpu) {
+                    (c.cpu_step_us, c.cpu_per_sequence_us) = (k.cpu_step_us, k.cpu_per_sequence_us);
+                }
+                return c;
+            }
         };
         crate::yaml::parse(text).expect("embedded roofline constants parse")
     }
@@ -132,6 +152,8 @@ impl RooflineConstants {
             ("decode_attention_per_sequence_us", self.decode_attention_per_sequence_us),
             ("allreduce_floor_us", self.allreduce_floor_us),
             ("step_overhead_us", self.step_overhead_us),
+            ("cpu_step_us", self.cpu_step_us),
+            ("cpu_per_sequence_us", self.cpu_per_sequence_us),
             ("request_overhead_us", self.request_overhead_us),
         ];
         for (name, v) in times {
@@ -178,6 +200,7 @@ pub struct Roofline {
     bandwidth: f64,
     interconnect: f64,
     c: RooflineConstants,
+    async_scheduling: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -254,7 +277,15 @@ impl Roofline {
             bandwidth: gpu.memory_bandwidth,
             interconnect: gpu.interconnect_bandwidth,
             c,
+            async_scheduling: true,
         }
+    }
+
+    /// The same model for an engine with or without async scheduling (on
+    /// unless set): whether the CPU side overlaps the GPU.
+    pub fn with_async_scheduling(mut self, async_scheduling: bool) -> Roofline {
+        self.async_scheduling = async_scheduling;
+        self
     }
 
     /// A KV cache of `bytes` an element (1 for `kv_cache_dtype: fp8`).
@@ -398,6 +429,12 @@ impl Roofline {
         }
     }
 
+    /// The CPU side of a step of `batch`, µs.
+    fn cpu_us(&self, batch: &StepBatch) -> f64 {
+        let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
+        self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences
+    }
+
     /// The LM head over `sampled` sequences, µs.
     fn lm_head_us(&self, sampled: f64) -> f64 {
         let d = self.hidden;
@@ -419,13 +456,13 @@ impl LatencyModel for Roofline {
         // projection and after the MLP or MoE.
         let comm = 2.0 * self.allreduce_us(tokens, self.tp);
         let (layer, sampled) = self.layer_us(batch, tokens, self.ffn_us(tokens), comm);
-        let mut total = self.layers * layer + self.lm_head_us(sampled) + self.c.step_overhead_us;
+        let mut gpu = self.layers * layer + self.lm_head_us(sampled) + self.c.step_overhead_us;
         if self.moe.is_some() && self.dense_layers > 0.0 {
             // Leading dense layers (DeepSeek's first_k_dense_replace).
             let (dense, _) = self.layer_us(batch, tokens, self.dense_ffn_us(tokens), comm);
-            total += self.dense_layers * (dense - layer);
+            gpu += self.dense_layers * (dense - layer);
         }
-        total.round().max(1.0) as u64
+        super::overlap(gpu, self.cpu_us(batch), self.async_scheduling).round().max(1.0) as u64
     }
 
     /// Lockstep data-parallel ranks with expert parallelism: each rank runs
@@ -436,9 +473,11 @@ impl LatencyModel for Roofline {
     /// one all-reduce of every rank's tokens. Each layer waits for the
     /// slowest rank's attention.
     fn lockstep_time_us(&self, ranks: &[&StepBatch]) -> u64 {
-        let (mut slowest, mut all_tokens, mut lm_head) = (0.0f64, 0.0, 0.0f64);
+        let (mut slowest, mut all_tokens, mut lm_head, mut cpu) = (0.0f64, 0.0, 0.0f64, 0.0f64);
         for b in ranks {
             let b = if b.is_empty() { &super::DUMMY_BATCH } else { b };
+            // Each rank's engine core has its own CPU side.
+            cpu = cpu.max(self.cpu_us(b));
             let tokens = Self::tokens(b);
             let (rest, sampled) = self.layer_us(b, tokens, 0.0, self.allreduce_us(tokens, self.tp));
             slowest = slowest.max(rest);
@@ -447,8 +486,8 @@ impl LatencyModel for Roofline {
         }
         let ep_ranks = self.moe.as_ref().map_or(self.tp, |m| m.ranks);
         let layer = slowest + self.ffn_us(all_tokens) + self.allreduce_us(all_tokens, ep_ranks);
-        let total = self.layers * layer + lm_head + self.c.step_overhead_us;
-        total.round().max(1.0) as u64
+        let gpu = self.layers * layer + lm_head + self.c.step_overhead_us;
+        super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
 }
 
@@ -497,6 +536,34 @@ mod tests {
         pro.validate().unwrap();
         assert!(pro.allreduce_floor_us > 10.0 * RooflineConstants::default().allreduce_floor_us);
         assert_eq!(RooflineConstants::for_gpu("A100-80G"), RooflineConstants::default());
+    }
+
+    /// The roofline's CPU side works as the kernels model's: on H100 it is
+    /// the kernels fit's (the host's, not the kernels'), added to the GPU
+    /// side without async scheduling and hidden behind it with.
+    #[test]
+    fn the_cpu_side_adds_or_hides_as_the_kernels_model_s() {
+        let h100 = hardware::lookup("H100").unwrap();
+        let c = RooflineConstants::for_gpu("H100");
+        let k = crate::latency::KernelConstants::fitted("H100").unwrap();
+        assert_eq!((c.cpu_step_us, c.cpu_per_sequence_us), (k.cpu_step_us, k.cpu_per_sequence_us));
+        assert!(c.cpu_step_us > 0.0);
+        let m = model("Llama-3.1-8B");
+        let gpu_only = Roofline::new(
+            &m,
+            &h100,
+            1,
+            2,
+            false,
+            RooflineConstants { cpu_step_us: 0.0, cpu_per_sequence_us: 0.0, ..c },
+        );
+        let with_cpu = Roofline::new(&m, &h100, 1, 2, false, c);
+        let batch = decode(8, 500);
+        let gpu = gpu_only.step_time_us(&batch) as f64;
+        let cpu = c.cpu_step_us + 8.0 * c.cpu_per_sequence_us;
+        let sync = with_cpu.clone().with_async_scheduling(false).step_time_us(&batch) as f64;
+        assert!((sync - (gpu + cpu)).abs() <= 1.0, "{sync} {gpu} {cpu}");
+        assert_eq!(with_cpu.step_time_us(&batch) as f64, gpu.max(cpu.round()));
     }
 
     #[test]

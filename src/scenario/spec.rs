@@ -22,7 +22,7 @@ pub struct ScenarioSpec {
     pub hardware: String,
     /// Tensor-parallel degree (default 1).
     pub tp: Option<u64>,
-    /// `fp16`, `bf16` or `fp8` (default: the checkpoint's dtype).
+    /// `fp16`, `bf16`, `fp8` or `fp8_block` (default: the checkpoint's dtype).
     pub dtype: Option<Dtype>,
     /// vLLM engine arguments.
     #[serde(default)]

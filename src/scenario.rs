@@ -15,7 +15,7 @@ use std::path::Path;
 
 pub use hardware::Gpu;
 pub use model::{Attention, ModelArch};
-pub use spec::{Dtype, KvCacheDtype, LatencySpec, ScenarioSpec};
+pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
@@ -345,7 +345,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Kernels(Box::new(
-                Kernels::new(&model, &gpu, tp, dtype, kv_dtype_bytes, c)
+                Kernels::new(&model, &gpu, tp, dtype, kv_dtype_bytes, spec.moe_routing.unwrap_or_default(), c)
                     .map_err(|e| bad(e.to_string()))?
                     .with_async_scheduling(async_scheduling),
             ))

@@ -15,6 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 
+use crate::scenario::MoeRouting;
+
 /// Kernel tables of one GPU.
 #[derive(Deserialize)]
 pub(super) struct KernelTables {
@@ -22,6 +24,8 @@ pub(super) struct KernelTables {
     gemm_fp8: Gemm,
     moe: Moe,
     moe_fp8_block: Moe,
+    moe_balanced: Moe,
+    moe_fp8_block_balanced: Moe,
     context_attention: Attention,
     generation_attention: Attention,
     allreduce: AllReduce,
@@ -125,9 +129,9 @@ pub(super) struct AttentionFit {
 }
 
 /// A measured fused-MoE line (see [`KernelTables::moe_line`]): the table
-/// (BF16 or block FP8) and the shape in it.
+/// (precision and routing) and the shape in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct MoeLine(MoeDtype, usize);
+pub(super) struct MoeLine(MoeDtype, MoeRouting, usize);
 
 /// Fused-MoE kernel precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,34 +218,37 @@ impl KernelTables {
     pub(super) fn moe_line(
         &self,
         dtype: MoeDtype,
+        routing: MoeRouting,
         hidden: u64,
         inter: u64,
         topk: u64,
         experts: u64,
         moe_tp: u64,
     ) -> Option<MoeLine> {
-        self.moe_table(dtype)
+        self.moe_table(dtype, routing)
             .shapes
             .iter()
             .position(|s| {
                 (s.hidden, s.inter, s.topk, s.experts, s.moe_tp, s.moe_ep) == (hidden, inter, topk, experts, moe_tp, 1)
             })
-            .map(|i| MoeLine(dtype, i))
+            .map(|i| MoeLine(dtype, routing, i))
     }
 
-    fn moe_table(&self, dtype: MoeDtype) -> &Moe {
-        match dtype {
-            MoeDtype::Bf16 => &self.moe,
-            MoeDtype::Fp8Block => &self.moe_fp8_block,
+    fn moe_table(&self, dtype: MoeDtype, routing: MoeRouting) -> &Moe {
+        match (dtype, routing) {
+            (MoeDtype::Bf16, MoeRouting::Skewed) => &self.moe,
+            (MoeDtype::Fp8Block, MoeRouting::Skewed) => &self.moe_fp8_block,
+            (MoeDtype::Bf16, MoeRouting::Balanced) => &self.moe_balanced,
+            (MoeDtype::Fp8Block, MoeRouting::Balanced) => &self.moe_fp8_block_balanced,
         }
     }
 
     /// One fused-MoE layer (every routed expert's gate-up, activation and
     /// down projection) over `tokens` tokens, µs.
     pub(super) fn moe_us(&self, line: MoeLine, tokens: f64) -> f64 {
-        let table = self.moe_table(line.0);
+        let table = self.moe_table(line.0, line.1);
         let (i0, i1, t) = bracket(&table.tokens, tokens);
-        let us = &table.shapes[line.1].us;
+        let us = &table.shapes[line.2].us;
         lerp(us[i0], us[i1], t).max(0.0)
     }
 
@@ -380,17 +387,22 @@ mod tests {
         assert!(t.at_m(&fp8, 2048.0) < t.gemm_us(2048.0, 4096.0, 4096.0));
         // Mixtral-8x7B's experts on one GPU: 256.3 µs at one token, 1054 µs at
         // 64 (moe_perf.parquet, BF16, power law 1.01).
-        let line = t.moe_line(MoeDtype::Bf16, 4096, 14336, 2, 8, 1).unwrap();
+        let line = t.moe_line(MoeDtype::Bf16, MoeRouting::Skewed, 4096, 14336, 2, 8, 1).unwrap();
         assert_eq!(t.moe_us(line, 1.0), 256.3);
         assert_eq!(t.moe_us(line, 64.0), 1054.0);
-        assert!(t.moe_line(MoeDtype::Bf16, 4096, 14336, 2, 8, 3).is_none());
+        assert!(t.moe_line(MoeDtype::Bf16, MoeRouting::Skewed, 4096, 14336, 2, 8, 3).is_none());
         // Qwen3-235B-A22B's block-FP8 experts over two GPUs: 337.3 µs for 128
         // tokens (vllm_fp8moe_triton_tritonexperts, power law 1.01), against
         // 590.6 µs in BF16.
         let h200 = for_gpu("H200").unwrap();
-        let block = h200.moe_line(MoeDtype::Fp8Block, 4096, 1536, 8, 128, 2).unwrap();
-        let bf16 = h200.moe_line(MoeDtype::Bf16, 4096, 1536, 8, 128, 2).unwrap();
+        let line = |dtype, routing| h200.moe_line(dtype, routing, 4096, 1536, 8, 128, 2).unwrap();
+        let block = line(MoeDtype::Fp8Block, MoeRouting::Skewed);
+        let bf16 = line(MoeDtype::Bf16, MoeRouting::Skewed);
         assert_eq!((h200.moe_us(block, 128.0), h200.moe_us(bf16, 128.0)), (337.3, 590.6));
+        // With every expert equally likely 16 tokens touch more experts:
+        // 322.5 µs against 190.2 (balanced vs power law 1.01).
+        let balanced = line(MoeDtype::Fp8Block, MoeRouting::Balanced);
+        assert_eq!((h200.moe_us(balanced, 16.0), h200.moe_us(block, 16.0)), (322.5, 190.2));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use super::kernel_tables::{self, AttentionFit, AttentionKind, GemmDtype, KernelTables, MoeDtype, MoeLine};
 use super::{LatencyModel, StepBatch};
-use crate::scenario::{Attention, Dtype, Gpu, ModelArch};
+use crate::scenario::{Attention, Dtype, Gpu, ModelArch, MoeRouting};
 
 /// The kernels model's tunable constants.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -205,6 +205,7 @@ impl Kernels {
         tp: u64,
         weights: Dtype,
         kv_bytes: u64,
+        routing: MoeRouting,
         c: KernelConstants,
     ) -> Result<Kernels, KernelsError> {
         Self::check(model, gpu, tp, kv_bytes)?;
@@ -243,7 +244,8 @@ impl Kernels {
                     router.extend(mlp(m.shared_intermediate_size as f64 / tpf));
                 }
                 let fused = moe_dtype.and_then(|dt| {
-                    tables.moe_line(dt, model.hidden_size, m.expert_intermediate_size, m.top_k, m.num_experts, tp)
+                    let (hidden, inter) = (model.hidden_size, m.expert_intermediate_size);
+                    tables.moe_line(dt, routing, hidden, inter, m.top_k, m.num_experts, tp)
                 });
                 Some(MoeShape {
                     experts: m.num_experts as f64,
@@ -381,7 +383,7 @@ mod tests {
     }
 
     fn kernels(id: &str, gpu: &str, tp: u64) -> Kernels {
-        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, Dtype::Bf16, 2, bare()).unwrap()
+        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap()
     }
 
     #[test]
@@ -474,22 +476,22 @@ mod tests {
     fn fp8_gemms_and_fused_moe_price_their_layers() {
         let h100 = hardware::lookup("H100").unwrap();
         let m = model("Llama-3.1-70B");
-        let bf16 = Kernels::new(&m, &h100, 4, Dtype::Bf16, 2, bare()).unwrap().step_time_us(&decode(32, 500));
-        let fp8 = Kernels::new(&m, &h100, 4, Dtype::Fp8, 2, bare()).unwrap().step_time_us(&decode(32, 500));
+        let bf16 = Kernels::new(&m, &h100, 4, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap().step_time_us(&decode(32, 500));
+        let fp8 = Kernels::new(&m, &h100, 4, Dtype::Fp8, 2, MoeRouting::Skewed, bare()).unwrap().step_time_us(&decode(32, 500));
         // Half the weight bytes to stream: FP8 decode is well under BF16's.
         assert!(fp8 * 10 < bf16 * 8, "{bf16} {fp8}");
         // Mixtral-8x7B on one GPU: the measured fused MoE kernel, 256.3 µs a
         // layer at one token, against per-expert GEMMs in FP8.
-        let k = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, Dtype::Bf16, 2, bare()).unwrap();
+        let k = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap();
         let Some(e) = &k.moe else { panic!("Mixtral is MoE") };
         assert!(matches!(e.routed, Routed::Fused(_)));
         assert!((k.moe(1.0, e) - k.tables.at_m(&e.router_and_shared, 1.0) - 256.3).abs() < 1e-9);
-        let k8 = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, Dtype::Fp8, 2, bare()).unwrap();
+        let k8 = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, Dtype::Fp8, 2, MoeRouting::Skewed, bare()).unwrap();
         assert!(matches!(k8.moe.as_ref().unwrap().routed, Routed::PerExpert(_)));
         // Qwen3-235B-A22B's block-FP8 experts on two H200s: the measured
         // block-FP8 fused MoE, 337.3 µs a layer at 128 tokens.
         let h200 = hardware::lookup("H200").unwrap();
-        let k = Kernels::new(&model("Qwen3-235B-A22B"), &h200, 2, Dtype::Fp8Block, 2, bare()).unwrap();
+        let k = Kernels::new(&model("Qwen3-235B-A22B"), &h200, 2, Dtype::Fp8Block, 2, MoeRouting::Skewed, bare()).unwrap();
         let Some(e) = &k.moe else { panic!("Qwen3-235B-A22B is MoE") };
         assert!(matches!(e.routed, Routed::Fused(_)));
         assert!((k.moe(128.0, e) - k.tables.at_m(&e.router_and_shared, 128.0) - 337.3).abs() < 1e-9);
@@ -500,11 +502,11 @@ mod tests {
         let m = model("Llama-3.1-8B");
         let a100 = hardware::lookup("A100-80G").unwrap();
         assert_eq!(
-            Kernels::new(&m, &a100, 1, Dtype::Bf16, 2, bare()).unwrap_err(),
+            Kernels::new(&m, &a100, 1, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap_err(),
             KernelsError::Gpu("A100-80G".into())
         );
         let h100 = hardware::lookup("H100").unwrap();
-        assert!(matches!(Kernels::new(&m, &h100, 6, Dtype::Bf16, 2, bare()), Err(KernelsError::Tp(6, _))));
+        assert!(matches!(Kernels::new(&m, &h100, 6, Dtype::Bf16, 2, MoeRouting::Skewed, bare()), Err(KernelsError::Tp(6, _))));
     }
 
     /// Every catalog model with grouped attention prices on H100 and H200,
@@ -517,7 +519,7 @@ mod tests {
         for id in catalog::model_ids() {
             let m = model(id);
             if m.attention != Attention::Grouped {
-                let err = Kernels::new(&m, &hardware::lookup("H100").unwrap(), 1, Dtype::Bf16, 2, c).unwrap_err();
+                let err = Kernels::new(&m, &hardware::lookup("H100").unwrap(), 1, Dtype::Bf16, 2, MoeRouting::Skewed, c).unwrap_err();
                 assert!(err.to_string().starts_with("no measured latent-attention (MLA) kernels"), "{id}: {err}");
                 continue;
             }
@@ -525,7 +527,7 @@ mod tests {
                 let g = hardware::lookup(gpu).unwrap();
                 let tps = [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp));
                 for (tp, dtype) in tps.flat_map(|tp| [(tp, Dtype::Bf16), (tp, Dtype::Fp8), (tp, Dtype::Fp8Block)]) {
-                    let k = Kernels::new(&m, &g, tp, dtype, 2, c)
+                    let k = Kernels::new(&m, &g, tp, dtype, 2, MoeRouting::Skewed, c)
                         .unwrap_or_else(|e| panic!("{id} {gpu} tp{tp} {dtype}: {e}"));
                     let prefill = StepBatch {
                         prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],

@@ -24,6 +24,10 @@ pub struct ScenarioSpec {
     pub tp: Option<u64>,
     /// `fp16`, `bf16`, `fp8` or `fp8_block` (default: the checkpoint's dtype).
     pub dtype: Option<Dtype>,
+    /// How an MoE model's tokens spread over its experts: `skewed` (default,
+    /// as text routes) or `balanced` (every expert equally likely, as a
+    /// benchmark of random tokens routes).
+    pub moe_routing: Option<MoeRouting>,
     /// vLLM engine arguments.
     #[serde(default)]
     pub engine: EngineSpec,
@@ -94,6 +98,18 @@ impl Dtype {
     pub fn is_fp8(self) -> bool {
         matches!(self, Dtype::Fp8 | Dtype::Fp8Block)
     }
+}
+
+/// How tokens spread over an MoE model's experts, for pricing the fused MoE
+/// kernel (aiconfigurator measured it both ways).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoeRouting {
+    /// Mildly uneven, as text routes (a power law, α = 1.01).
+    #[default]
+    Skewed,
+    /// Every expert equally likely, as random tokens route.
+    Balanced,
 }
 
 /// vLLM's `--kv-cache-dtype`.

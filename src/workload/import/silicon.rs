@@ -10,7 +10,8 @@
 //! the prompt count or the engine flags): `vllm bench serve` with a random
 //! dataset, every request ready at once and at most `concurrency` in
 //! flight, `10 × concurrency` prompts of `isl` distinct random tokens (no
-//! prefix-cache hits), `osl` output tokens (`ignore_eos`), vLLM's serving
+//! prefix-cache hits; an MoE model's experts equally likely, `moe_routing:
+//! balanced`), `osl` output tokens (`ignore_eos`), vLLM's serving
 //! defaults otherwise — which, for a release before 0.14 (`backend_version`),
 //! means no async scheduling: a step's CPU side is not hidden behind the
 //! GPU. A row naming no release (the Llama-3.1-70B rows) runs with it,
@@ -217,8 +218,11 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
     // The scheduler is modelled as of 0.15 whatever the release; only the
     // CPU side's overlap follows it.
     let engine = if r.sync_scheduling { "engine:\n  async_scheduling: false\n" } else { "" };
-    let scenario_yaml =
-        format!("name: {wanted}\nmodel: {}\nhardware: {}\ntp: {}{dtype}\n{engine}", r.model, r.gpu, r.tp);
+    // Random tokens route evenly over an MoE model's experts.
+    let scenario_yaml = format!(
+        "name: {wanted}\nmodel: {}\nhardware: {}\ntp: {}{dtype}\nmoe_routing: balanced\n{engine}",
+        r.model, r.gpu, r.tp
+    );
     let prompts = PROMPTS_PER_USER * r.concurrency;
     let workload = (0..prompts)
         .map(|k| {

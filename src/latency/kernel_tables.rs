@@ -217,8 +217,7 @@ impl KernelTables {
     /// `moe_tp` ways (vLLM shards experts like the dense MLP under TP).
     pub(super) fn moe_line(
         &self,
-        dtype: MoeDtype,
-        routing: MoeRouting,
+        (dtype, routing): (MoeDtype, MoeRouting),
         hidden: u64,
         inter: u64,
         topk: u64,
@@ -387,15 +386,15 @@ mod tests {
         assert!(t.at_m(&fp8, 2048.0) < t.gemm_us(2048.0, 4096.0, 4096.0));
         // Mixtral-8x7B's experts on one GPU: 256.3 µs at one token, 1054 µs at
         // 64 (moe_perf.parquet, BF16, power law 1.01).
-        let line = t.moe_line(MoeDtype::Bf16, MoeRouting::Skewed, 4096, 14336, 2, 8, 1).unwrap();
+        let line = t.moe_line((MoeDtype::Bf16, MoeRouting::Skewed), 4096, 14336, 2, 8, 1).unwrap();
         assert_eq!(t.moe_us(line, 1.0), 256.3);
         assert_eq!(t.moe_us(line, 64.0), 1054.0);
-        assert!(t.moe_line(MoeDtype::Bf16, MoeRouting::Skewed, 4096, 14336, 2, 8, 3).is_none());
+        assert!(t.moe_line((MoeDtype::Bf16, MoeRouting::Skewed), 4096, 14336, 2, 8, 3).is_none());
         // Qwen3-235B-A22B's block-FP8 experts over two GPUs: 337.3 µs for 128
         // tokens (vllm_fp8moe_triton_tritonexperts, power law 1.01), against
         // 590.6 µs in BF16.
         let h200 = for_gpu("H200").unwrap();
-        let line = |dtype, routing| h200.moe_line(dtype, routing, 4096, 1536, 8, 128, 2).unwrap();
+        let line = |dtype, routing| h200.moe_line((dtype, routing), 4096, 1536, 8, 128, 2).unwrap();
         let block = line(MoeDtype::Fp8Block, MoeRouting::Skewed);
         let bf16 = line(MoeDtype::Bf16, MoeRouting::Skewed);
         assert_eq!((h200.moe_us(block, 128.0), h200.moe_us(bf16, 128.0)), (337.3, 590.6));

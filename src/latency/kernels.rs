@@ -245,7 +245,7 @@ impl Kernels {
                 }
                 let fused = moe_dtype.and_then(|dt| {
                     let (hidden, inter) = (model.hidden_size, m.expert_intermediate_size);
-                    tables.moe_line(dt, routing, hidden, inter, m.top_k, m.num_experts, tp)
+                    tables.moe_line((dt, routing), hidden, inter, m.top_k, m.num_experts, tp)
                 });
                 Some(MoeShape {
                     experts: m.num_experts as f64,
@@ -383,7 +383,8 @@ mod tests {
     }
 
     fn kernels(id: &str, gpu: &str, tp: u64) -> Kernels {
-        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap()
+        Kernels::new(&model(id), &hardware::lookup(gpu).unwrap(), tp, Dtype::Bf16, 2, MoeRouting::Skewed, bare())
+            .unwrap()
     }
 
     #[test]
@@ -476,8 +477,12 @@ mod tests {
     fn fp8_gemms_and_fused_moe_price_their_layers() {
         let h100 = hardware::lookup("H100").unwrap();
         let m = model("Llama-3.1-70B");
-        let bf16 = Kernels::new(&m, &h100, 4, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap().step_time_us(&decode(32, 500));
-        let fp8 = Kernels::new(&m, &h100, 4, Dtype::Fp8, 2, MoeRouting::Skewed, bare()).unwrap().step_time_us(&decode(32, 500));
+        let bf16 = Kernels::new(&m, &h100, 4, Dtype::Bf16, 2, MoeRouting::Skewed, bare())
+            .unwrap()
+            .step_time_us(&decode(32, 500));
+        let fp8 = Kernels::new(&m, &h100, 4, Dtype::Fp8, 2, MoeRouting::Skewed, bare())
+            .unwrap()
+            .step_time_us(&decode(32, 500));
         // Half the weight bytes to stream: FP8 decode is well under BF16's.
         assert!(fp8 * 10 < bf16 * 8, "{bf16} {fp8}");
         // Mixtral-8x7B on one GPU: the measured fused MoE kernel, 256.3 µs a
@@ -491,7 +496,8 @@ mod tests {
         // Qwen3-235B-A22B's block-FP8 experts on two H200s: the measured
         // block-FP8 fused MoE, 337.3 µs a layer at 128 tokens.
         let h200 = hardware::lookup("H200").unwrap();
-        let k = Kernels::new(&model("Qwen3-235B-A22B"), &h200, 2, Dtype::Fp8Block, 2, MoeRouting::Skewed, bare()).unwrap();
+        let k =
+            Kernels::new(&model("Qwen3-235B-A22B"), &h200, 2, Dtype::Fp8Block, 2, MoeRouting::Skewed, bare()).unwrap();
         let Some(e) = &k.moe else { panic!("Qwen3-235B-A22B is MoE") };
         assert!(matches!(e.routed, Routed::Fused(_)));
         assert!((k.moe(128.0, e) - k.tables.at_m(&e.router_and_shared, 128.0) - 337.3).abs() < 1e-9);
@@ -506,7 +512,10 @@ mod tests {
             KernelsError::Gpu("A100-80G".into())
         );
         let h100 = hardware::lookup("H100").unwrap();
-        assert!(matches!(Kernels::new(&m, &h100, 6, Dtype::Bf16, 2, MoeRouting::Skewed, bare()), Err(KernelsError::Tp(6, _))));
+        assert!(matches!(
+            Kernels::new(&m, &h100, 6, Dtype::Bf16, 2, MoeRouting::Skewed, bare()),
+            Err(KernelsError::Tp(6, _))
+        ));
     }
 
     /// Every catalog model with grouped attention prices on H100 and H200,
@@ -519,7 +528,9 @@ mod tests {
         for id in catalog::model_ids() {
             let m = model(id);
             if m.attention != Attention::Grouped {
-                let err = Kernels::new(&m, &hardware::lookup("H100").unwrap(), 1, Dtype::Bf16, 2, MoeRouting::Skewed, c).unwrap_err();
+                let err =
+                    Kernels::new(&m, &hardware::lookup("H100").unwrap(), 1, Dtype::Bf16, 2, MoeRouting::Skewed, c)
+                        .unwrap_err();
                 assert!(err.to_string().starts_with("no measured latent-attention (MLA) kernels"), "{id}: {err}");
                 continue;
             }

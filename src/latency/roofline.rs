@@ -74,13 +74,13 @@ pub struct RooflineConstants {
     /// Time per engine step outside the priced kernels that nothing hides
     /// (launch gaps, sampling, small kernels), µs.
     pub step_overhead_us: f64,
-    /// The CPU side of a step, per step and per scheduled sequence, µs:
-    /// hidden behind the GPU under async scheduling unless the longer (see
-    /// `Kernels`; the same host costs).
+    /// The CPU side of a step (scheduling, input preparation, launches,
+    /// output processing), µs: hidden behind the GPU under async scheduling
+    /// unless the longer (as in `Kernels`; the same host costs).
     #[serde(default)]
     pub cpu_step_us: f64,
+    /// Further CPU time per sequence scheduled in a step, µs.
     #[serde(default)]
-    #[allow(missing_docs)]
     pub cpu_per_sequence_us: f64,
     /// Time from a request reaching the server to the engine seeing it
     /// (HTTP, tokenization), µs; part of its TTFT and E2E.

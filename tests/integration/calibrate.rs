@@ -496,6 +496,13 @@ fn bad_aggregate_sources_get_one_line_errors() {
     dir.create("si.yaml", "name: b\ncalibration:\n  - {source: silicon, data: si}\noutput: o\n");
     let err = TestCommand::new(&dir.path, &["si.yaml"]).fails();
     assert!(err.contains("si/silicon_sample.csv:1: silicon_data_source: missing column"), "{err}");
+    // A layout cell that is not a count names its line and column.
+    let fixture =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/silicon-mini/silicon_sample.csv"))
+            .unwrap();
+    dir.create("si/silicon_sample.csv", &fixture.replace(",fp8,fp8,2,2,,,2,1,", ",fp8,fp8,2,2,,,two,1,"));
+    let err = TestCommand::new(&dir.path, &["si.yaml"]).fails();
+    assert!(err.contains("si/silicon_sample.csv:7: moe_tp_size: `two` is not a count"), "{err}");
     // A training run asking for 10^18 requests fails on its own, named.
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
     let configs = std::fs::read_to_string(format!("{fixture}/trainval15_experiment_configs.json")).unwrap();

@@ -26,6 +26,10 @@ use super::blis_trainval::Aggregate;
 use super::convert::{ConvertError, column, llm_request, read_csv, token_ids};
 use crate::workload::types::{Request, RequestId};
 
+/// The columns that say how an MoE model's experts and attention were laid
+/// out over the GPUs.
+const LAYOUT_COLUMNS: [&str; 3] = ["moe_tp_size", "moe_ep_size", "attention_dp_size"];
+
 /// Prompts a run sends, per unit of concurrency (assumed; see the module docs).
 const PROMPTS_PER_USER: u64 = 10;
 
@@ -94,7 +98,7 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
     // Optional: a row without a release runs as vLLM's current defaults; a
     // file without the MoE layout columns has dense rows only.
     let c_version = col("backend_version").ok();
-    let c_layout = ["moe_tp_size", "moe_ep_size", "attention_dp_size"].map(|name| col(name).ok());
+    let c_layout = LAYOUT_COLUMNS.map(|name| col(name).ok());
     let mut out = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let gpu = match r[c_system].as_str() {
@@ -111,7 +115,14 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         // An MoE model's experts sharded like its attention (moe_tp = tp, no
         // expert or attention data parallelism) is what a replay prices.
         let moe = crate::scenario::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
-        let layout = c_layout.map(|c| c.and_then(|c| r[c].trim().parse::<u64>().ok()));
+        let mut layout = [None; 3];
+        for (slot, (c, field)) in layout.iter_mut().zip(c_layout.iter().zip(LAYOUT_COLUMNS)) {
+            let Some(&c) = c.as_ref() else { continue };
+            let cell = r[c].trim();
+            if !cell.is_empty() {
+                *slot = Some(cell.parse::<u64>().map_err(|_| err(i, field, format!("`{cell}` is not a count")))?);
+            }
+        }
         if moe
             && (layout[0].is_some_and(|t| t != tp)
                 || layout[1].is_some_and(|e| e > 1)

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::atomic;
-use crate::workload::import::blis_trainval;
 use crate::workload::import::convert::{self, Converted};
+use crate::workload::import::{blis_trainval, silicon};
 use crate::workload::writer::write_workload_row;
 
 #[derive(Debug, clap::Args)]
@@ -54,6 +54,21 @@ enum Source {
         /// Experiment names; default: every aggregate-only run in aggregates_trainval.csv.
         #[arg(long, value_name = "NAME")]
         experiment: Vec<String>,
+        /// Output folder.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// aiconfigurator's measured deployments (silicon_sample.csv): each
+    /// row's benchmark workload and deployment; replay with `run
+    /// --concurrency C` (the row's concurrency, printed); no baseline (its
+    /// TTFT and TPOT means are compared by a calibration plan).
+    Silicon {
+        /// The data folder (../shared/data/aiconfigurator-vllm-h100-h200).
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// Row names (GPU-model-tpN-dtype-ISLxOSL-cC-lineL); default: every replayable row.
+        #[arg(long, value_name = "NAME")]
+        row: Vec<String>,
         /// Output folder.
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
@@ -139,11 +154,39 @@ fn trainval(data: &Path, names: Vec<String>, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The measured deployments' workloads and scenarios; their truth stays in
+/// silicon_sample.csv.
+fn silicon(data: &Path, names: Vec<String>, out: &Path) -> anyhow::Result<()> {
+    let names = if names.is_empty() { silicon::list(data)? } else { names };
+    let mut runs = Vec::with_capacity(names.len());
+    for name in names {
+        let r = silicon::load(data, &name)?;
+        runs.push((name, r));
+    }
+    let files = runs.iter().flat_map(|(name, r)| {
+        [
+            (format!("{name}.workload.jsonl"), workload_jsonl(&r.workload)),
+            (format!("{name}.scenario.yaml"), r.scenario_yaml.clone().into_bytes()),
+        ]
+    });
+    write_all(out, files)?;
+    for (name, r) in &runs {
+        eprintln!(
+            "{name}: {} requests -> {}; replay with `blis-sweep run --concurrency {}`",
+            r.workload.len(),
+            out.display(),
+            r.concurrency
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let (source, data, names, out) = match args.source {
         Source::BlisVllmH100 { data, experiment, out } => (convert::Source::BlisVllmH100, data, experiment, out),
         Source::Llmservingsim { data, run, out } => (convert::Source::Llmservingsim, data, run, out),
         Source::BlisTrainval { data, experiment, out } => return trainval(&data, experiment, &out),
+        Source::Silicon { data, row, out } => return silicon(&data, row, &out),
     };
     let names = if names.is_empty() { convert::list(source, &data)? } else { names };
     let mut converted = Vec::with_capacity(names.len());

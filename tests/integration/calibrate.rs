@@ -460,6 +460,24 @@ fn fit_recovers_the_cpu_side_from_a_deployment_without_async_scheduling() {
 }
 
 #[test]
+fn measured_deployments_convert_to_a_workload_and_a_scenario() {
+    let dir = Dir::new("convert-silicon");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/silicon-mini");
+    let row = "H100-Qwen3-32B-tp2-bf16-64x8-c2-line2";
+    let args = ["convert", "silicon", "--data", data, "--row", row, "--out", "conv"];
+    let out = TestCommand::new(&dir.path, &args).output();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains(&format!("{row}: 20 requests")) && err.contains("--concurrency 2"), "{err}");
+    let scenario = dir.read(&format!("conv/{row}.scenario.yaml"));
+    // vLLM 0.12.0: no async scheduling.
+    assert!(scenario.contains("tp: 2") && scenario.contains("async_scheduling: false"), "{scenario}");
+    let (s, w) = (format!("conv/{row}.scenario.yaml"), format!("conv/{row}.workload.jsonl"));
+    let results = TestCommand::new(&dir.path, &["run", "-q", "-s", &s, &w, "--concurrency", "2"]).stdout();
+    assert_eq!(results.lines().count(), 20);
+}
+
+#[test]
 fn training_runs_convert_to_a_workload_and_a_scenario() {
     let dir = Dir::new("convert-trainval");
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");

@@ -75,78 +75,43 @@ enum Source {
     },
 }
 
-/// Writes every converted run's three files, all committed only once all
-/// of them are complete: a failing conversion leaves no output.
-fn write(out: &Path, converted: &[(String, Converted)]) -> anyhow::Result<()> {
-    let files = converted.iter().flat_map(|(name, c)| {
-        [
-            (format!("{name}.workload.jsonl"), workload_jsonl(&c.workload)),
-            (format!("{name}.baseline.jsonl"), c.baseline_jsonl()),
-            (format!("{name}.scenario.yaml"), c.scenario_yaml.clone().into_bytes()),
-        ]
-    });
-    write_all(out, files)?;
-    for (name, c) in converted {
-        eprintln!("{name}: {} requests -> {}", c.workload.len(), out.display());
-        for note in &c.notes {
-            eprintln!("  note: {note}");
-        }
-        if let Some(t) = c.client_timeout_s {
-            eprintln!("  note: replay with `blis-sweep run --timeout {t}`, the real client's timeout");
-        }
-    }
-    Ok(())
+/// One converted run, as written: its workload, scenario and, where the
+/// source has per-request truth, a baseline; with what to tell the user.
+struct Replay {
+    name: String,
+    workload: Vec<crate::workload::Request>,
+    scenario_yaml: String,
+    baseline: Option<Vec<u8>>,
+    notes: Vec<String>,
 }
 
-fn workload_jsonl(requests: &[crate::workload::Request]) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for r in requests {
-        write_workload_row(&mut bytes, r);
-    }
-    bytes
-}
-
-/// Writes `(file name, bytes)` under `out`, all committed only once every
-/// one is complete.
-fn write_all(out: &Path, files: impl Iterator<Item = (String, Vec<u8>)>) -> anyhow::Result<()> {
+/// Writes every run's files, all committed only once all of them are
+/// complete (a failing conversion leaves no output), then names them.
+fn write(out: &Path, runs: &[Replay]) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
     let mut written = Vec::new();
-    for (name, bytes) in files {
-        let path = out.join(name);
-        let mut f = atomic::create(&path)?;
-        f.write_all(&bytes).with_context(|| format!("{}: write failed", path.display()))?;
-        written.push(f);
+    for r in runs {
+        let mut workload = Vec::new();
+        for request in &r.workload {
+            write_workload_row(&mut workload, request);
+        }
+        let files = [
+            Some(("workload.jsonl", workload)),
+            r.baseline.clone().map(|b| ("baseline.jsonl", b)),
+            Some(("scenario.yaml", r.scenario_yaml.clone().into_bytes())),
+        ];
+        for (suffix, bytes) in files.into_iter().flatten() {
+            let path = out.join(format!("{}.{suffix}", r.name));
+            let mut f = atomic::create(&path)?;
+            f.write_all(&bytes).with_context(|| format!("{}: write failed", path.display()))?;
+            written.push(f);
+        }
     }
     for f in written {
         atomic::commit(f)?;
     }
-    Ok(())
-}
-
-/// The training runs' workloads and scenarios; their truth stays in
-/// aggregates_trainval.csv.
-/// Without names, every run that can be replayed is, and each that cannot
-/// is named with why (Llama 4's runs); a named run that cannot stops it.
-fn trainval(data: &Path, names: Vec<String>, out: &Path) -> anyhow::Result<()> {
-    let all = names.is_empty();
-    let names = if all { blis_trainval::list(data)? } else { names };
-    let mut runs = Vec::with_capacity(names.len());
-    for name in names {
-        match blis_trainval::load(data, &name) {
-            Ok(r) => runs.push((name, r)),
-            Err(e) if all => eprintln!("{name}: skipped: {e}"),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let files = runs.iter().flat_map(|(name, r)| {
-        [
-            (format!("{name}.workload.jsonl"), workload_jsonl(&r.workload)),
-            (format!("{name}.scenario.yaml"), r.scenario_yaml.clone().into_bytes()),
-        ]
-    });
-    write_all(out, files)?;
-    for (name, r) in &runs {
-        eprintln!("{name}: {} requests -> {}", r.workload.len(), out.display());
+    for r in runs {
+        eprintln!("{}: {} requests -> {}", r.name, r.workload.len(), out.display());
         for note in &r.notes {
             eprintln!("  note: {note}");
         }
@@ -154,45 +119,66 @@ fn trainval(data: &Path, names: Vec<String>, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The training runs' workloads and scenarios; their truth stays in
+/// aggregates_trainval.csv. Without names, every run that can be replayed
+/// is, and each that cannot is named with why (Llama 4's runs); a named run
+/// that cannot stops it.
+fn trainval(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
+    let all = names.is_empty();
+    let names = if all { blis_trainval::list(data)? } else { names };
+    let mut runs = Vec::with_capacity(names.len());
+    for name in names {
+        match blis_trainval::load(data, &name) {
+            Ok(r) => runs.push(Replay {
+                name,
+                workload: r.workload,
+                scenario_yaml: r.scenario_yaml,
+                baseline: None,
+                notes: r.notes,
+            }),
+            Err(e) if all => eprintln!("{name}: skipped: {e}"),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(runs)
+}
+
 /// The measured deployments' workloads and scenarios; their truth stays in
 /// silicon_sample.csv.
-fn silicon(data: &Path, names: Vec<String>, out: &Path) -> anyhow::Result<()> {
+fn silicon(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
     let names = if names.is_empty() { silicon::list(data)? } else { names };
     let mut runs = Vec::with_capacity(names.len());
     for name in names {
         let r = silicon::load(data, &name)?;
-        runs.push((name, r));
+        let note = format!("replay with `blis-sweep run --concurrency {}`, the benchmark's", r.concurrency);
+        runs.push(Replay {
+            name,
+            workload: r.workload,
+            scenario_yaml: r.scenario_yaml,
+            baseline: None,
+            notes: vec![note],
+        });
     }
-    let files = runs.iter().flat_map(|(name, r)| {
-        [
-            (format!("{name}.workload.jsonl"), workload_jsonl(&r.workload)),
-            (format!("{name}.scenario.yaml"), r.scenario_yaml.clone().into_bytes()),
-        ]
-    });
-    write_all(out, files)?;
-    for (name, r) in &runs {
-        eprintln!(
-            "{name}: {} requests -> {}; replay with `blis-sweep run --concurrency {}`",
-            r.workload.len(),
-            out.display(),
-            r.concurrency
-        );
-    }
-    Ok(())
+    Ok(runs)
 }
 
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let (source, data, names, out) = match args.source {
         Source::BlisVllmH100 { data, experiment, out } => (convert::Source::BlisVllmH100, data, experiment, out),
         Source::Llmservingsim { data, run, out } => (convert::Source::Llmservingsim, data, run, out),
-        Source::BlisTrainval { data, experiment, out } => return trainval(&data, experiment, &out),
-        Source::Silicon { data, row, out } => return silicon(&data, row, &out),
+        Source::BlisTrainval { data, experiment, out } => return write(&out, &trainval(&data, experiment)?),
+        Source::Silicon { data, row, out } => return write(&out, &silicon(&data, row)?),
     };
     let names = if names.is_empty() { convert::list(source, &data)? } else { names };
-    let mut converted = Vec::with_capacity(names.len());
+    let mut runs = Vec::with_capacity(names.len());
     for name in names {
-        let c = convert::convert(source, &data, &name)?;
-        converted.push((name, c));
+        let c: Converted = convert::convert(source, &data, &name)?;
+        let baseline = Some(c.baseline_jsonl());
+        let mut notes = c.notes;
+        if let Some(t) = c.client_timeout_s {
+            notes.push(format!("replay with `blis-sweep run --timeout {t}`, the real client's timeout"));
+        }
+        runs.push(Replay { name, workload: c.workload, scenario_yaml: c.scenario_yaml, baseline, notes });
     }
-    write(&out, &converted)
+    write(&out, &runs)
 }

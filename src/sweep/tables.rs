@@ -26,6 +26,20 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+/// A table's batch: the run's columns (`run`, each `rows` long), then the
+/// table's own, in schema order.
+fn batch(
+    schema: &arrow_schema::SchemaRef,
+    run: Vec<arrow_array::ArrayRef>,
+    rows: usize,
+    own: impl IntoIterator<Item = arrow_array::ArrayRef>,
+) -> arrow_array::RecordBatch {
+    debug_assert!(run.iter().all(|c| c.len() == rows));
+    let mut cols = run;
+    cols.extend(own);
+    arrow_array::RecordBatch::try_new(schema.clone(), cols).expect("columns match the schema")
+}
+
 pub(crate) use columns::{DeploymentRow, IdKind, RowsBuilder, RunColumns, overrides_field, overrides_json};
 pub(crate) use nodes::NodeRows;
 pub(crate) use requests::RequestRows;

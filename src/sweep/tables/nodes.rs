@@ -104,15 +104,13 @@ impl NodeRows {
     /// The rows so far as a batch, after the run's columns (`run`, as many
     /// rows); the builder starts over.
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
-        debug_assert!(run.iter().all(|c| c.len() == self.rows));
-        let mut cols = run;
-        cols.extend(self.key.finish());
-        cols.push(Arc::new(self.replica.finish()));
-        cols.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        cols.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        cols.push(Arc::new(self.error.finish()));
-        self.rows = 0;
-        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+        let mut own: Vec<ArrayRef> = self.key.finish().into();
+        own.push(Arc::new(self.replica.finish()));
+        own.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        own.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        own.push(Arc::new(self.error.finish()));
+        let rows = std::mem::take(&mut self.rows);
+        super::batch(&self.schema, run, rows, own)
     }
 }
 

@@ -113,14 +113,12 @@ impl RequestRows {
     /// The rows so far as a batch, after the run's columns (`run`, as many
     /// rows); the builder starts over.
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
-        debug_assert!(run.iter().all(|c| c.len() == self.rows));
-        let mut cols = run;
-        cols.push(self.id.finish());
-        cols.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        cols.push(Arc::new(self.status.finish()));
-        cols.push(Arc::new(self.error.finish()));
-        cols.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        self.rows = 0;
-        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+        let mut own = vec![self.id.finish()];
+        own.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        own.push(Arc::new(self.status.finish()));
+        own.push(Arc::new(self.error.finish()));
+        own.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        let rows = std::mem::take(&mut self.rows);
+        super::batch(&self.schema, run, rows, own)
     }
 }

@@ -60,11 +60,8 @@ impl TokenRows {
     }
 
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
-        debug_assert!(run.iter().all(|c| c.len() == self.rows));
-        let mut cols = run;
-        cols.extend(self.key.finish());
-        cols.push(Arc::new(self.latency.finish()));
-        self.rows = 0;
-        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+        let [request_id, node] = self.key.finish();
+        let rows = std::mem::take(&mut self.rows);
+        super::batch(&self.schema, run, rows, [request_id, node, Arc::new(self.latency.finish()) as ArrayRef])
     }
 }

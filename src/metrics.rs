@@ -197,6 +197,9 @@ impl MetricsCollector {
             slo_met: slo.map(|o| o.met),
             slo_attainment: slo.map(|o| o.attainment),
             goodput_rps: slo.map(|o| o.goodput_rps),
+            // Known to the caller, which knows the deployment (`priced_by`).
+            latency_model: None,
+            latency_model_reason: None,
         }
     }
 
@@ -319,9 +322,26 @@ pub struct Metrics {
     /// With an SLO: requests that met every target, per second.
     #[serde(default)]
     pub goodput_rps: Option<f64>,
+    /// The latency model that priced the run (`kernels`, `roofline`,
+    /// `linear`), and why (see [`crate::scenario::Deployment::latency_reason`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_model: Option<String>,
+    /// Why that latency model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_model_reason: Option<String>,
 }
 
 impl Metrics {
+    /// The same metrics, naming the latency model of `d` and why it priced
+    /// the run.
+    pub fn priced_by(self, d: &crate::scenario::Deployment) -> Metrics {
+        Metrics {
+            latency_model: Some(d.latency.kind().to_owned()),
+            latency_model_reason: Some(d.latency_reason.clone()),
+            ..self
+        }
+    }
+
     /// The scalar metrics, in their JSON order, each with its kind: the
     /// counts, the numbers and the SLO's (null without one); the columns of
     /// a sweep's runs table.

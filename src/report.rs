@@ -155,17 +155,18 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     }
     // The runs.
     html.push_str(
-        "<h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>deployment</th><th>load</th><th>status</th>\
-                   <th>TTFT p99 ms</th><th>ITL p99 ms</th><th>E2E p99 ms</th><th>req/s</th><th>goodput</th></tr>",
+        "<h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>deployment</th><th>latency model</th><th>load</th>\
+                   <th>status</th><th>TTFT p99 ms</th><th>ITL p99 ms</th><th>E2E p99 ms</th><th>req/s</th><th>goodput</th></tr>",
     );
     for r in &runs {
         let m = r.metrics.as_ref();
         let f = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
         let _ = write!(
             html,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.run_id),
             escape(&r.deployment),
+            escape(&latency_model(m)),
             r.load,
             escape(&r.status),
             f(m.map(|m| m.ttft_p99_ms)),
@@ -177,6 +178,16 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     }
     html.push_str("</table>");
     Ok(())
+}
+
+/// Which latency model priced a run and why, as `kind: reason` (`–` for a
+/// run without metrics, or metrics written before they said).
+fn latency_model(m: Option<&Metrics>) -> String {
+    match m.map(|m| (&m.latency_model, &m.latency_model_reason)) {
+        Some((Some(kind), Some(why))) => format!("{kind}: {why}"),
+        Some((Some(kind), None)) => kind.clone(),
+        _ => "–".to_owned(),
+    }
 }
 
 /// Rows of a Parquet file as JSON values by column name.

@@ -46,6 +46,11 @@ pub struct Deployment {
     pub kv_capacity_computed: bool,
     /// The step pricer.
     pub latency: StepPricer,
+    /// Why that latency model prices it: `explicit` (the scenario named
+    /// it), `measured <GPU> kernel tables` (the default, where they cover
+    /// the deployment), or what the tables lack (the default fell back to
+    /// the roofline).
+    pub latency_reason: String,
     /// Identical replicas of the engine behind the router.
     pub replicas: u32,
     /// How requests are admitted and spread over the replicas.
@@ -201,6 +206,9 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     if tp == 0 || model.num_heads % tp != 0 {
         return invalid("tp", format!("{tp} must be positive and divide num_attention_heads = {}", model.num_heads));
     }
+    if tp > gpu.gpus_per_node && gpu.inter_node.is_none() {
+        return invalid("tp", beyond_one_node(&gpu, tp));
+    }
     let dtype = spec.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
     let weight_bytes: u64 = if dtype.is_fp8() { 1 } else { 2 };
     let kv_cache_dtype = spec.engine.kv_cache_dtype.unwrap_or_default();
@@ -233,6 +241,11 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         return invalid("engine.gpu_memory_utilization", format!("{util} must be in (0, 1]"));
     }
     let dp = cluster::resolve_dp(spec.dp, spec.replicas, spec.router.is_some())?;
+    // An MoE model's ranks share their experts over all `tp × dp` GPUs.
+    let ep = tp * u64::from(dp);
+    if dp > 1 && model.moe.is_some() && ep > gpu.gpus_per_node && gpu.inter_node.is_none() {
+        return invalid("dp", beyond_one_node(&gpu, ep));
+    }
     let weights = weight_bytes_per_gpu(&model, tp, dp, weight_bytes);
     let (num_gpu_blocks, computed) = match e.num_gpu_blocks {
         Some(0) => return invalid("engine.num_gpu_blocks", "must be positive"),
@@ -318,15 +331,25 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     let async_scheduling = e.async_scheduling.unwrap_or(true);
     let fp8 = dtype.is_fp8();
     // The most accurate model is the default: measured kernels with the
-    // GPU's fitted constants where the tables cover the deployment.
-    // (Where the tables cannot price the model, the roofline.)
-    let kernels_price_it = Kernels::check(&model, &gpu, tp, kv_dtype_bytes).is_ok();
-    let default = if KernelConstants::fitted(gpu.name).is_some() && kernels_price_it {
-        LatencySpec::Kernels { constants_file: None, constants: None }
-    } else {
-        LatencySpec::Roofline { constants_file: None, constants: None }
+    // GPU's fitted constants where the tables cover the deployment; where
+    // they do not, the roofline, saying what the tables lack. A model the
+    // scenario names is used or refused, never swapped.
+    let (chosen, latency_reason) = match spec.latency_model {
+        Some(chosen) => (chosen, "explicit".to_owned()),
+        None => {
+            let covered = KernelConstants::fitted(gpu.name)
+                .ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))
+                .and_then(|_| Kernels::check(&model, &gpu, tp, kv_dtype_bytes));
+            match covered {
+                Ok(()) => (
+                    LatencySpec::Kernels { constants_file: None, constants: None },
+                    format!("measured {} kernel tables", gpu.name),
+                ),
+                Err(lacking) => (LatencySpec::Roofline { constants_file: None, constants: None }, lacking.to_string()),
+            }
+        }
     };
-    let latency = match spec.latency_model.unwrap_or(default) {
+    let latency = match chosen {
         LatencySpec::Roofline { constants_file, constants } => {
             let defaults = RooflineConstants::for_gpu(gpu.name);
             let c = constants_layered(base, defaults, constants_file.as_deref(), constants)?;
@@ -339,14 +362,18 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             ))
         }
         LatencySpec::Kernels { constants_file, constants } => {
-            let bad = |reason: String| InvalidValue { field: "latency_model".to_owned(), reason };
-            let fitted = KernelConstants::fitted(gpu.name)
-                .ok_or_else(|| bad(KernelsError::Gpu(gpu.name.to_owned()).to_string()))?;
+            // Everything the kernels cannot price, the roofline can.
+            let bad = |e: KernelsError| InvalidValue {
+                field: "latency_model".to_owned(),
+                reason: format!("{e}; set latency_model: {{kind: roofline}}"),
+            };
+            let fitted =
+                KernelConstants::fitted(gpu.name).ok_or_else(|| bad(KernelsError::Gpu(gpu.name.to_owned())))?;
             let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Kernels(Box::new(
                 Kernels::new(&model, &gpu, tp, dtype, kv_dtype_bytes, spec.moe_routing.unwrap_or_default(), c)
-                    .map_err(|e| bad(e.to_string()))?
+                    .map_err(bad)?
                     .with_async_scheduling(async_scheduling),
             ))
         }
@@ -410,7 +437,21 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         kv_cache_dtype,
         kv_capacity_computed: computed,
         latency,
+        latency_reason,
     })
+}
+
+/// Why a group of `gpus` of `gpu` that spans nodes is refused: the catalog
+/// knows no network between its nodes.
+fn beyond_one_node(gpu: &Gpu, gpus: u64) -> String {
+    format!(
+        "{gpus} GPUs span {} nodes of {} {}, and the catalog has no network between {} nodes (only NVLink/PCIe within one); at most {} GPUs in one group",
+        gpus.div_ceil(gpu.gpus_per_node.max(1)),
+        gpu.gpus_per_node,
+        gpu.name,
+        gpu.name,
+        gpu.gpus_per_node
+    )
 }
 
 /// A latency model's constants: `defaults`, then a constants file (as
@@ -451,10 +492,11 @@ fn constants_layered<C: serde::Serialize + serde::de::DeserializeOwned>(
 /// other weight is on each rank, split `tp` ways.
 fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, dp: u32, weight_bytes: u64) -> f64 {
     let embed = model.vocab_size * model.hidden_size * if model.tie_word_embeddings { 1 } else { 2 };
-    let experts = model
-        .moe
-        .as_ref()
-        .map_or(0, |m| model.num_layers * m.num_experts * 3 * model.hidden_size * m.expert_intermediate_size);
+    // Routed experts are on the MoE layers only: not on the leading dense
+    // ones (DeepSeek-V3's first_k_dense_replace = 3).
+    let experts = model.moe.as_ref().map_or(0, |m| {
+        (model.num_layers - m.dense_layers) * m.num_experts * 3 * model.hidden_size * m.expert_intermediate_size
+    });
     let rest = model.param_count() - embed - experts;
     (embed * 2 + rest * weight_bytes) as f64 / tp as f64 + (experts * weight_bytes) as f64 / (tp * u64::from(dp)) as f64
 }
@@ -542,6 +584,72 @@ mod tests {
             let e = resolve(spec(&yaml), Path::new("."), "x").unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {}", e.reason);
         }
+    }
+
+    /// DeepSeek-V3 (671 B, FP8 block weights, 16-bit embeddings and LM head)
+    /// on 8 GPUs: 78.3 GiB a GPU. The routed experts are on its 58 MoE
+    /// layers, not on its 3 dense ones (counting them on all 61 underflowed
+    /// to 2^31 GiB).
+    #[test]
+    fn deepseek_v3_weighs_78_gib_a_gpu_on_8() {
+        let text = include_str!("../tests/data/defects/16-deepseek-v3-size/dsv3-config.json");
+        let m = ModelArch::from_config_json("DeepSeek-V3", text).unwrap();
+        let gib = weight_bytes_per_gpu(&m, 8, 1, 1) / (1u64 << 30) as f64;
+        let by_hand = (671_026_404_352.0 + 2.0 * 129_280.0 * 7168.0) / 8.0 / (1u64 << 30) as f64;
+        assert!((gib - by_hand).abs() < 1e-9 && (gib - 78.33).abs() < 0.01, "{gib}");
+    }
+
+    /// The default model says why it prices a deployment; a named one is
+    /// `explicit`, and a named kernels model the tables cannot price is
+    /// refused with what they lack.
+    #[test]
+    fn the_latency_model_says_why_it_was_chosen() {
+        let why = |yaml: &str| {
+            let d = resolve(spec(yaml), Path::new("."), "x").unwrap();
+            format!("{}: {}", d.latency.kind(), d.latency_reason)
+        };
+        assert_eq!(why("model: Llama-3.1-70B\nhardware: H100\ntp: 4\n"), "kernels: measured H100 kernel tables");
+        assert_eq!(
+            why("model: Llama-3.1-70B\nhardware: H100\ntp: 4\nengine: {kv_cache_dtype: fp8}\n"),
+            "roofline: no measured attention kernels over an FP8 KV cache: the tables hold 16-bit KV (kvbf16)"
+        );
+        assert_eq!(why("model: Llama-3.1-70B\nhardware: H100\ntp: 4\nlatency_model: roofline\n"), "roofline: explicit");
+        assert!(
+            why("model: Llama-3.1-70B\nhardware: H100\ntp: 16\n")
+                .starts_with("roofline: no measured all-reduce across nodes: tp 16 spans 2 nodes of 8 H100")
+        );
+        assert!(
+            why("model: Llama-3.1-8B\nhardware: A100\n")
+                .starts_with("roofline: no measured kernel tables for A100-80G")
+        );
+        let e = resolve(
+            spec("model: Llama-3.1-70B\nhardware: H100\ntp: 16\nlatency_model: kernels\n"),
+            Path::new("."),
+            "x",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "latency_model");
+        assert!(
+            e.reason.starts_with("no measured all-reduce across nodes: tp 16 spans 2 nodes of 8 H100"),
+            "{}",
+            e.reason
+        );
+        assert!(e.reason.ends_with("; set latency_model: {kind: roofline}"), "{}", e.reason);
+    }
+
+    /// A group beyond one node of a GPU the catalog gives no network is
+    /// refused, naming the node's size.
+    #[test]
+    fn groups_beyond_a_node_without_a_network_are_refused() {
+        let err = |yaml: &str| resolve(spec(yaml), Path::new("."), "x").unwrap_err();
+        let e = err("model: Llama-3.1-70B\nhardware: L40S\ntp: 16\n");
+        assert_eq!(e.field, "tp");
+        assert!(e.reason.starts_with("16 GPUs span 2 nodes of 8 L40S, and the catalog has no network"), "{}", e.reason);
+        let e = err("model: Qwen3-30B-A3B\nhardware: L40S\ntp: 4\ndp: 4\nlatency_model: roofline\n");
+        assert_eq!(e.field, "dp");
+        // Within a node, or across nodes of HGX GPUs, they run.
+        assert!(resolve(spec("model: Llama-3.1-8B\nhardware: L40S\ntp: 8\n"), Path::new("."), "x").is_ok());
+        assert!(resolve(spec("model: Llama-3.1-70B\nhardware: H100\ntp: 32\n"), Path::new("."), "x").is_ok());
     }
 
     #[test]

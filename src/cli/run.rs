@@ -371,7 +371,7 @@ fn simulate(
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),
     })?;
-    Ok(metrics.finish(&end))
+    Ok(metrics.finish(&end).priced_by(d))
 }
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
@@ -384,9 +384,12 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     } else {
         String::new()
     };
+    // A TP group beyond one node is priced over the network between nodes.
+    let nodes = d.tp.div_ceil(d.gpu.gpus_per_node.max(1));
+    let nodes = if nodes > 1 { format!(" in {nodes} nodes of {}", d.gpu.gpus_per_node) } else { String::new() };
     let rejected = if m.rejected_requests > 0 { format!(", {} rejected", m.rejected_requests) } else { String::new() };
     let text = format!(
-        "{name}: {cluster}{model} on {tp}x {gpu} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model\n\
+        "{name}: {cluster}{model} on {tp}x {gpu}{nodes} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model ({why})\n\
          {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished{rejected}; \
          simulated {sim:.1} s in {wall_s:.2} s wall ({rate:.0} requests/s)\n\
          TTFT mean {ttft:.1} ms, p99 {ttft99:.1} ms | ITL mean {itl:.2} ms, p99 {itl99:.2} ms | \
@@ -400,6 +403,7 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         blocks = d.engine.num_gpu_blocks,
         bs = d.engine.block_size,
         kind = d.latency.kind(),
+        why = d.latency_reason,
         done = m.completed_requests,
         bad = m.dropped_unservable,
         unfinished = m.still_unfinished,

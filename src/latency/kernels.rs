@@ -109,8 +109,23 @@ pub enum KernelsError {
     /// No all-reduce was measured at this TP degree.
     #[error("no measured all-reduce for tp {0}; measured: {1:?}")]
     Tp(u64, Vec<u64>),
+    /// The TP group spans nodes: the measured all-reduce is vLLM's custom
+    /// all-reduce, which works within one NVLink domain only.
+    #[error(
+        "no measured all-reduce across nodes: tp {tp} spans {nodes} nodes of {per_node} {gpu}, and the tables hold vLLM's custom all-reduce within one node"
+    )]
+    InterNode {
+        /// The TP degree.
+        tp: u64,
+        /// Nodes it spans.
+        nodes: u64,
+        /// GPUs of one node.
+        per_node: u64,
+        /// The GPU.
+        gpu: String,
+    },
     /// Something the tables hold no kernel for.
-    #[error("{0}; set latency_model: {{kind: roofline}}")]
+    #[error("{0}")]
     Unmeasured(&'static str),
 }
 
@@ -184,6 +199,11 @@ impl Kernels {
             return Err(KernelsError::Unmeasured(
                 "an MoE model with dense leading layers (first_k_dense_replace) is priced by the roofline only",
             ));
+        }
+        if tp > gpu.gpus_per_node {
+            let per_node = gpu.gpus_per_node.max(1);
+            let nodes = tp.div_ceil(per_node);
+            return Err(KernelsError::InterNode { tp, nodes, per_node, gpu: gpu.name.to_owned() });
         }
         if tp > 1 && !tables.has_allreduce(tp) {
             return Err(KernelsError::Tp(tp, tables.allreduce_tps()));
@@ -520,6 +540,11 @@ mod tests {
             Kernels::new(&m, &h100, 6, Dtype::Bf16, 2, MoeRouting::Skewed, bare()),
             Err(KernelsError::Tp(6, _))
         ));
+        // The measured all-reduce is vLLM's custom one, within a node.
+        let e =
+            Kernels::new(&model("Llama-3.1-70B"), &h100, 16, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap_err();
+        assert_eq!(e, KernelsError::InterNode { tp: 16, nodes: 2, per_node: 8, gpu: "H100".into() });
+        assert!(e.to_string().starts_with("no measured all-reduce across nodes: tp 16 spans 2 nodes of 8 H100"));
     }
 
     /// Every catalog model with grouped attention prices on H100 and H200,

@@ -9,6 +9,7 @@
 //! h200/csv_bf16`); they are applied unchanged to other GPUs.
 
 use super::{LatencyModel, StepBatch};
+use crate::scenario::hardware::InterNode;
 use crate::scenario::{Attention, Gpu, ModelArch};
 
 /// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
@@ -39,6 +40,15 @@ const ALLREDUCE_FLOOR_US: f64 = 4.3;
 /// Same table, 2^29 elements on TP2: 3.22 ms against 2.39 ms at the NVLink
 /// per-direction peak for a ring all-reduce, so 74 %.
 const ALLREDUCE_BANDWIDTH_EFFICIENCY: f64 = 0.74;
+/// Across nodes vLLM's custom all-reduce (one NVLink domain only) gives way
+/// to NCCL's ring, priced as NCCL's own tuning model prices it
+/// (NVIDIA/nccl `src/graph/tuning.cc`, low-latency protocol, the one small
+/// messages use): a base of 6.6 µs (`baseLat`, ring LL), then 0.47 µs for
+/// each of the ring's NVLink steps, × 1.8 once the ring spans nodes
+/// (`hwLat` NVLink ring LL; `intraLat *= 1.8`), and the network's latency
+/// for each of its `2 × (nodes − 1)` network steps (`nInterSteps`).
+const NCCL_RING_BASE_US: f64 = 6.6;
+const NCCL_NVLINK_STEP_US: f64 = 0.47 * 1.8;
 /// Non-GEMM kernels per layer (two RMSNorms, rotary, activation), each at
 /// least the GEMM launch floor and otherwise memory-bound.
 const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
@@ -199,6 +209,10 @@ pub struct Roofline {
     attention_flops: f64,
     bandwidth: f64,
     interconnect: f64,
+    /// GPUs sharing `interconnect`; a collective over more crosses the
+    /// network between nodes.
+    gpus_per_node: f64,
+    inter_node: Option<InterNode>,
     c: RooflineConstants,
     async_scheduling: bool,
 }
@@ -276,6 +290,8 @@ impl Roofline {
             attention_flops: gpu.bf16_flops,
             bandwidth: gpu.memory_bandwidth,
             interconnect: gpu.interconnect_bandwidth,
+            gpus_per_node: gpu.gpus_per_node.max(1) as f64,
+            inter_node: gpu.inter_node,
             c,
             async_scheduling: true,
         }
@@ -328,14 +344,30 @@ impl Roofline {
         (compute.max(memory) * 1e6).max(GEMM_FLOOR_US)
     }
 
-    /// An all-reduce of `tokens` hidden states over `ranks` GPUs, µs.
+    /// An all-reduce of `tokens` hidden states over `ranks` GPUs, µs. Within
+    /// a node, over its NVLink (or PCIe); across nodes, NCCL's ring (see
+    /// [`NCCL_RING_BASE_US`]), whose every step waits for its slowest link:
+    /// a node's network adapters (one per GPU, NCCL runs a ring channel
+    /// through each) unless its NVLink is slower. (A GPU the catalog gives no
+    /// network is refused beyond one node before it is priced; should one
+    /// reach here, its group is priced as one node.)
     fn allreduce_us(&self, tokens: f64, ranks: f64) -> f64 {
         if ranks <= 1.0 {
             return 0.0;
         }
         let bytes = tokens * self.hidden * self.act_bytes;
         let wire = 2.0 * (ranks - 1.0) / ranks * bytes;
-        self.c.allreduce_floor_us + wire / (self.interconnect * self.c.allreduce_efficiency) * 1e6
+        let Some(net) = self.inter_node.filter(|_| ranks > self.gpus_per_node) else {
+            return self.c.allreduce_floor_us + wire / (self.interconnect * self.c.allreduce_efficiency) * 1e6;
+        };
+        let nodes = (ranks / self.gpus_per_node).ceil();
+        let net_steps = 2.0 * (nodes - 1.0);
+        let nvlink_steps = 2.0 * (ranks - 1.0) - net_steps;
+        let slowest = self.interconnect.min(ranks / nodes * net.bandwidth);
+        NCCL_RING_BASE_US
+            + nvlink_steps * NCCL_NVLINK_STEP_US
+            + net_steps * net.latency_us
+            + wire / (slowest * self.c.allreduce_efficiency) * 1e6
     }
 
     /// Tokens `batch` computes.
@@ -564,6 +596,41 @@ mod tests {
         let sync = with_cpu.clone().with_async_scheduling(false).step_time_us(&batch) as f64;
         assert!((sync - (gpu + cpu)).abs() <= 1.0, "{sync} {gpu} {cpu}");
         assert_eq!(with_cpu.step_time_us(&batch) as f64, gpu.max(cpu.round()));
+    }
+
+    /// TP beyond one node: the all-reduce leaves NVLink for NCCL's ring over
+    /// the network. Llama-3.1-70B, 32 decodes (512 KiB of hidden states):
+    /// TP8 on NVLink pays its 4.3 µs floor and 0.97 MB / (450 GB/s × 0.74);
+    /// TP16 over two HGX H100 nodes pays NCCL's 6.6 µs, 28 NVLink steps of
+    /// 0.846 µs and 2 network steps of 2.7 µs, and 0.98 MB / (8 × 50 GB/s
+    /// × 0.74); TP32 over four, 56 and 6 steps.
+    #[test]
+    fn an_all_reduce_across_nodes_pays_the_network() {
+        let h100 = hardware::lookup("H100").unwrap();
+        let m = model("Llama-3.1-70B");
+        let r = |tp: u64| Roofline::new(&m, &h100, tp, 2, false, RooflineConstants::default());
+        let bytes = 32.0 * 8192.0 * 2.0;
+        let tp8 = r(8).allreduce_us(32.0, 8.0);
+        assert!((tp8 - (4.3 + 2.0 * 7.0 / 8.0 * bytes / (450e9 * 0.74) * 1e6)).abs() < 1e-9, "{tp8}");
+        let tp16 = r(16).allreduce_us(32.0, 16.0);
+        let expect16 = 6.6 + 28.0 * 0.47 * 1.8 + 2.0 * 2.7 + 2.0 * 15.0 / 16.0 * bytes / (400e9 * 0.74) * 1e6;
+        assert!((tp16 - expect16).abs() < 1e-9, "{tp16} {expect16}");
+        let tp32 = r(32).allreduce_us(32.0, 32.0);
+        let expect32 = 6.6 + 56.0 * 0.47 * 1.8 + 6.0 * 2.7 + 2.0 * 31.0 / 32.0 * bytes / (400e9 * 0.74) * 1e6;
+        assert!((tp32 - expect32).abs() < 1e-9, "{tp32} {expect32}");
+        assert!(tp16 > 5.0 * tp8 && tp32 > 1.5 * tp16, "{tp8} {tp16} {tp32}");
+        // 160 all-reduces a step: a decode step is no faster at TP16 than at
+        // TP8, though each GPU streams half the weights.
+        let batch = decode(32, 1000);
+        let (s8, s16, s32) = (r(8).step_time_us(&batch), r(16).step_time_us(&batch), r(32).step_time_us(&batch));
+        assert!(s16 > s8 && s32 > s16, "{s8} {s16} {s32}");
+        // A 64 MiB message is bandwidth-bound: the network's 400 GB/s a node
+        // against NVLink's 450 a GPU.
+        let big = 4096.0 * 8192.0;
+        let latency16 = 6.6 + 28.0 * 0.47 * 1.8 + 2.0 * 2.7;
+        let ratio = (r(16).allreduce_us(big, 16.0) - latency16) / (r(8).allreduce_us(big, 8.0) - 4.3);
+        // (15/16) / (7/8) of the bytes a GPU, at 450/400 of the time a byte.
+        assert!((ratio - 15.0 / 14.0 * 450.0 / 400.0).abs() < 1e-9, "{ratio}");
     }
 
     #[test]

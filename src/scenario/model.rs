@@ -261,7 +261,14 @@ impl ModelArch {
     }
 
     /// Total parameters, counted from the architecture (embeddings, layers,
-    /// norms and LM head). Llama-2-7b gives 6.74 B, as published.
+    /// norms and LM head). Llama-2-7b gives 6.74 B, as published;
+    /// DeepSeek-V3 671.0 B, as published for its main model. Its
+    /// multi-token-prediction layers (`num_nextn_predict_layers`, the 14 B
+    /// that make the 685 B of the Hugging Face checkpoint) are not counted:
+    /// vLLM loads them only as a speculative-decoding draft
+    /// (`--speculative-config` method `deepseek_mtp`; without it
+    /// `DeepseekV2ForCausalLM.load_weights` skips them), and this simulator
+    /// does not model speculative decoding.
     pub fn param_count(&self) -> u64 {
         let d = self.hidden_size;
         let embed = self.vocab_size * d;
@@ -440,6 +447,32 @@ mod tests {
         assert_eq!(expected, 15_706_484_224);
         let moe = arch.moe.unwrap();
         assert_eq!((moe.dense_layers, moe.shared_intermediate_size), (1, 2816));
+    }
+
+    /// DeepSeek-V3's published config.json: 671 B parameters (37 B
+    /// activated a token). By hand: untied 129,280 × 7168 embeddings; 61
+    /// layers of latent attention (q down 7168 × 1536 with its norm, q up
+    /// 1536 × 128 × 192, kv down 7168 × 576 with its norm of 512, kv up
+    /// 512 × 128 × 256, o 128 × 128 × 7168) and two norms; 3 dense MLPs of
+    /// 18,432 (first_k_dense_replace), then 58 MoE layers of a 256-way
+    /// router, 256 routed and 1 shared expert of 2048. Its MTP layer is not
+    /// counted (see `param_count`).
+    #[test]
+    fn deepseek_v3_has_its_published_size() {
+        let text = include_str!("../../tests/data/defects/16-deepseek-v3-size/dsv3-config.json");
+        let arch = ModelArch::from_config_json("DeepSeek-V3", text).unwrap();
+        let (d, v) = (7168u64, 129_280u64);
+        let attention = d * 1536 + 1536 + 1536 * 128 * 192 + d * 576 + 512 + 512 * 128 * 256 + 128 * 128 * d;
+        assert_eq!(arch.attention_params_per_layer(), attention);
+        let moe_layer = d * 256 + 256 * 3 * d * 2048 + 3 * d * 2048;
+        let expected = 2 * v * d + 61 * (attention + 2 * d) + 3 * 3 * d * 18_432 + 58 * moe_layer + d;
+        assert_eq!(arch.param_count(), expected);
+        assert_eq!(expected, 671_026_404_352);
+        let moe = arch.moe.as_ref().unwrap();
+        assert_eq!((moe.num_experts, moe.top_k, moe.dense_layers, moe.shared_intermediate_size), (256, 8, 3, 2048));
+        // Activated: the routed experts a token does not touch left out.
+        let active = expected - 58 * (256 - 8) * 3 * d * 2048;
+        assert!((active as f64 / 1e9 - 37.55).abs() < 0.01, "{active}");
     }
 
     #[test]

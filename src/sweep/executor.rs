@@ -444,5 +444,5 @@ fn simulate_cell(
     let (parts, rows, encode_s) = sink.parts.finish().map_err(CellError::Io)?;
     ctx.rows.fetch_add(rows, Ordering::Relaxed);
     ctx.encode_ns.fetch_add((encode_s * 1e9) as u64, Ordering::Relaxed);
-    Ok((sink.metrics.finish(&end), parts))
+    Ok((sink.metrics.finish(&end).priced_by(&d), parts))
 }

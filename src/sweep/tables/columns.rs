@@ -82,6 +82,8 @@ pub(crate) struct DeploymentRow {
     /// KV-cache blocks of one engine (vLLM's `num_gpu_blocks`).
     kv_blocks: Option<u32>,
     latency_model: Option<String>,
+    /// Why that latency model (`explicit`, or why the default chose it).
+    latency_model_reason: Option<String>,
     router_policy: Option<String>,
     vllm_version: Option<String>,
     engine_max_num_seqs: Option<u32>,
@@ -109,6 +111,7 @@ impl DeploymentRow {
             gpus: Some(d.gpus()),
             kv_blocks: Some(e.num_gpu_blocks),
             latency_model: Some(d.latency.kind().to_owned()),
+            latency_model_reason: Some(d.latency_reason.clone()),
             router_policy: Some(d.router().policy.name().to_owned()),
             vllm_version: Some(d.vllm_version.to_string()),
             engine_max_num_seqs: Some(e.max_num_seqs),
@@ -138,7 +141,7 @@ impl DeploymentRow {
         }
     }
 
-    fn entries(&self) -> [(&'static str, Value<'_>); 20] {
+    fn entries(&self) -> [(&'static str, Value<'_>); 21] {
         fn text(v: &Option<String>) -> Value<'_> {
             Value::Text(v.as_deref())
         }
@@ -152,6 +155,7 @@ impl DeploymentRow {
             ("gpus", Value::Int(self.gpus.map(|v| v as i64))),
             ("kv_blocks", int(self.kv_blocks)),
             ("latency_model", text(&self.latency_model)),
+            ("latency_model_reason", text(&self.latency_model_reason)),
             ("router_policy", text(&self.router_policy)),
             ("vllm_version", text(&self.vllm_version)),
             ("engine_max_num_seqs", int(self.engine_max_num_seqs)),

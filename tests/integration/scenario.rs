@@ -92,7 +92,8 @@ fn blocks_and_model(summary: &str) -> (u64, String) {
     let line = summary.lines().next().unwrap();
     let (head, tail) = line.split_once(" KV blocks of ").unwrap();
     let blocks = head.rsplit(' ').next().unwrap().parse().unwrap();
-    let model = tail.split(", ").nth(1).unwrap().trim_end_matches(" latency model").to_owned();
+    // (The model is followed by why it was chosen, in parentheses.)
+    let model = tail.split_once(", ").unwrap().1.split(" latency model").next().unwrap().to_owned();
     (blocks, model)
 }
 

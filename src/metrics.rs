@@ -170,7 +170,7 @@ impl MetricsCollector {
         let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
         let ms = |h: &Histogram, p: f64| h.percentile(p) / 1e3;
         let window = (self.slo.is_some() || end.window.explicit).then(|| self.window.metrics(&end.window, self.slo));
-        let slo = self.slo.map(|s| slo::outcome(s, &self.window_counts(), window.as_ref()));
+        let slo = self.slo.map(|s| slo::outcome(s, &self.window.counts(), window.as_ref()));
         Metrics {
             injected_requests: self.injected,
             completed_requests: self.completed,
@@ -220,22 +220,21 @@ impl MetricsCollector {
             window,
         }
     }
-
-    /// The window's counts, for the SLO's verdict.
-    fn window_counts(&self) -> slo::Counts<'_> {
-        let w = &self.window;
-        slo::Counts {
-            requests: w.requests,
-            completed: w.completed,
-            good: w.good,
-            ttft: &w.ttft,
-            itl: &w.itl,
-            e2e: &w.e2e,
-        }
-    }
 }
 
 impl WindowCollector {
+    /// Its counts, for the SLO's verdicts.
+    fn counts(&self) -> slo::Counts<'_> {
+        slo::Counts {
+            requests: self.requests,
+            completed: self.completed,
+            good: self.good,
+            ttft: &self.ttft,
+            itl: &self.itl,
+            e2e: &self.e2e,
+        }
+    }
+
     fn observe(&mut self, r: &FinishedRequest, good: bool) {
         self.requests += 1;
         self.good += u64::from(good);
@@ -276,20 +275,7 @@ impl WindowCollector {
             e2e_mean_ms: self.e2e.mean() / 1e3,
             verdict: None,
         };
-        m.verdict = slo.map(|s| {
-            slo::verdict(
-                s,
-                &slo::Counts {
-                    requests: self.requests,
-                    completed: self.completed,
-                    good: self.good,
-                    ttft: &self.ttft,
-                    itl: &self.itl,
-                    e2e: &self.e2e,
-                },
-                &m,
-            )
-        });
+        m.verdict = slo.map(|s| slo::verdict(s, &self.counts(), &m));
         m
     }
 }

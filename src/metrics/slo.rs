@@ -208,3 +208,30 @@ pub(super) fn verdict(s: Slo, c: &Counts<'_>, w: &WindowMetrics) -> Verdict {
     }
     Verdict::Met
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts<'a>(requests: u64, h: &'a Histogram) -> Counts<'a> {
+        Counts { requests, completed: h.count(), good: h.count(), ttft: h, itl: h, e2e: h }
+    }
+
+    #[test]
+    fn failed_requests_count_above_every_target() {
+        let slo = Slo { ttft_p99_ms: Some(2.0), ..Slo::default() };
+        let mut h = Histogram::default();
+        for _ in 0..99 {
+            h.record(1_000);
+        }
+        // One failed request of 100: the 1 % p99 allows.
+        assert_eq!(targets(slo, &counts(100, &h)), Verdict::Met);
+        // Two: no percentile of the completed ones can hide them.
+        assert_eq!(targets(slo, &counts(101, &h)), Verdict::RequestsFailed);
+        // A slow completed request moves the shifted percentile past the target.
+        h.record(5_000);
+        assert_eq!(targets(slo, &counts(101, &h)), Verdict::Missed);
+        // No request at all in the window: nothing shown.
+        assert_eq!(targets(slo, &counts(0, &Histogram::default())), Verdict::TooShort);
+    }
+}

@@ -13,12 +13,14 @@
 //! - Scheduling delay, per llm node: first admission − entering the scheduler.
 //! - Imbalance (clusters): the most llm calls any replica served / the mean
 //!   over replicas (1 = even).
-//! - SLO attainment and goodput: see [`Slo`].
+//! - SLO attainment and goodput: see [`Slo`]; judged on the measurement
+//!   window only ([`crate::sim::Window`]: warm-up and drain left out), whose
+//!   own latencies, counts and verdict are `window`.
 
 pub mod histogram;
 mod slo;
 
-pub use slo::Slo;
+pub use slo::{MIN_TURNOVER, Slo};
 
 use serde::Serialize;
 
@@ -49,6 +51,19 @@ pub struct MetricsCollector {
     /// The run's SLO, and the requests that met it.
     slo: Option<Slo>,
     good: u64,
+    /// The same over the requests sent in the measurement window.
+    window: WindowCollector,
+}
+
+/// What the measurement window's requests measured.
+#[derive(Debug, Default)]
+struct WindowCollector {
+    ttft: Histogram,
+    itl: Histogram,
+    e2e: Histogram,
+    requests: u64,
+    completed: u64,
+    good: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -67,8 +82,12 @@ impl MetricsCollector {
     /// Takes one finished request into account.
     pub fn observe(&mut self, r: &FinishedRequest) {
         self.injected += 1;
-        if self.slo.is_some_and(|s| s.good(r)) {
+        let good = self.slo.is_some_and(|s| s.good(r));
+        if good {
             self.good += 1;
+        }
+        if r.in_window {
+            self.window.observe(r, good);
         }
         match r.status {
             RequestStatus::Completed => self.completed += 1,
@@ -150,7 +169,8 @@ impl MetricsCollector {
         let imbalance = if total > 0 { most as f64 * per_replica.len() as f64 / total as f64 } else { 1.0 };
         let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
         let ms = |h: &Histogram, p: f64| h.percentile(p) / 1e3;
-        let slo = self.slo_outcome(duration_s);
+        let window = (self.slo.is_some() || end.window.explicit).then(|| self.window.metrics(&end.window, self.slo));
+        let slo = self.slo.map(|s| slo::outcome(s, &self.window.counts(), window.as_ref()));
         Metrics {
             injected_requests: self.injected,
             completed_requests: self.completed,
@@ -200,23 +220,103 @@ impl MetricsCollector {
             // Known to the caller, which knows the deployment (`priced_by`).
             latency_model: None,
             latency_model_reason: None,
+            window,
+        }
+    }
+}
+
+impl WindowCollector {
+    /// Its counts, for the SLO's verdicts.
+    fn counts(&self) -> slo::Counts<'_> {
+        slo::Counts {
+            requests: self.requests,
+            completed: self.completed,
+            good: self.good,
+            ttft: &self.ttft,
+            itl: &self.itl,
+            e2e: &self.e2e,
         }
     }
 
-    /// The run against its SLO, if it has one.
-    fn slo_outcome(&self, duration_s: f64) -> Option<slo::SloOutcome> {
-        let s = self.slo?;
-        let p = s.at();
-        let within = |target: Option<f64>, h: &Histogram| target.is_none_or(|ms| h.percentile(p) <= ms * 1e3);
-        Some(slo::SloOutcome {
-            met: within(s.ttft_p99_ms, &self.ttft)
-                && within(s.itl_p99_ms, &self.itl)
-                && within(s.e2e_p99_ms, &self.e2e),
-            attainment: if self.injected > 0 { self.good as f64 / self.injected as f64 } else { 0.0 },
-            goodput_rps: if duration_s > 0.0 { self.good as f64 / duration_s } else { 0.0 },
-        })
+    fn observe(&mut self, r: &FinishedRequest, good: bool) {
+        self.requests += 1;
+        self.good += u64::from(good);
+        if r.status != RequestStatus::Completed {
+            return;
+        }
+        self.completed += 1;
+        for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
+            if !matches!(sub.kind, NodeKind::Llm(_)) {
+                continue;
+            }
+            if let (Some(start), Some(&first)) = (node.start_us, node.token_times_us.first()) {
+                self.ttft.record(first - start);
+                self.itl.record_gaps(&node.token_times_us);
+            }
+        }
+        if let Some(finish) = r.finish_us {
+            self.e2e.record(finish - r.send_us);
+        }
+    }
+
+    fn metrics(&self, w: &crate::sim::Window, slo: Option<Slo>) -> WindowMetrics {
+        let duration_s = w.duration_us() as f64 / 1e6;
+        let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
+        let ms = |h: &Histogram| h.percentile(99.0) / 1e3;
+        let mut m = WindowMetrics {
+            start_s: w.start_us.map(|s| s as f64 / 1e6),
+            end_s: w.end_us as f64 / 1e6,
+            duration_s,
+            requests: self.requests,
+            completed: self.completed,
+            failed: self.requests - self.completed,
+            offered_rps: per_s(self.requests),
+            throughput_rps: per_s(w.completed),
+            ttft_p99_ms: ms(&self.ttft),
+            itl_p99_ms: ms(&self.itl),
+            e2e_p99_ms: ms(&self.e2e),
+            e2e_mean_ms: self.e2e.mean() / 1e3,
+            verdict: None,
+        };
+        m.verdict = slo.map(|s| slo::verdict(s, &self.counts(), &m));
+        m
     }
 }
+
+/// The measurement window of a run (see [`crate::sim::Window`]): its
+/// bounds, its requests and their latencies, and, with an SLO, the verdict
+/// a capacity search takes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct WindowMetrics {
+    /// When the warm-up ended, s (null: it never did).
+    pub start_s: Option<f64>,
+    /// The last send, s.
+    pub end_s: f64,
+    /// Its length, s.
+    pub duration_s: f64,
+    /// Requests sent in it.
+    pub requests: u64,
+    /// Of those, completed.
+    pub completed: u64,
+    /// Of those, unservable, rejected, timed out or unfinished: SLO misses.
+    pub failed: u64,
+    /// Requests sent per second of the window.
+    pub offered_rps: f64,
+    /// Requests completed within the window, per second of it.
+    pub throughput_rps: f64,
+    #[allow(missing_docs)]
+    pub ttft_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub itl_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_p99_ms: f64,
+    #[allow(missing_docs)]
+    pub e2e_mean_ms: f64,
+    /// With an SLO: whether the window shows the load served within it.
+    pub verdict: Option<Verdict>,
+}
+
+pub use slo::Verdict;
 
 /// The metrics JSON, with BLIS's names where BLIS has the metric. Latencies
 /// in milliseconds; percentiles interpolate linearly between ranks (numpy's
@@ -329,6 +429,9 @@ pub struct Metrics {
     /// Why that latency model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_model_reason: Option<String>,
+    /// The measurement window (with an SLO, or a warm-up or ramp set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowMetrics>,
 }
 
 impl Metrics {

@@ -244,9 +244,15 @@ fn capacity_section(path: &Path, html: &mut String) -> Result<(), ReportError> {
         let cost = r["cost_per_mtok"].as_f64().map_or_else(String::new, |c| format!(", ${c:.2}/M tok"));
         let more = if r["at_least"].as_bool() == Some(true) { "≥ " } else { "" };
         let max = r[key].as_f64();
-        let note = match max {
-            Some(m) => format!("{more}{m:.2} · {gpus} GPU{}{cost}", if gpus == 1 { "" } else { "s" }),
-            None => format!("below the range · {gpus} GPUs"),
+        // The search's verdict (capacity.parquet from before it had one: none).
+        let verdict = r.get("verdict").and_then(Value::as_str).unwrap_or("capacity");
+        let note = match (max, verdict) {
+            (Some(m), "too_short") => format!("≥ {m:.2} (workload too short for more) · {gpus} GPUs"),
+            (Some(m), _) => format!("{more}{m:.2} · {gpus} GPU{}{cost}", if gpus == 1 { "" } else { "s" }),
+            (None, "failed") => "failed: a probe could not run".to_owned(),
+            (None, "requests_failed") => format!("no load: too many requests fail · {gpus} GPUs"),
+            (None, "too_short") => format!("workload too short · {gpus} GPUs"),
+            (None, _) => format!("below the range · {gpus} GPUs"),
         };
         bars.push((label, max.unwrap_or(0.0), note));
     }

@@ -75,6 +75,7 @@ impl Deployment {
             lockstep: self.dp > 1 && self.model.moe.is_some(),
             latency: self.latency.clone(),
             client: Client::OpenLoop,
+            measurement: crate::sim::Measurement::default(),
             horizon_us: None,
             timeout_us: None,
             step_trace: false,

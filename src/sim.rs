@@ -26,6 +26,7 @@ mod router_tests;
 mod run;
 mod simulation;
 mod step_trace;
+mod window;
 
 pub use client::Client;
 pub use engine::{EngineConfig, EngineStats};
@@ -35,3 +36,4 @@ pub use router::{Affinity, RouterConfig, RoutingPolicy, Scorer};
 pub use run::{RunConfig, RunError, RunSummary, Sink, Tee, run};
 pub use simulation::Simulation;
 pub use step_trace::{EngineStep, NodeRef};
+pub use window::{Measurement, Warmup, Window};

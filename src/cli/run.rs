@@ -84,6 +84,17 @@ pub(crate) struct RunArgs {
     /// request is reported timed out.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// Leave out the first N requests (the SLO's window opens when they
+    /// have all left). Default: a closed loop's first request of every
+    /// user; nothing open loop.
+    #[arg(long, value_name = "N", conflicts_with = "warmup_seconds")]
+    warmup_requests: Option<u64>,
+    /// Leave out the first SECONDS of the run from the SLO's window.
+    #[arg(long, value_name = "SECONDS")]
+    warmup_seconds: Option<f64>,
+    /// Closed loop: users start spread over SECONDS instead of all at 0.
+    #[arg(long, value_name = "SECONDS", requires = "closed_loop")]
+    ramp: Option<f64>,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
@@ -96,6 +107,7 @@ pub(crate) struct Traffic {
     pub(crate) rate_scale: f64,
     pub(crate) horizon_us: Option<u64>,
     pub(crate) timeout_us: Option<u64>,
+    pub(crate) measurement: crate::sim::Measurement,
 }
 
 impl RunArgs {
@@ -120,7 +132,14 @@ impl RunArgs {
             Some(0) => bail!("--timeout: must be positive"),
             t => t,
         };
-        Ok(Traffic { client, rate_scale, horizon_us, timeout_us })
+        let warmup = match (self.warmup_requests, self.warmup_seconds) {
+            (Some(n), _) => crate::sim::Warmup::Requests(n),
+            (None, Some(s)) => crate::sim::Warmup::Micros(seconds("warmup-seconds", s)?),
+            (None, None) => crate::sim::Warmup::Auto,
+        };
+        let ramp_us = self.ramp.map(|r| seconds("ramp", r)).transpose()?.unwrap_or(0);
+        let measurement = crate::sim::Measurement { warmup, ramp_us };
+        Ok(Traffic { client, rate_scale, horizon_us, timeout_us, measurement })
     }
 }
 
@@ -356,6 +375,7 @@ fn simulate(
     });
     let config = RunConfig {
         client: traffic.client,
+        measurement: traffic.measurement,
         horizon_us: traffic.horizon_us,
         timeout_us: traffic.timeout_us,
         step_trace: tracing,
@@ -419,9 +439,21 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         pre = m.preemption_count,
         hit = m.kv_cache_hit_rate * 100.0,
     );
+    let text = match &m.window {
+        Some(w) => format!(
+            "{text}\nmeasurement window {} to {:.1} s: {} requests ({} failed), {:.2} req/s sent, {:.2} req/s completed",
+            w.start_s.map_or_else(|| "never opened,".to_owned(), |s| format!("{s:.1}")),
+            w.end_s,
+            w.requests,
+            w.failed,
+            w.offered_rps,
+            w.throughput_rps
+        ),
+        None => text,
+    };
     match (d.slo, m.slo_met, m.slo_attainment, m.goodput_rps) {
         (Some(slo), Some(met), Some(att), Some(good)) => format!(
-            "{text}\nSLO at p{}: {}; {:.1} % of requests within every target, goodput {good:.2} req/s",
+            "{text}\nSLO at p{}: {}; {:.1} % of the window's requests within every target, goodput {good:.2} req/s",
             slo.at(),
             if met { "met" } else { "missed" },
             att * 100.0

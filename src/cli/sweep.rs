@@ -339,6 +339,10 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
             output.join("capacity.parquet").display()
         );
     }
+    // A deployment whose probe could not run has no capacity: not a success.
+    if rows.iter().any(|r| r.answer == capacity::Answer::Failed) {
+        return Ok(Outcome::SomeFailed);
+    }
     Ok(Outcome::AllOk)
 }
 

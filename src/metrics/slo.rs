@@ -8,10 +8,25 @@
 //!   is good when it completed, every llm node's TTFT and mean ITL (its TPOT)
 //!   are within the targets, and its E2E is. `slo_attainment` is the share of
 //!   requests that are good (of all requests sent, failed ones not good),
-//!   `goodput_rps` good requests per second of the run.
+//!   `goodput_rps` good requests per second.
+//!
+//! Both are judged on the requests sent in the measurement window
+//! ([`crate::sim::Window`]), and per second of the window. A request that
+//! failed (unservable, rejected by the router, timed out, cut by the
+//! horizon) misses every target: it counts above every latency, so the
+//! percentile over all the window's requests is within a target only when
+//! the completed requests' percentile at `p · requests / completed` is, and
+//! never when more than `100 − p` % of them failed.
+//!
+//! A capacity probe asks more of a run ([`Verdict`]): the window must be long
+//! enough to hold the load (ten mean request lifetimes, see
+//! [`MIN_TURNOVER`]), and the requests completed within it must keep up with
+//! those sent.
 
 use serde::{Deserialize, Serialize};
 
+use super::WindowMetrics;
+use super::histogram::Histogram;
 use crate::sim::{FinishedRequest, RequestStatus};
 use crate::workload::NodeKind;
 
@@ -89,4 +104,134 @@ pub(super) struct SloOutcome {
     pub(super) met: bool,
     pub(super) attainment: f64,
     pub(super) goodput_rps: f64,
+}
+
+/// The window's requests as the verdicts need them.
+pub(super) struct Counts<'a> {
+    pub(super) requests: u64,
+    pub(super) completed: u64,
+    pub(super) good: u64,
+    pub(super) ttft: &'a Histogram,
+    pub(super) itl: &'a Histogram,
+    pub(super) e2e: &'a Histogram,
+}
+
+/// A window must last this many mean request lifetimes (E2E) to show a
+/// load: by Little's law the requests still in flight when it closes are
+/// then at most a tenth of those sent in it, so its throughput is measured
+/// to 10 % (a choice: closer would need ten times longer workloads).
+pub const MIN_TURNOVER: f64 = 10.0;
+
+/// How far the throughput completed within the window may fall short of the
+/// load sent in it: the [`MIN_TURNOVER`] bound on what is still in flight,
+/// plus the share of requests the SLO lets miss (`1 − p/100`).
+fn throughput_tolerance(slo: &Slo) -> f64 {
+    1.0 / MIN_TURNOVER + (1.0 - slo.at() / 100.0)
+}
+
+/// What a capacity probe's window shows, with an SLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every target met, the load held and served.
+    Met,
+    /// A latency target missed at the SLO's percentile.
+    Missed,
+    /// More than `100 − p` % of the window's requests failed (unservable,
+    /// rejected, timed out, unfinished): no percentile can be met.
+    RequestsFailed,
+    /// The requests completed within the window fell short of those sent by
+    /// more than the SLO allows: the server did not keep up.
+    Overloaded,
+    /// The window holds no request, or lasts fewer than [`MIN_TURNOVER`]
+    /// mean request lifetimes: the workload is too short to show this load.
+    TooShort,
+}
+
+impl Verdict {
+    /// As the tables write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Missed => "missed",
+            Verdict::RequestsFailed => "requests_failed",
+            Verdict::Overloaded => "overloaded",
+            Verdict::TooShort => "too_short",
+        }
+    }
+}
+
+/// The latency targets over the window's requests, failed ones counted as
+/// misses.
+fn targets(s: Slo, c: &Counts<'_>) -> Verdict {
+    if c.requests == 0 {
+        return Verdict::TooShort;
+    }
+    if c.completed == 0 {
+        return Verdict::RequestsFailed;
+    }
+    // The failed requests sit above every target: the p-th percentile over
+    // all of them is the completed ones' at p · requests / completed.
+    let p = s.at() * c.requests as f64 / c.completed as f64;
+    if p > 100.0 {
+        return Verdict::RequestsFailed;
+    }
+    let within = |target: Option<f64>, h: &Histogram| target.is_none_or(|ms| h.percentile(p) <= ms * 1e3);
+    if within(s.ttft_p99_ms, c.ttft) && within(s.itl_p99_ms, c.itl) && within(s.e2e_p99_ms, c.e2e) {
+        Verdict::Met
+    } else {
+        Verdict::Missed
+    }
+}
+
+/// `slo_met`, `slo_attainment` and `goodput_rps` of a run.
+pub(super) fn outcome(s: Slo, c: &Counts<'_>, w: Option<&WindowMetrics>) -> SloOutcome {
+    let duration_s = w.map_or(0.0, |w| w.duration_s);
+    SloOutcome {
+        met: targets(s, c) == Verdict::Met,
+        attainment: if c.requests > 0 { c.good as f64 / c.requests as f64 } else { 0.0 },
+        goodput_rps: if duration_s > 0.0 { c.good as f64 / duration_s } else { 0.0 },
+    }
+}
+
+/// A capacity probe's verdict on its window `w`.
+pub(super) fn verdict(s: Slo, c: &Counts<'_>, w: &WindowMetrics) -> Verdict {
+    match targets(s, c) {
+        Verdict::Met => {}
+        other => return other,
+    }
+    if w.duration_s * 1e3 < MIN_TURNOVER * w.e2e_mean_ms {
+        return Verdict::TooShort;
+    }
+    if w.throughput_rps < w.offered_rps * (1.0 - throughput_tolerance(&s)) {
+        return Verdict::Overloaded;
+    }
+    Verdict::Met
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts<'a>(requests: u64, h: &'a Histogram) -> Counts<'a> {
+        Counts { requests, completed: h.count(), good: h.count(), ttft: h, itl: h, e2e: h }
+    }
+
+    #[test]
+    fn failed_requests_count_above_every_target() {
+        let slo = Slo { ttft_p99_ms: Some(2.0), ..Slo::default() };
+        let mut h = Histogram::default();
+        for _ in 0..99 {
+            h.record(1_000);
+        }
+        // One failed request of 100: the 1 % p99 allows.
+        assert_eq!(targets(slo, &counts(100, &h)), Verdict::Met);
+        // Two: no percentile of the completed ones can hide them.
+        assert_eq!(targets(slo, &counts(101, &h)), Verdict::RequestsFailed);
+        // A slow completed request moves the shifted percentile past the target.
+        h.record(5_000);
+        assert_eq!(targets(slo, &counts(101, &h)), Verdict::Missed);
+        // No request at all in the window: nothing shown.
+        assert_eq!(targets(slo, &counts(0, &Histogram::default())), Verdict::TooShort);
+    }
 }

@@ -193,7 +193,13 @@ mod tests {
 
     #[test]
     fn a_failed_write_names_the_file_and_an_empty_run_writes_nothing() {
-        let summary = RunSummary { requests: 0, sim_end_us: 0, stats: Default::default(), replicas: Vec::new() };
+        let summary = RunSummary {
+            requests: 0,
+            sim_end_us: 0,
+            stats: Default::default(),
+            replicas: Vec::new(),
+            window: Default::default(),
+        };
         let mut full = Full;
         let mut w = JsonlWriter::new(&mut full, "out.jsonl");
         // Nothing buffered: nothing written, so no error.

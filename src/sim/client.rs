@@ -88,8 +88,9 @@ impl<L: LatencyModel> Simulation<L> {
     /// roots are scheduled) or rejects it, and then it leaves at once,
     /// reported; false then.
     pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64, sink: &mut dyn ResultSink) -> bool {
+        let in_window = self.window.on_send(send_us);
         if self.router.admits(send_us, &mut self.instances) {
-            self.dispatch(request, arrival_us, send_us);
+            self.dispatch(request, arrival_us, send_us, in_window);
             return true;
         }
         let reason = format!(
@@ -109,13 +110,16 @@ impl<L: LatencyModel> Simulation<L> {
             send_us,
             finish_us: None,
             status: RequestStatus::Rejected,
+            in_window,
         });
+        self.window.on_leave(self.next_index, send_us, false);
         self.next_index += 1;
         false
     }
 
     /// The request enters the system at `send_us`: its roots are scheduled.
-    pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64) {
+    /// `in_window`: sent inside the measurement window.
+    pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64, in_window: bool) {
         let n = request.sub_requests.len();
         let mut progress = vec![NodeProgress { pending_preds: 0, failed_pred: None, ready_us: send_us }; n];
         for sub in &request.sub_requests {
@@ -150,6 +154,7 @@ impl<L: LatencyModel> Simulation<L> {
             progress,
             unresolved: n,
             pinned: None,
+            in_window,
         });
         self.next_index += 1;
         self.in_flight += 1;

@@ -25,6 +25,8 @@ pub(super) struct Active {
     pub(super) unresolved: usize,
     /// With `affinity: request`, the replica its first llm node took.
     pub(super) pinned: Option<u32>,
+    /// Sent inside the measurement window.
+    pub(super) in_window: bool,
 }
 
 /// A node's wait for its predecessors.
@@ -161,6 +163,7 @@ impl<L: LatencyModel> Simulation<L> {
         self.free_slots.push(slot);
         self.in_flight -= 1;
         let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
+        self.window.on_leave(a.index, self.now, status == RequestStatus::Completed);
         sink.request_done(FinishedRequest {
             index: a.index,
             request: a.request,
@@ -169,6 +172,7 @@ impl<L: LatencyModel> Simulation<L> {
             send_us: a.send_us,
             finish_us: if status == RequestStatus::Completed { finish_us } else { None },
             status,
+            in_window: a.in_window,
         });
         self.slot_freed(sink);
     }

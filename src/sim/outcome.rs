@@ -89,6 +89,9 @@ pub struct FinishedRequest {
     pub finish_us: Option<u64>,
     /// How it ended.
     pub status: RequestStatus,
+    /// Sent inside the measurement window ([`super::Window`]): the
+    /// requests SLOs, goodput and capacity are judged on.
+    pub in_window: bool,
 }
 
 /// Where finished requests go: the result writer, the metrics, a test's `Vec`.

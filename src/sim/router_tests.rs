@@ -94,6 +94,7 @@ fn route(replicas: u32, max_num_seqs: u32, overhead_us: u64, router: RouterConfi
         lockstep: false,
         latency: Fixed { overhead_us },
         client: Client::OpenLoop,
+        measurement: crate::sim::Measurement::default(),
         horizon_us: None,
         timeout_us: None,
         step_trace: true,

@@ -18,6 +18,7 @@ use super::outcome::{FinishedRequest, ResultSink};
 use super::router::RouterConfig;
 use super::simulation::Simulation;
 use super::step_trace::EngineStep;
+use super::window::{Measurement, Window};
 use crate::latency::LatencyModel;
 use crate::workload::Request;
 
@@ -37,6 +38,8 @@ pub struct RunConfig<L> {
     pub latency: L,
     /// How requests are sent.
     pub client: Client,
+    /// Warm-up and ramp: the measurement window ([`super::Window`]).
+    pub measurement: Measurement,
     /// Nothing is sent or simulated after this time, µs.
     pub horizon_us: Option<u64>,
     /// The client's request timeout, µs.
@@ -133,6 +136,8 @@ pub struct RunSummary {
     pub stats: EngineStats,
     /// Each replica's counters.
     pub replicas: Vec<EngineStats>,
+    /// The measurement window.
+    pub window: Window,
 }
 
 /// Why a run stopped early.
@@ -153,6 +158,7 @@ pub fn run<L: LatencyModel, E>(
     sink.begin().map_err(RunError::Sink)?;
     let mut sim = Simulation::cluster(config.engine, config.latency, config.replicas, config.router);
     sim.set_client(config.client);
+    sim.set_measurement(config.measurement);
     sim.set_horizon(config.horizon_us);
     sim.set_request_timeout(config.timeout_us);
     sim.set_step_trace(config.step_trace);
@@ -180,6 +186,7 @@ pub fn run<L: LatencyModel, E>(
         sim_end_us: sim.now_us(),
         stats: sim.engine_stats(),
         replicas: sim.replica_stats(),
+        window: sim.window(),
     };
     out.inner.sink.finish(&summary).map_err(RunError::Sink)?;
     Ok(summary)
@@ -243,6 +250,7 @@ mod tests {
             lockstep: false,
             latency: StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()),
             client: Client::OpenLoop,
+            measurement: Measurement::default(),
             horizon_us: None,
             timeout_us: None,
             step_trace: true,

@@ -26,6 +26,7 @@ use super::outcome::{NodeError, RequestStatus, ResultSink};
 use super::queue::EventQueue;
 use super::router::{Router, RouterConfig};
 use super::step_trace::NodeRef;
+use super::window::{Measurement, Window, WindowState};
 use crate::latency::LatencyModel;
 use crate::workload::Request;
 
@@ -96,6 +97,10 @@ pub struct Simulation<L> {
     pub(super) lockstep: bool,
     /// Ranks that started the current lockstep step (reused buffer).
     pub(super) lockstep_started: Vec<u32>,
+    /// Warm-up and ramp, as set.
+    pub(super) measurement: Measurement,
+    /// The measurement window as the run goes.
+    pub(super) window: WindowState,
 }
 
 /// An idle data-parallel rank's batch: nothing (it runs the dummy batch).
@@ -139,6 +144,8 @@ impl<L: LatencyModel> Simulation<L> {
             timeout_us: None,
             lockstep: false,
             lockstep_started: Vec::new(),
+            measurement: Measurement::default(),
+            window: WindowState::default(),
         }
     }
 
@@ -161,8 +168,22 @@ impl<L: LatencyModel> Simulation<L> {
         self.client = client;
         self.users_free_at.clear();
         if let Client::ClosedLoop { users, .. } = client {
-            self.users_free_at.extend(std::iter::repeat_n(0, users.max(1) as usize));
+            // User i of n starts at i · ramp / n (all at 0 without a ramp).
+            let (n, ramp) = (u128::from(users.max(1)), u128::from(self.measurement.ramp_us));
+            self.users_free_at.extend((0..n).map(|i| (i * ramp / n) as u64));
         }
+        self.window = WindowState::new(self.measurement, client);
+    }
+
+    /// Sets the warm-up and the ramp (before the first request is added).
+    pub fn set_measurement(&mut self, measurement: Measurement) {
+        self.measurement = measurement;
+        self.set_client(self.client);
+    }
+
+    /// The measurement window so far (the whole run's after `finish`).
+    pub fn window(&self) -> Window {
+        self.window.summary()
     }
 
     /// Makes the replicas data-parallel ranks of one MoE engine that step
@@ -266,7 +287,8 @@ impl<L: LatencyModel> Simulation<L> {
         // A capped client's queue empties as requests finish; with a horizon,
         // what is left was never sent (and is reported with its arrival).
         while let Some((request, arrival_us)) = self.unsent.pop_front() {
-            self.dispatch(request, arrival_us, arrival_us);
+            // Never sent: outside the window.
+            self.dispatch(request, arrival_us, arrival_us, false);
         }
         for slot in 0..self.active.len() as u32 {
             let Some(a) = self.active[slot as usize].as_mut() else { continue };

@@ -13,6 +13,13 @@
 //! `rate / base rate`, the base rate being the workload's own (requests − 1
 //! over the span of their arrivals).
 //!
+//! A probe is judged on its runs' measurement windows (warm-up and drain
+//! left out, see [`crate::sim::Window`]) by their [`Verdict`]: the SLO's
+//! targets with every failed request counted as a miss, the load held long
+//! enough to show it (else `too_short`) and served (else `overloaded`). A
+//! probe that could not run at all is no capacity: the deployment's row is
+//! `failed`, with the run's error, and the command exits non-zero.
+//!
 //! Every probe is a normal run of the sweep: the searches proceed in rounds,
 //! each round one probe for every deployment still searching, run in
 //! parallel on the sweep's pool; every run lands in the output's tables and
@@ -26,7 +33,7 @@ use super::executor::{self, RunFinished, SweepError, SweepOptions};
 use super::grid::{Cell, Plan};
 use super::output_dir::Layout;
 use super::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
-use crate::metrics::{Metrics, Slo};
+use crate::metrics::{Metrics, Slo, Verdict};
 
 /// `search:` as a plan writes it.
 #[derive(Debug, Clone, Deserialize)]
@@ -141,6 +148,46 @@ pub struct Capacity {
     pub cost_per_mtok: Option<f64>,
     /// Probes run.
     pub probes: usize,
+    /// What the answer is (see [`Answer`]).
+    pub answer: Answer,
+    /// Why: a failed probe's error, the failed requests, the load a too
+    /// short workload could not show.
+    pub note: Option<String>,
+}
+
+/// What a deployment's row says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The capacity, bracketed to the precision.
+    Capacity,
+    /// The high end met the SLO: at least that.
+    AtLeast,
+    /// The low end missed: less than that.
+    BelowRange,
+    /// More than the SLO allows of the requests fail (unservable, rejected,
+    /// timed out) already at the low end: the workload cannot meet the
+    /// attainment target at any load in the range.
+    RequestsFailed,
+    /// The workload is too short to show the next load (its window lasts
+    /// fewer than ten request lifetimes, or holds no request): the capacity
+    /// is at least the last load met, no more is known.
+    TooShort,
+    /// A probe could not run: no capacity.
+    Failed,
+}
+
+impl Answer {
+    /// As the table's `verdict` column writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Answer::Capacity => "capacity",
+            Answer::AtLeast => "at_least",
+            Answer::BelowRange => "below_range",
+            Answer::RequestsFailed => "requests_failed",
+            Answer::TooShort => "too_short",
+            Answer::Failed => "failed",
+        }
+    }
 }
 
 /// A deployment being searched: its seeds' base cells and its bracket.
@@ -148,6 +195,10 @@ struct State {
     cells: Vec<Cell>,
     good: Option<(f64, Vec<Metrics>)>,
     bad: Option<f64>,
+    /// Why the `bad` load missed (its worst seed), and that seed's metrics.
+    bad_why: Option<(Verdict, Option<Metrics>)>,
+    /// A probe that could not run, with its error.
+    error: Option<String>,
     probes: usize,
     done: bool,
 }
@@ -199,7 +250,15 @@ pub fn search(
             Some(i) => states[i].cells.push(cell.clone()),
             None => {
                 keys.push(key);
-                states.push(State { cells: vec![cell.clone()], good: None, bad: None, probes: 0, done: false });
+                states.push(State {
+                    cells: vec![cell.clone()],
+                    good: None,
+                    bad: None,
+                    bad_why: None,
+                    error: None,
+                    probes: 0,
+                    done: false,
+                });
             }
         }
     }
@@ -254,28 +313,63 @@ pub fn search(
         let first = probes.len() == round.iter().map(|r| r.2.len()).sum::<usize>();
         let round_opts =
             SweepOptions { force: opts.force && first, keep_other_runs: !(opts.force && first), ..opts.clone() };
-        executor::run(p, &round_opts, on_run)?;
+        // A probe that fails is no capacity: keep its error for the row.
+        let mut errors: BTreeMap<String, String> = BTreeMap::new();
+        executor::run(p, &round_opts, &mut |r: RunFinished<'_>| {
+            if let Some(e) = r.error {
+                errors.insert(r.run_id.to_owned(), e.to_owned());
+            }
+            on_run(r)
+        })?;
         for (i, load, cells) in round {
             let s = &mut states[i];
             s.probes += 1;
             let mut metrics = Vec::new();
-            let mut met = true;
+            let mut miss: Option<(Verdict, Option<Metrics>)> = None;
             for c in &cells {
-                let m = read_metrics(&layout, &c.run_id);
-                met &= m.as_ref().and_then(|m| m.slo_met) == Some(true);
-                metrics.extend(m);
+                let Some(m) = read_metrics(&layout, &c.run_id) else {
+                    let why = errors.get(&c.run_id).cloned().unwrap_or_else(|| "the run wrote no metrics".to_owned());
+                    s.error = Some(format!("probe at {load}: {why}"));
+                    break;
+                };
+                let verdict = probe_verdict(&m);
+                if verdict != Verdict::Met && miss.is_none() {
+                    miss = Some((verdict, Some(m.clone())));
+                }
+                metrics.push(m);
             }
-            if met {
-                s.good = Some((load, metrics));
-            } else {
-                s.bad = Some(load);
-                if s.good.is_none() {
-                    s.done = true;
+            if s.error.is_some() {
+                s.done = true;
+                continue;
+            }
+            match miss {
+                None => s.good = Some((load, metrics)),
+                Some(why) => {
+                    s.bad = Some(load);
+                    s.bad_why = Some(why);
+                    if s.good.is_none() {
+                        s.done = true;
+                    }
                 }
             }
         }
     }
     Ok(states.into_iter().map(|s| answer(s, search)).collect())
+}
+
+/// A probe run's verdict: its window's (a run written without one judged by
+/// `slo_met` alone).
+fn probe_verdict(m: &Metrics) -> Verdict {
+    match (m.window.as_ref().and_then(|w| w.verdict), m.slo_met) {
+        (Some(v), _) => v,
+        (None, Some(true)) => Verdict::Met,
+        (None, _) => Verdict::Missed,
+    }
+}
+
+/// The TTFT p99 a probe is compared by: its window's.
+fn ttft_p99(m: &Metrics) -> f64 {
+    m.window.as_ref().map_or(m.ttft_p99_ms, |w| w.ttft_p99_ms)
 }
 
 fn read_metrics(layout: &Layout, run_id: &str) -> Option<Metrics> {
@@ -289,14 +383,54 @@ fn answer(s: State, search: &Search) -> Capacity {
     let gpus = d.as_ref().map_or(0, crate::scenario::Deployment::gpus);
     let gpu = d.as_ref().map_or(String::new(), |d| d.gpu.name.to_owned());
     // The worst seed: the one with the highest p99 TTFT.
-    let (max, metrics) = match s.good {
+    let (mut max, mut metrics) = match s.good {
         Some((load, ms)) => {
-            let worst = ms.into_iter().max_by(|a, b| a.ttft_p99_ms.total_cmp(&b.ttft_p99_ms));
+            let worst = ms.into_iter().max_by(|a, b| ttft_p99(a).total_cmp(&ttft_p99(b)));
             (Some(load), worst)
         }
         None => (None, None),
     };
-    let at_least = max.is_some() && s.bad.is_none();
+    let at_least = max.is_some() && s.bad.is_none() && s.error.is_none();
+    let (answer, note) = match (&s.error, &s.bad_why, max) {
+        (Some(e), _, _) => {
+            // A failed probe is not a capacity, whatever the others said.
+            max = None;
+            metrics = None;
+            (Answer::Failed, Some(e.clone()))
+        }
+        (None, Some((Verdict::TooShort, m)), _) => {
+            let load = s.bad.unwrap_or(search.range.0);
+            let w = m.as_ref().and_then(|m| m.window.as_ref());
+            let why = w.map_or_else(String::new, |w| {
+                format!(
+                    ": its measurement window lasts {:.2} s, {} requests, for a mean E2E of {:.0} ms",
+                    w.duration_s, w.requests, w.e2e_mean_ms
+                )
+            });
+            (Answer::TooShort, Some(format!("the workload is too short to show {load:.3}{why}")))
+        }
+        (None, Some((Verdict::RequestsFailed, m)), None) => {
+            let note = m.as_ref().map(|m| {
+                let w = m.window.as_ref();
+                let (failed, n) = w.map_or((0, 0), |w| (w.failed, w.requests));
+                format!(
+                    "{failed} of {n} requests failed at {} ({:.1} %: {} unservable, {} rejected, {} timed out, {} unfinished); \
+                     the SLO allows {:.1} %",
+                    search.range.0,
+                    if n > 0 { failed as f64 * 100.0 / n as f64 } else { 0.0 },
+                    m.dropped_unservable,
+                    m.rejected_requests,
+                    m.timed_out_requests,
+                    m.still_unfinished,
+                    100.0 - search.slo.at(),
+                )
+            });
+            (Answer::RequestsFailed, note)
+        }
+        (None, _, None) => (Answer::BelowRange, None),
+        (None, _, Some(_)) if at_least => (Answer::AtLeast, None),
+        (None, _, Some(_)) => (Answer::Capacity, None),
+    };
     let cost_per_mtok = match (&metrics, search.gpu_hour_usd.get(&gpu)) {
         (Some(m), Some(price)) if m.tokens_per_sec > 0.0 => Some(price * gpus as f64 / 3600.0 / m.tokens_per_sec * 1e6),
         _ => None,
@@ -315,6 +449,8 @@ fn answer(s: State, search: &Search) -> Capacity {
         metrics,
         cost_per_mtok,
         probes: s.probes,
+        answer,
+        note,
     }
 }
 
@@ -342,6 +478,8 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     fields.extend(metric_names.iter().map(|n| Field::new(*n, DataType::Float64, true)));
     fields.push(Field::new("probes", DataType::Int64, false));
     fields.push(Field::new("meets_target", DataType::Boolean, true));
+    fields.push(Field::new("verdict", DataType::Utf8, false));
+    fields.push(Field::new("note", DataType::Utf8, true));
     let schema = Arc::new(Schema::new(fields));
     let mut scenario = StringBuilder::new();
     let mut deployments = RowsBuilder::deployments();
@@ -350,6 +488,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
     let mut probes = Int64Builder::new();
     let mut meets = BooleanBuilder::new();
+    let (mut verdict, mut note) = (StringBuilder::new(), StringBuilder::new());
     let reaches = |r: &Capacity| search.target.map(|t| r.max.is_some_and(|m| m >= t));
     let mut text = String::new();
     let heading = match search.over {
@@ -357,9 +496,10 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         Over::Concurrency => "max users",
     };
     text.push_str(&format!(
-        "{:<32} {:>5} {:>12} {:>10} {:>10} {:>10} {:>12}\n",
-        "deployment", "GPUs", heading, "TTFT p99", "ITL p99", "goodput", "$/M tokens"
+        "{:<32} {:>5} {:>12} {:>10} {:>10} {:>10} {:>12}  {}\n",
+        "deployment", "GPUs", heading, "TTFT p99", "ITL p99", "goodput", "$/M tokens", "verdict"
     ));
+    let mut notes = String::new();
     for r in rows {
         scenario.append_value(&r.scenario);
         deployments.push_deployment(&r.deployment);
@@ -367,10 +507,19 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         max.append_option(r.max);
         at_least.append_value(r.at_least);
         let m = r.metrics.as_ref();
+        // The latencies of the measurement window (warm-up and drain left out).
+        let w = |f: fn(&crate::metrics::WindowMetrics) -> f64, all: fn(&Metrics) -> f64| {
+            m.map(|m| m.window.as_ref().map_or_else(|| all(m), f))
+        };
+        let (ttft, itl, e2e) = (
+            w(|w| w.ttft_p99_ms, |m| m.ttft_p99_ms),
+            w(|w| w.itl_p99_ms, |m| m.itl_p99_ms),
+            w(|w| w.e2e_p99_ms, |m| m.e2e_p99_ms),
+        );
         let values = [
-            m.map(|m| m.ttft_p99_ms),
-            m.map(|m| m.itl_p99_ms),
-            m.map(|m| m.e2e_p99_ms),
+            ttft,
+            itl,
+            e2e,
             m.and_then(|m| m.slo_attainment),
             m.and_then(|m| m.goodput_rps),
             m.map(|m| m.tokens_per_sec),
@@ -381,25 +530,33 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         }
         probes.append_value(r.probes as i64);
         meets.append_option(reaches(r));
+        verdict.append_value(r.answer.name());
+        note.append_option(r.note.as_deref());
         let name = std::iter::once(r.scenario.clone())
             .chain(r.overrides.iter().map(|(k, v)| format!("{k}={v}")))
             .collect::<Vec<_>>()
             .join(" ");
-        let load = match (r.max, r.at_least) {
-            (None, _) => format!("< {}", search.range.0),
-            (Some(v), true) => format!(">= {v:.3}"),
-            (Some(v), false) => format!("{v:.3}"),
+        let load = match (r.answer, r.max, r.at_least) {
+            (Answer::BelowRange, ..) => format!("< {}", search.range.0),
+            (_, None, _) => "-".to_owned(),
+            (_, Some(v), true) => format!(">= {v:.3}"),
+            (_, Some(v), false) => format!("{v:.3}"),
         };
+        if let Some(n) = &r.note {
+            notes.push_str(&format!("{name}: {}: {n}\n", r.answer.name()));
+        }
         let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
         text.push_str(&format!(
-            "{name:<32} {:>5} {load:>12} {:>10} {:>10} {:>10} {:>12}\n",
+            "{name:<32} {:>5} {load:>12} {:>10} {:>10} {:>10} {:>12}  {}\n",
             r.gpus,
-            ms(m.map(|m| m.ttft_p99_ms)),
-            ms(m.map(|m| m.itl_p99_ms)),
+            ms(ttft),
+            ms(itl),
             m.and_then(|m| m.goodput_rps).map_or_else(|| "-".to_owned(), |g| format!("{g:.2}/s")),
             r.cost_per_mtok.map_or_else(|| "-".to_owned(), |c| format!("{c:.3}")),
+            r.answer.name(),
         ));
     }
+    text.push_str(&notes);
     let mut columns: Vec<ArrayRef> = vec![Arc::new(scenario.finish())];
     columns.extend(deployments.finish());
     let overrides: arrow_array::DictionaryArray<arrow_array::types::Int32Type> =
@@ -410,6 +567,8 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     columns.push(Arc::new(probes.finish()));
     columns.push(Arc::new(meets.finish()));
+    columns.push(Arc::new(verdict.finish()));
+    columns.push(Arc::new(note.finish()));
     if let Some(t) = search.target {
         let cheapest = rows.iter().filter(|r| reaches(r) == Some(true)).min_by(|a, b| {
             a.gpus

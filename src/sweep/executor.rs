@@ -397,6 +397,7 @@ fn simulate_cell(
     let steps = open(ctx.opts.step_trace, "steps.jsonl")?;
     let config = RunConfig {
         client: cell.client(ctx.plan),
+        measurement: ctx.plan.measurement,
         timeout_us: ctx.plan.timeout_us,
         step_trace: steps.is_some(),
         ..d.run_config()

@@ -181,6 +181,8 @@ pub struct Plan {
     pub think_time_us: u64,
     /// The client's request timeout, µs.
     pub timeout_us: Option<u64>,
+    /// Warm-up and ramp: the window SLOs and capacity are judged on.
+    pub measurement: crate::sim::Measurement,
     /// Override keys, in order (one column each in the tables).
     pub override_keys: Vec<String>,
     /// The runs, in grid order.
@@ -402,6 +404,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     {
         return Err(invalid("workload.timeout", format!("{t} is not a positive number of seconds up to 1e8")));
     }
+    let measurement = measurement(&spec.workload).map_err(|(f, r)| invalid(f, r))?;
     // (A search over users sets the closed loop's count itself.)
     let counts_users = search.as_ref().is_some_and(|s| s.over == super::capacity::Over::Concurrency);
     check_axes(&spec.grid, spec.workload.closed_loop && !counts_users).map_err(|(f, r)| invalid(f, r))?;
@@ -543,6 +546,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                         if let Some(t) = spec.workload.timeout {
                             identity["timeout"] = t.into();
                         }
+                        if !measurement.is_default() {
+                            identity["measurement"] = format!("{measurement:?}").into();
+                        }
                         let mut params = Fnv64::new();
                         params.update(identity.to_string().as_bytes());
                         // The content of the files the scenario names, so an
@@ -589,10 +595,33 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         closed_loop: spec.workload.closed_loop,
         think_time_us: crate::workload::seconds_to_us(think_time),
         timeout_us: spec.workload.timeout.map(crate::workload::seconds_to_us),
+        measurement,
         override_keys,
         cells,
         plan_hash: format!("{:016x}", hash64(hash_input.as_bytes())),
     })
+}
+
+/// `workload.warmup` and `workload.ramp_s`, checked.
+fn measurement(w: &super::plan::WorkloadSpec) -> Result<crate::sim::Measurement, (&'static str, String)> {
+    use crate::sim::{Measurement, Warmup};
+    let seconds = |key: &'static str, s: f64| crate::workload::checked_seconds_to_us(s).map_err(|reason| (key, reason));
+    let warmup = match w.warmup {
+        None => Warmup::Auto,
+        Some(super::plan::WarmupSpec { requests: Some(n), seconds: None }) => Warmup::Requests(n),
+        Some(super::plan::WarmupSpec { requests: None, seconds: Some(s) }) => {
+            Warmup::Micros(seconds("workload.warmup.seconds", s)?)
+        }
+        Some(_) => return Err(("workload.warmup", "give one of {requests: N} or {seconds: S}".to_owned())),
+    };
+    let ramp_us = match w.ramp_s {
+        None => 0,
+        Some(_) if !w.closed_loop => {
+            return Err(("workload.ramp_s", "only a closed loop's users ramp up".to_owned()));
+        }
+        Some(s) => seconds("workload.ramp_s", s)?,
+    };
+    Ok(Measurement { warmup, ramp_us })
 }
 
 /// A cell's id: its parameters' hash continued with the workload's key.

@@ -70,6 +70,22 @@ pub struct WorkloadSpec {
     pub think_time: Option<f64>,
     /// Seconds after which the client gives up on a request (as `run --timeout`).
     pub timeout: Option<f64>,
+    /// What SLOs, goodput and capacity leave out at the start (default: a
+    /// closed loop's first request of every user; nothing open loop).
+    pub warmup: Option<WarmupSpec>,
+    /// Closed loop: users start spread over this many seconds.
+    pub ramp_s: Option<f64>,
+}
+
+/// `warmup:`: one of the two.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmupSpec {
+    /// The first this many requests sent (the window opens when they have
+    /// all left).
+    pub requests: Option<u64>,
+    /// The first this many seconds.
+    pub seconds: Option<f64>,
 }
 
 /// The axes of the grid; the runs are their Cartesian product.

@@ -11,6 +11,7 @@ mod client;
 mod cluster;
 mod conformance;
 mod dag;
+mod defects_capacity;
 mod defects_latency;
 mod engine;
 mod fuzz;

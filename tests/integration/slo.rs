@@ -56,7 +56,11 @@ fn goodput_counts_the_requests_within_every_target() {
     let good = lat.iter().filter(|l| l.0 <= ttft + 1e-4 && l.1 <= tpot + 1e-4 && l.2 <= e2e + 1e-4).count();
     assert!(good > 0 && good < 200, "{good}");
     assert_eq!(m["slo_attainment"].as_f64().unwrap(), good as f64 / 200.0);
-    let duration = m["sim_duration_s"].as_f64().unwrap();
+    // Per second of the measurement window: an open loop's, from 0 to the
+    // last send (the drain after it left out), every request in it.
+    let duration = m["window"]["duration_s"].as_f64().unwrap();
+    assert_eq!(m["window"]["requests"], 200);
+    assert!(duration < m["sim_duration_s"].as_f64().unwrap());
     assert!((m["goodput_rps"].as_f64().unwrap() - good as f64 / duration).abs() < 1e-9);
     // At the 50th percentile every target sits at its median: met.
     assert_eq!(m["slo_met"], true, "{m}");

@@ -1,11 +1,13 @@
 //! The `requests` table: one row per request (a whole DAG) — when it
 //! arrived, was sent and finished, its E2E and the time the client held it
 //! back, how it ended, and its token counts summed over its llm calls. Per
-//! llm call latencies (TTFT, ITL) are in `nodes`.
+//! llm call latencies (TTFT, ITL) are in `nodes`. Every request has a row;
+//! `in_window` says whether it was sent in the measurement window, the
+//! requests SLOs, goodput and capacity are judged on.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -38,6 +40,7 @@ pub(crate) struct RequestRows {
     status: StringDictionaryBuilder<Int32Type>,
     error: StringBuilder,
     counts: [Int64Builder; 6],
+    in_window: BooleanBuilder,
     rows: usize,
 }
 
@@ -54,6 +57,7 @@ impl RequestRows {
         for name in COUNTS {
             fields.push(Field::new(name, DataType::Int64, false));
         }
+        fields.push(Field::new("in_window", DataType::Boolean, false));
         Arc::new(Schema::new(fields))
     }
 
@@ -65,6 +69,7 @@ impl RequestRows {
             status: StringDictionaryBuilder::new(),
             error: StringBuilder::new(),
             counts: std::array::from_fn(|_| Int64Builder::new()),
+            in_window: BooleanBuilder::new(),
             rows: 0,
         }
     }
@@ -106,6 +111,7 @@ impl RequestRows {
         // The first node's error, in node order (a skipped node names its
         // predecessor, so the root cause comes first).
         self.error.append_option(r.nodes.iter().find_map(|n| n.error.as_ref()).map(ToString::to_string));
+        self.in_window.append_value(r.in_window);
         self.rows += 1;
         self.id.append(&r.request.request_id)
     }
@@ -118,6 +124,7 @@ impl RequestRows {
         own.push(Arc::new(self.status.finish()));
         own.push(Arc::new(self.error.finish()));
         own.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        own.push(Arc::new(self.in_window.finish()));
         let rows = std::mem::take(&mut self.rows);
         super::batch(&self.schema, run, rows, own)
     }

@@ -349,7 +349,8 @@ impl Sink for TraceV2Writer<'_> {
                 Some((p, len)) => group_len.get(&p).filter(|&&g| g == len).map(|&len| (p, len)),
             };
             let (group_name, prefix) = group.map_or((String::new(), 0), |(g, len)| (format!("g{g}"), len));
-            let (parent, parent_len) = row.parent.map_or((String::new(), String::new()), |(p, len)| (n(p.into()), n(len.into())));
+            let (parent, parent_len) =
+                row.parent.map_or((String::new(), String::new()), |(p, len)| (n(p.into()), n(len.into())));
             let record = [
                 n(id as u64),
                 String::new(),
@@ -399,5 +400,55 @@ impl Sink for TraceV2Writer<'_> {
             len = s.max_model_len,
         );
         self.header.write_all(header.as_bytes()).map_err(|e| self.failed(&self.names.0, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(prompt: Vec<u32>, output: Option<Vec<u32>>) -> LlmCall {
+        LlmCall {
+            input_tokens: prompt.len() as u32,
+            output_tokens: output.as_ref().map_or(1, |o| o.len() as u32),
+            input_token_ids: Some(prompt),
+            output_token_ids: output,
+            seeded: None,
+            model: None,
+            prompt_blocks: None,
+        }
+    }
+
+    #[test]
+    fn a_prompt_shares_the_longest_run_of_whole_blocks_of_an_earlier_sequence() {
+        let (mut h, mut d) = (Vec::new(), Vec::new());
+        let server = TraceV2Server {
+            model: "m".into(),
+            tensor_parallel: 1,
+            max_num_seqs: 1,
+            block_size: 16,
+            gpu_memory_utilization: 0.9,
+            max_model_len: 1000,
+        };
+        let mut w = TraceV2Writer::new((&mut h, "h".into()), (&mut d, "d".into()), false, server);
+        let a: Vec<u32> = (0..40).collect();
+        let out: Vec<u32> = (1000..1020).collect();
+        assert_eq!(w.share(0, &call(a.clone(), Some(out.clone()))), None);
+        // Two whole blocks, then its own tokens.
+        let b: Vec<u32> = a[..35].iter().copied().chain(500..510).collect();
+        assert_eq!(w.share(1, &call(b, None)), Some((0, 32)));
+        // A's prompt and output, then more: 3 whole blocks into the output.
+        let c: Vec<u32> = a.iter().chain(out.iter()).copied().chain(600..650).collect();
+        assert_eq!(w.share(2, &call(c.clone(), None)), Some((0, 48)));
+        // C's own blocks extend the tree: D opens with C's first 96 tokens.
+        let d2: Vec<u32> = c[..100].iter().copied().chain(700..705).collect();
+        assert_eq!(w.share(3, &call(d2, None)), Some((2, 96)));
+        // Less than a block in common: nothing the cache could share.
+        let e: Vec<u32> = a[..10].iter().copied().chain(800..840).collect();
+        assert_eq!(w.share(4, &call(e, None)), None);
+        // No token ids: nothing known.
+        let mut f = call(a, None);
+        f.input_token_ids = None;
+        assert_eq!(w.share(5, &f), None);
     }
 }

@@ -409,7 +409,8 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
 /// measures from the first send; then each record's arrival is its send
 /// time when positive, else its `arrival_time_us` (BLIS's `injectionTime`).
 fn rebase_epoch(records: &mut [Record], file: &str) -> Result<(), ImportError> {
-    let first = records.iter().filter(|r| r.send_us > 0).min_by_key(|r| r.send_us).map(|r| (r.send_us, r.arrival_time_us));
+    let first =
+        records.iter().filter(|r| r.send_us > 0).min_by_key(|r| r.send_us).map(|r| (r.send_us, r.arrival_time_us));
     if let Some((send, arrival)) = first
         && send >= EPOCH_US
     {
@@ -451,7 +452,8 @@ fn resolve_parents(
         }
     }
     let prompt = |r: &Record| {
-        (u64::from(group_len.get(r.group.as_str()).copied().unwrap_or(0)) + u64::from(r.input)).min(u64::from(super::MAX_TOKENS))
+        (u64::from(group_len.get(r.group.as_str()).copied().unwrap_or(0)) + u64::from(r.input))
+            .min(u64::from(super::MAX_TOKENS))
     };
     let lengths: Vec<(u64, u64)> = records.iter().map(|r| (prompt(r), prompt(r) + u64::from(r.output))).collect();
     for (i, parent) in parents.iter().enumerate() {
@@ -494,7 +496,7 @@ pub fn unmodelled_columns(path: &Path) -> Result<Vec<&'static str>, ImportError>
         let record = record.map_err(|e| ImportError::new(&file, i as u64 + 2, "csv", e.to_string()))?;
         for (k, &(_, c)) in columns.iter().enumerate() {
             let v = record.get(c).unwrap_or("").trim();
-            if !v.is_empty() && v.parse::<f64>().map_or(true, |x| x != 0.0) {
+            if !v.is_empty() && v.parse::<f64>() != Ok(0.0) {
                 seen[k] = true;
             }
         }
@@ -679,4 +681,62 @@ fn build(
         out.push((first.line, request));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(line: u64, arrival: u64, send: u64, first: u64) -> Record {
+        Record {
+            line,
+            request_id: line,
+            session: String::new(),
+            round: 0,
+            group: String::new(),
+            prefix_length: 0,
+            input: 10,
+            input_tokens: 10,
+            server_input_tokens: 0,
+            output: 1,
+            arrival_us: 0,
+            arrival_time_us: arrival,
+            send_us: send,
+            first_chunk_us: first,
+            last_chunk_us: first,
+            status: "ok".into(),
+            think_us: 0,
+            reset: 0,
+            parent: None,
+        }
+    }
+
+    #[test]
+    fn epoch_send_times_are_rebased_to_the_first_send() {
+        let epoch = 1_764_590_400_000_000;
+        let mut r = vec![record(2, 5, epoch + 100, epoch + 300), record(3, 900, epoch + 1_000, epoch + 1_500)];
+        rebase_epoch(&mut r, "t.csv").unwrap();
+        // The first send falls at its record's arrival (5), the rest keep
+        // their distance from it.
+        assert_eq!((r[0].send_us, r[0].first_chunk_us, r[0].arrival_us), (5, 205, 5));
+        assert_eq!((r[1].send_us, r[1].first_chunk_us, r[1].arrival_us), (905, 1_405, 905));
+        // Relative times are left alone.
+        let mut r = vec![record(2, 5, 100, 300), record(3, 0, 0, 0)];
+        rebase_epoch(&mut r, "t.csv").unwrap();
+        assert_eq!((r[0].send_us, r[0].arrival_us, r[1].arrival_us), (100, 100, 0));
+    }
+
+    #[test]
+    fn a_first_rounds_think_time_is_a_wait_before_its_call() {
+        let mut r = record(2, 0, 700_000, 0);
+        r.arrival_us = 700_000;
+        r.think_us = 500_000;
+        assert_eq!(root_wait(&r), 500_000);
+        r.round = 1;
+        assert_eq!(root_wait(&r), 0);
+        // Never before the clock's start.
+        r.round = 0;
+        r.think_us = 900_000;
+        assert_eq!(root_wait(&r), 700_000);
+    }
 }

@@ -124,15 +124,16 @@ def main():
                 failed = True
                 continue
             ma, mb = json.load(open(a)), json.load(open(b))
-            cells, ok = [], True
+            cells, ok, identical = [], True, True
             for key, _ in KEYS:
                 x, y = ma[key], mb[key]
                 if key == "kv_cache_hit_rate":
                     x, y = 100 * x, 100 * y
                 same = close(ma[key], mb[key], key)
                 ok &= same
+                identical &= ma[key] == mb[key]
                 cells.append(f"{x:.2f} → {y:.2f}" + ("" if same else " ✗"))
-            verdict = "equal" if ok else "DIFFERS"
+            verdict = "identical" if identical else "within 0.5 %" if ok else "DIFFERS"
             if warnings:
                 verdict += f" (export warned: {warnings[0][:120]})"
             failed |= not ok

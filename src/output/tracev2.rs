@@ -26,7 +26,10 @@
 //!   record's, as a generator's shared prefixes do) BLIS's own
 //!   `prefix_group`/`prefix_length` say it too, so `blis replay` shares it.
 //!   Block-aligned sharing is all the prefix cache can see, so the replay's
-//!   hit rate is the run's.
+//!   hit rate is the run's. A third column, `token_ids` (`prompt+output`,
+//!   `prompt` or `none`), says which ids the run knew: the cache hashes only
+//!   those, and a hashed output block left in the cache changes what is
+//!   evicted (Mooncake's prompts are block ids with no output ids).
 //! - What TraceV2 cannot hold is refused or named: a DAG that forks or joins
 //!   is an error naming the request; a wait after the last llm call (counted
 //!   in the run's E2E, not in the replay's), a request with no llm call, and
@@ -45,8 +48,8 @@ use crate::workload::{LlmCall, NodeKind};
 /// The columns written: BLIS's, in its order (the conditional
 /// `vllm_priority`, `slo_target_us`, `x_request_id` and `adapter` have
 /// nothing to say here; `think_time_us` is always written), then
-/// blis-sweep's `prefix_parent` and `prefix_parent_length`.
-const COLUMNS: [&str; 30] = [
+/// blis-sweep's `prefix_parent`, `prefix_parent_length` and `token_ids`.
+const COLUMNS: [&str; 31] = [
     "request_id",
     "client_id",
     "tenant_id",
@@ -77,6 +80,7 @@ const COLUMNS: [&str; 30] = [
     "think_time_us",
     "prefix_parent",
     "prefix_parent_length",
+    "token_ids",
 ];
 
 /// The deployment, for the header's informational `server` block.
@@ -114,6 +118,8 @@ struct Row {
     status: &'static str,
     error: String,
     think: u64,
+    /// Which token ids the run knew (the prefix cache hashes those only).
+    ids: &'static str,
 }
 
 /// A warning about what the trace cannot hold: the first request it
@@ -323,6 +329,11 @@ impl Sink for TraceV2Writer<'_> {
                 status,
                 error: node.error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
                 think,
+                ids: match (call.prompt_ids().is_some(), call.output_token_ids.is_some()) {
+                    (false, _) => "none",
+                    (true, false) => "prompt",
+                    (true, true) => "prompt+output",
+                },
             });
         }
         Ok(())
@@ -382,6 +393,7 @@ impl Sink for TraceV2Writer<'_> {
                 n(row.think),
                 parent,
                 parent_len,
+                row.ids.to_owned(),
             ];
             self.data.write_record(&record).map_err(|e| self.failed(&self.names.1, e))?;
         }

@@ -273,4 +273,11 @@ fn tracev2_prefix_parent_is_checked() {
     }
     dir.create("h.csv", &csv("0", "64"));
     TestCommand::new(&dir.path, &["run", "-q", "-s", S8B, "--input", "tracev2:h.yaml", "-o", "r.jsonl"]).stdout();
+    dir.create(
+        "h.csv",
+        "request_id,input_tokens,output_tokens,arrival_time_us,prefix_parent,prefix_parent_length,token_ids\n\
+         0,100,10,0,,,prompt\n1,100,10,1000,0,64,some\n",
+    );
+    let err = TestCommand::new(&dir.path, &["run", "-s", S8B, "--input", "tracev2:h.yaml", "-o", "r.jsonl"]).fails();
+    assert!(err.contains("h.csv:3: token_ids: `some`: prompt+output, prompt or none"), "{err}");
 }

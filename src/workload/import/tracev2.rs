@@ -23,7 +23,9 @@
 //!   `request_id`) and `prefix_parent_length` (tokens), written by
 //!   `run --trace-output`: the prompt (of the same length) opens with that
 //!   many tokens of that record's prompt and output instead, so a tree of
-//!   shared prefixes replays as it ran.
+//!   shared prefixes replays as it ran. A third, `token_ids` (`prompt+output`
+//!   when absent, `prompt` or `none`), says which ids the engine knows (the
+//!   prefix cache hashes only those): the others are left out of the call.
 //! - It arrives at `send_time_us` when positive, else `arrival_time_us`;
 //!   a first round's `think_time_us` (ignored by BLIS) is a wait before the
 //!   call: the request arrives that much earlier, its first call that much
@@ -132,6 +134,10 @@ pub struct TraceRecord {
     /// `prefix_parent_length`: the prompt opens with that many tokens of
     /// that earlier record's prompt and output.
     parent: Option<(usize, u32)>,
+    /// blis-sweep's `token_ids`: whether the prompt's and the output's ids
+    /// are known to the engine (`prompt+output`, the default, `prompt`,
+    /// `none`); the prefix cache hashes only known ones.
+    ids: (bool, bool),
 }
 
 type Record = TraceRecord;
@@ -335,6 +341,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let c_think = find("think_time_us");
     let c_reset = find("input_tokens_reset");
     let (c_parent, c_parent_len) = (find("prefix_parent"), find("prefix_parent_length"));
+    let c_ids = find("token_ids");
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
@@ -396,6 +403,12 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
             think_us: non_negative(c_think, "think_time_us")?,
             reset: tokens(int(c_reset, "input_tokens_reset")?, 0).map_err(|e| at("input_tokens_reset", e))?,
             parent: None,
+            ids: match c_ids.map_or("", field) {
+                "" | "prompt+output" => (true, true),
+                "prompt" => (true, false),
+                "none" => (false, false),
+                v => return Err(at("token_ids", format!("`{v}`: prompt+output, prompt or none"))),
+            },
         });
     }
     rebase_epoch(&mut out, &file)?;
@@ -589,12 +602,12 @@ fn root_wait(r: &Record) -> u64 {
     if r.round == 0 { r.think_us.min(r.arrival_us) } else { 0 }
 }
 
-fn call(prompt: Vec<u32>, output: Vec<u32>) -> LlmCall {
+fn call(prompt: Vec<u32>, output: Vec<u32>, (known_prompt, known_output): (bool, bool)) -> LlmCall {
     LlmCall {
         input_tokens: prompt.len() as u32,
         output_tokens: output.len() as u32,
-        input_token_ids: Some(prompt),
-        output_token_ids: Some(output),
+        input_token_ids: known_prompt.then_some(prompt),
+        output_token_ids: (known_prompt && known_output).then_some(output),
         seeded: None,
         model: None,
         prompt_blocks: None,
@@ -613,7 +626,7 @@ fn build(
     let mut ids = token_ids(records, accumulate, salt);
     let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
         let wait = root_wait(r);
-        let mut request = super::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1));
+        let mut request = super::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r.ids));
         request.sub_requests[0].interval = wait as f64 / 1e6;
         (r.line, request)
     };
@@ -667,7 +680,7 @@ fn build(
                 interval: think_us as f64 / 1e6,
                 kind: {
                     let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output))
+                    NodeKind::Llm(call(prompt, output, r.ids))
                 },
                 result: None,
             });
@@ -708,6 +721,7 @@ mod tests {
             think_us: 0,
             reset: 0,
             parent: None,
+            ids: (true, true),
         }
     }
 

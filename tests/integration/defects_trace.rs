@@ -281,3 +281,110 @@ fn tracev2_prefix_parent_is_checked() {
     let err = TestCommand::new(&dir.path, &["run", "-s", S8B, "--input", "tracev2:h.yaml", "-o", "r.jsonl"]).fails();
     assert!(err.contains("h.csv:3: token_ids: `some`: prompt+output, prompt or none"), "{err}");
 }
+
+/// A small deterministic generator (SplitMix64) for the random round trips.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random workload of chains: 1–4 llm calls, intervals (0 included, at
+/// the root too), tool calls before, between and after the calls; prompts
+/// that open with one of a few shared prefixes, or with an earlier
+/// request's prompt and output (nested sharing), with or without token ids.
+fn random_workload(rng: &mut Rng, requests: usize) -> String {
+    let prefixes: Vec<Vec<u64>> =
+        (0..3).map(|g| (0..(16 * (g + 1) + 5)).map(|k| 20_000 + 100 * g + k).collect()).collect();
+    let mut earlier: Vec<Vec<u64>> = Vec::new();
+    let mut fresh = 1_000_000u64;
+    let mut out = String::new();
+    let mut t = 0.0f64;
+    for id in 0..requests {
+        t += rng.below(400) as f64 / 1000.0;
+        let with_ids = rng.below(5) > 0;
+        let calls = 1 + rng.below(4) as usize;
+        let mut nodes: Vec<serde_json::Value> = Vec::new();
+        if rng.below(4) == 0 {
+            nodes.push(serde_json::json!({"kind": "tool_call", "input_tokens": 0, "output_tokens": 0,
+                "duration": rng.below(300) as f64 / 1000.0}));
+        }
+        for _ in 0..calls {
+            let mut prompt: Vec<u64> = match rng.below(3) {
+                0 => prefixes[rng.below(3) as usize].clone(),
+                1 if !earlier.is_empty() => {
+                    let e = &earlier[rng.below(earlier.len() as u64) as usize];
+                    e[..e.len() - rng.below(e.len() as u64 / 2 + 1) as usize].to_vec()
+                }
+                _ => Vec::new(),
+            };
+            for _ in 0..(1 + rng.below(120)) {
+                prompt.push(fresh);
+                fresh += 1;
+            }
+            let output: Vec<u64> = (0..(1 + rng.below(30))).map(|k| fresh + k).collect();
+            fresh += 100;
+            let interval = if rng.below(2) == 0 { 0.0 } else { rng.below(500) as f64 / 1000.0 };
+            let mut node = serde_json::json!({"kind": "llm", "input_tokens": prompt.len(),
+                "output_tokens": output.len(), "interval": interval});
+            if with_ids {
+                node["input_token_ids"] = serde_json::json!(prompt);
+                node["output_token_ids"] = serde_json::json!(output);
+                let mut seq = prompt.clone();
+                seq.extend(&output);
+                earlier.push(seq);
+            }
+            nodes.push(node);
+            if rng.below(5) == 0 {
+                nodes.push(serde_json::json!({"kind": "tool_call", "input_tokens": 0, "output_tokens": 0,
+                    "duration": rng.below(200) as f64 / 1000.0}));
+            }
+        }
+        // A trailing tool call would be warned about; keep the chain's end
+        // an llm call.
+        while nodes.last().unwrap()["kind"] == "tool_call" {
+            nodes.pop();
+        }
+        let n = nodes.len();
+        for (k, node) in nodes.iter_mut().enumerate() {
+            node["next"] = if k + 1 < n { serde_json::json!([k + 1]) } else { serde_json::json!([]) };
+        }
+        let request = serde_json::json!({"request_id": id, "arrival_time": (t * 1e6).round() / 1e6,
+            "initial": [0], "sub_requests": nodes});
+        out += &format!("{request}\n");
+    }
+    out
+}
+
+/// Random chains, shared and nested prefixes, intervals and tool calls, run
+/// open-loop and behind a client cap: every round trip gives the same
+/// TTFT, ITL, E2E and hit rate, and the export warns of nothing.
+#[test]
+fn tracev2_random_round_trips_are_identical() {
+    let dir = Dir::new("rt-random");
+    let mut rng = Rng(22);
+    let mut hits = 0;
+    for case in 0..24 {
+        dir.create("w.jsonl", &random_workload(&mut rng, 12 + case));
+        let cap = (case % 3 == 2).then(|| (1 + case % 5).to_string());
+        let mut input = vec!["w.jsonl"];
+        if let Some(c) = &cap {
+            input.extend(["--concurrency", c.as_str()]);
+        }
+        let (a, b, stderr) = round_trip(&dir, S8B, &input);
+        assert_same(&format!("case {case}"), &a, &b);
+        assert!(!stderr.contains("warning"), "case {case}: {stderr}");
+        hits += usize::from(a["kv_cache_hit_rate"].as_f64().unwrap() > 0.0);
+    }
+    assert!(hits >= 20, "most cases share prefixes: {hits}");
+}

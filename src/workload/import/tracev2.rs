@@ -418,10 +418,24 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
 
 /// Send and chunk times written as Unix-epoch µs (`blis observe`: arrival
 /// times relative to the run, the rest absolute) are rebased so that the
-/// first send falls at its record's `arrival_time_us`, as BLIS's calibrate
+/// first send falls at its record's `arrival_time_us` (every time from the
+/// first when the arrivals are absolute too), as BLIS's calibrate
 /// measures from the first send; then each record's arrival is its send
 /// time when positive, else its `arrival_time_us` (BLIS's `injectionTime`).
 fn rebase_epoch(records: &mut [Record], file: &str) -> Result<(), ImportError> {
+    // A trace with every time absolute (arrivals too) starts at its first
+    // time, whichever column holds it.
+    if records.iter().any(|r| r.arrival_time_us >= EPOCH_US) {
+        let times = |r: &Record| [r.arrival_time_us, r.send_us].into_iter().filter(|&t| t > 0).min();
+        let first = records.iter().filter_map(times).min().unwrap_or(0);
+        for r in records.iter_mut() {
+            for t in [&mut r.arrival_time_us, &mut r.send_us, &mut r.first_chunk_us, &mut r.last_chunk_us] {
+                if *t > 0 {
+                    *t = t.saturating_sub(first);
+                }
+            }
+        }
+    }
     let first =
         records.iter().filter(|r| r.send_us > 0).min_by_key(|r| r.send_us).map(|r| (r.send_us, r.arrival_time_us));
     if let Some((send, arrival)) = first
@@ -734,6 +748,11 @@ mod tests {
         // their distance from it.
         assert_eq!((r[0].send_us, r[0].first_chunk_us, r[0].arrival_us), (5, 205, 5));
         assert_eq!((r[1].send_us, r[1].first_chunk_us, r[1].arrival_us), (905, 1_405, 905));
+        // Arrivals absolute too: all from the first time.
+        let mut r = vec![record(2, epoch + 50, epoch + 100, epoch + 300), record(3, epoch, 0, 0)];
+        rebase_epoch(&mut r, "t.csv").unwrap();
+        assert_eq!((r[0].arrival_time_us, r[0].send_us, r[0].first_chunk_us), (50, 100, 300));
+        assert_eq!((r[1].arrival_time_us, r[1].arrival_us), (0, 0));
         // Relative times are left alone.
         let mut r = vec![record(2, 5, 100, 300), record(3, 0, 0, 0)];
         rebase_epoch(&mut r, "t.csv").unwrap();

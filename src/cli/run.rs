@@ -45,7 +45,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
     trace_data: Option<PathBuf>,
     /// Also write what was simulated as a TraceV2 pair, PREFIX.yaml and
-    /// PREFIX.csv (`mode: generated`, or `replayed` for a replayed trace).
+    /// PREFIX.csv (`mode: generated`, or `replayed` for a replayed trace);
+    /// replayed with --session-mode closed-loop and the same scenario, it
+    /// gives the same metrics (shared prefixes found from token ids).
     #[arg(long, value_name = "PREFIX")]
     trace_output: Option<PathBuf>,
     #[command(flatten)]

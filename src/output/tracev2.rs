@@ -291,13 +291,13 @@ impl Sink for TraceV2Writer<'_> {
         {
             self.trailing_wait.note(r);
         }
+        if llm.iter().any(|&i| matches!(&r.request.sub_requests[i].kind, NodeKind::Llm(c) if c.seeded.is_some())) {
+            self.seeded.note(r);
+        }
         let session = (llm.len() > 1).then(|| r.request.request_id.to_string());
         let mut previous: Option<(u64, u64)> = None; // (end, arrival) of the round before
         for (round, &i) in llm.iter().enumerate() {
             let NodeKind::Llm(call) = &r.request.sub_requests[i].kind else { unreachable!("filtered") };
-            if call.seeded.is_some() {
-                self.seeded.note(r);
-            }
             let node = &r.nodes[i];
             let start = node.start_us.unwrap_or(r.send_us);
             let (think, arrival) = match previous {

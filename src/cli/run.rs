@@ -45,7 +45,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
     trace_data: Option<PathBuf>,
     /// Also write what was simulated as a TraceV2 pair, PREFIX.yaml and
-    /// PREFIX.csv (`mode: generated`, or `replayed` for a replayed trace).
+    /// PREFIX.csv (`mode: generated`, or `replayed` for a replayed trace);
+    /// replayed with --session-mode closed-loop and the same scenario, it
+    /// gives the same metrics (shared prefixes found from token ids).
     #[arg(long, value_name = "PREFIX")]
     trace_output: Option<PathBuf>,
     #[command(flatten)]
@@ -199,6 +201,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if !args.quiet {
         eprintln!("{}", summary(&deployment, &outcome, rows, wall_s));
+        if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
+            let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
+            let unmodelled = import::tracev2::unmodelled_columns(&data)?;
+            if !unmodelled.is_empty() {
+                eprintln!("TraceV2 columns present, not modelled (read and ignored): {}", unmodelled.join(", "));
+            }
+        }
     }
     Ok(())
 }
@@ -391,6 +400,10 @@ fn simulate(
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),
     })?;
+    // What the TraceV2 pair could not hold, said once the run is done.
+    for warning in trace.iter().flat_map(TraceV2Writer::warnings) {
+        eprintln!("blis-sweep: warning: {warning}");
+    }
     Ok(metrics.finish(&end).priced_by(d))
 }
 

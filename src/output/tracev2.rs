@@ -1,22 +1,55 @@
 //! BLIS's TraceV2 pair of what was simulated (`run --trace-output PREFIX`):
 //! `PREFIX.yaml` (`trace_version: 3`, `mode: generated`, or `replayed` for a
 //! replayed trace) and `PREFIX.csv`, one record per llm node in BLIS's column
-//! order (`../shared/reference/blis-spec.md` §10.2). A request of several llm
-//! nodes is a session, one round per node in order, with the time from one
-//! node's end to the next one's start (intervals and tool calls) as the
-//! round's `think_time_us`; so `--session-mode closed-loop` replays it as it
-//! ran, and `fixed` replays every record at its recorded send time. TraceV2
-//! has no branches: a request whose DAG forks or joins is refused.
+//! order (`../shared/reference/blis-spec.md` §10.2) and two trailing columns
+//! of blis-sweep's own (BLIS reads extra columns and ignores them), written
+//! so that replaying the pair with the same scenario gives the same metrics:
+//!
+//! - A request of several llm nodes is a session, one round per node in
+//!   order. Round `r`'s `think_time_us` is the time from round `r − 1`'s end
+//!   to its start (intervals and tool calls), 0 included; its
+//!   `arrival_time_us` is round `r − 1`'s plus that think time, so BLIS's
+//!   fallback for a session whose think times are all 0 (the gaps between
+//!   arrivals, `replay.go`'s `sessionHasRecordedThinkTime`) gives 0 too, not
+//!   the service time. `send_time_us` is when the round really started.
+//! - Round 0's `arrival_time_us` is when the client sent the request, its
+//!   `send_time_us` when its first llm node started, and its
+//!   `think_time_us` the difference (a root `interval`, or tool calls before
+//!   the first llm call): BLIS ignores round 0's think time, blis-sweep's
+//!   reader replays it as the wait it was, counted in E2E.
+//! - Shared prompt prefixes are found from token ids: each prompt's longest
+//!   run of whole KV blocks (the scenario's `block_size`) equal to the start
+//!   of an earlier record's prompt and output. The trailing columns
+//!   `prefix_parent` (that record's `request_id`) and `prefix_parent_length`
+//!   (tokens) say so exactly, as a tree; where the tree is one level deep
+//!   (every prompt of a group opens with the same prefix of its first
+//!   record's, as a generator's shared prefixes do) BLIS's own
+//!   `prefix_group`/`prefix_length` say it too, so `blis replay` shares it.
+//!   Block-aligned sharing is all the prefix cache can see, so the replay's
+//!   hit rate is the run's. A third column, `token_ids` (`prompt+output`,
+//!   `prompt` or `none`), says which ids the run knew: the cache hashes only
+//!   those, and a hashed output block left in the cache changes what is
+//!   evicted (Mooncake's prompts are block ids with no output ids).
+//! - What TraceV2 cannot hold is refused or named: a DAG that forks or joins
+//!   is an error naming the request; a wait after the last llm call (counted
+//!   in the run's E2E, not in the replay's), a request with no llm call, and
+//!   seeded progress are warnings naming the first such request and the
+//!   count ([`TraceV2Writer::warnings`]).
+//!
+//! The data is held until the run ends (a group's first record learns its
+//! prefix length from the records after it); a record is a few dozen bytes.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::sim::{FinishedRequest, NodeError, RequestStatus, RunSummary, Sink};
-use crate::workload::NodeKind;
+use crate::workload::{LlmCall, NodeKind};
 
-/// The columns written, in BLIS's order (the conditional `vllm_priority`,
-/// `slo_target_us`, `x_request_id` and `adapter` have nothing to say here;
-/// `think_time_us` is always written, 0 meaning none).
-const COLUMNS: [&str; 28] = [
+/// The columns written: BLIS's, in its order (the conditional
+/// `vllm_priority`, `slo_target_us`, `x_request_id` and `adapter` have
+/// nothing to say here; `think_time_us` is always written), then
+/// blis-sweep's `prefix_parent`, `prefix_parent_length` and `token_ids`.
+const COLUMNS: [&str; 31] = [
     "request_id",
     "client_id",
     "tenant_id",
@@ -45,6 +78,9 @@ const COLUMNS: [&str; 28] = [
     "error_message",
     "finish_reason",
     "think_time_us",
+    "prefix_parent",
+    "prefix_parent_length",
+    "token_ids",
 ];
 
 /// The deployment, for the header's informational `server` block.
@@ -64,14 +100,59 @@ pub struct TraceV2Server {
     pub max_model_len: u32,
 }
 
-/// Writes the pair as requests finish; the header at the end.
+/// One record, held until the end.
+#[derive(Debug)]
+struct Row {
+    /// The session (the request's id) when it has several rounds.
+    session: Option<String>,
+    round: u32,
+    /// The earlier record whose sequence this prompt opens with, and how
+    /// many tokens of it.
+    parent: Option<(u32, u32)>,
+    input: u32,
+    output: u32,
+    arrival: u64,
+    send: u64,
+    first: u64,
+    last: u64,
+    status: &'static str,
+    error: String,
+    think: u64,
+    /// Which token ids the run knew (the prefix cache hashes those only).
+    ids: &'static str,
+}
+
+/// A warning about what the trace cannot hold: the first request it
+/// concerns and how many.
+#[derive(Debug, Default)]
+struct Lossy {
+    first: Option<String>,
+    count: u64,
+}
+
+impl Lossy {
+    fn note(&mut self, request: &FinishedRequest) {
+        if self.first.is_none() {
+            self.first = Some(request.request.request_id.to_string());
+        }
+        self.count += 1;
+    }
+}
+
+/// Writes the pair when the run ends.
 pub struct TraceV2Writer<'a> {
     header: &'a mut dyn Write,
     data: csv::Writer<&'a mut dyn Write>,
     names: (String, String),
     replayed: bool,
     server: TraceV2Server,
-    next_id: u64,
+    rows: Vec<Row>,
+    /// Chained hash of a sequence's first `k` whole blocks → the first record
+    /// whose prompt (and output) opens with them.
+    blocks: HashMap<u64, u32>,
+    trailing_wait: Lossy,
+    no_llm: Lossy,
+    seeded: Lossy,
 }
 
 impl std::fmt::Debug for TraceV2Writer<'_> {
@@ -95,13 +176,84 @@ impl<'a> TraceV2Writer<'a> {
             names: (header.1, data.1),
             replayed,
             server,
-            next_id: 0,
+            rows: Vec::new(),
+            blocks: HashMap::new(),
+            trailing_wait: Lossy::default(),
+            no_llm: Lossy::default(),
+            seeded: Lossy::default(),
         }
+    }
+
+    /// One line for each kind of thing the trace could not hold (a replay of
+    /// it differs there), naming the first request and the count; empty when
+    /// the trace replays as the run ran.
+    pub fn warnings(&self) -> Vec<String> {
+        let file = &self.names.1;
+        let mut out = Vec::new();
+        let mut say = |lossy: &Lossy, what: &str| {
+            if let Some(first) = &lossy.first {
+                out.push(format!("{file}: request {first} (and {} more) {what}", lossy.count - 1));
+            }
+        };
+        say(
+            &self.trailing_wait,
+            "waits after its last llm call (a tool call or interval), which TraceV2 cannot hold: its replay ends that much sooner",
+        );
+        say(&self.no_llm, "has no llm call, so no TraceV2 record: its replay leaves it out");
+        say(
+            &self.seeded,
+            "starts part-way (seeded progress), which TraceV2 cannot hold: its replay computes the whole prompt",
+        );
+        out
     }
 
     fn failed(&self, file: &str, e: impl std::fmt::Display) -> io::Error {
         io::Error::other(format!("{file}: write failed: {e}"))
     }
+
+    /// Record `id`'s shared prefix: the longest run of whole blocks of
+    /// `call`'s prompt an earlier record's sequence opens with; then the
+    /// blocks of its own prompt and output, for the records after it.
+    fn share(&mut self, id: u32, call: &LlmCall) -> Option<(u32, u32)> {
+        let size = self.server.block_size.max(1);
+        let prompt = call.prompt_ids()?;
+        let output = call.output_token_ids.iter().flatten().copied();
+        let mut parent = None;
+        let mut matching = true;
+        let mut hash: u64 = 0x243F_6A88_85A3_08D3;
+        let (mut in_block, mut blocks, mut position) = (0u32, 0u32, 0u32);
+        for token in prompt.map(|t| (t, true)).chain(output.map(|t| (t, false))) {
+            hash = mix(hash ^ u64::from(token.0));
+            in_block += 1;
+            position += 1;
+            if in_block < size {
+                continue;
+            }
+            in_block = 0;
+            blocks += 1;
+            let key = mix(hash ^ u64::from(blocks));
+            match self.blocks.get(&key) {
+                Some(&owner) if matching && token.1 => parent = Some((owner, position)),
+                Some(_) => {}
+                None => {
+                    matching = false;
+                    self.blocks.insert(key, id);
+                }
+            }
+            if !token.1 {
+                matching = false;
+            }
+        }
+        parent
+    }
+}
+
+/// SplitMix64's finaliser (as the KV cache's block hashes).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The request's nodes in order, when its DAG is one path.
@@ -120,10 +272,6 @@ fn path(r: &FinishedRequest) -> Option<Vec<usize>> {
 }
 
 impl Sink for TraceV2Writer<'_> {
-    fn begin(&mut self) -> io::Result<()> {
-        self.data.write_record(COLUMNS).map_err(|e| self.failed(&self.names.1, e))
-    }
-
     fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
         let Some(order) = path(r) else {
             return Err(io::Error::other(format!(
@@ -132,62 +280,123 @@ impl Sink for TraceV2Writer<'_> {
             )));
         };
         let llm: Vec<usize> =
-            order.into_iter().filter(|&i| matches!(r.request.sub_requests[i].kind, NodeKind::Llm(_))).collect();
-        let session = if llm.len() > 1 { r.request.request_id.to_string() } else { String::new() };
-        let mut previous_end: Option<u64> = None;
+            order.iter().copied().filter(|&i| matches!(r.request.sub_requests[i].kind, NodeKind::Llm(_))).collect();
+        let Some(&last_llm) = llm.last() else {
+            self.no_llm.note(r);
+            return Ok(());
+        };
+        // What runs after the last llm call is in the run's E2E only.
+        if let (Some(end), Some(llm_end)) = (r.finish_us, r.nodes[last_llm].finish_us)
+            && end != llm_end
+        {
+            self.trailing_wait.note(r);
+        }
+        if llm.iter().any(|&i| matches!(&r.request.sub_requests[i].kind, NodeKind::Llm(c) if c.seeded.is_some())) {
+            self.seeded.note(r);
+        }
+        let session = (llm.len() > 1).then(|| r.request.request_id.to_string());
+        let mut previous: Option<(u64, u64)> = None; // (end, arrival) of the round before
         for (round, &i) in llm.iter().enumerate() {
             let NodeKind::Llm(call) = &r.request.sub_requests[i].kind else { unreachable!("filtered") };
             let node = &r.nodes[i];
             let start = node.start_us.unwrap_or(r.send_us);
-            let think = previous_end.map_or(0, |end| start.saturating_sub(end));
-            previous_end = node.finish_us.or(node.token_times_us.last().copied());
+            let (think, arrival) = match previous {
+                None => (start.saturating_sub(r.send_us), r.send_us),
+                Some((end, arrival)) => {
+                    let think = start.saturating_sub(end);
+                    (think, arrival.saturating_add(think))
+                }
+            };
+            previous = Some((node.finish_us.or(node.token_times_us.last().copied()).unwrap_or(start), arrival));
             let status = match (&node.error, r.status) {
                 (None, _) if node.finish_us.is_some() => "ok",
                 (Some(NodeError::TimedOut), _) | (None, RequestStatus::TimedOut) => "timeout",
                 (Some(NodeError::Unfinished), _) | (None, _) => "incomplete",
                 (Some(_), _) => "error",
             };
-            let error = node.error.as_ref().map(|e| e.to_string()).unwrap_or_default();
-            let first = node.token_times_us.first().copied().unwrap_or(0);
-            let last = node.token_times_us.last().copied().unwrap_or(0);
-            let n = |v: u64| v.to_string();
-            let record = [
-                n(self.next_id),
-                String::new(),
-                String::new(),
-                String::new(),
-                session.clone(),
-                n(round as u64),
-                String::new(),
-                "0".to_owned(),
-                "true".to_owned(),
-                n(u64::from(call.input_tokens)),
-                n(u64::from(call.output_tokens)),
-                n(u64::from(call.input_tokens)),
-                "0".to_owned(),
-                "0".to_owned(),
-                "0".to_owned(),
-                "0".to_owned(),
-                String::new(),
-                "0".to_owned(),
-                n(u64::from(call.input_tokens)),
-                n(start),
-                n(start),
-                n(first),
-                n(last),
-                "0".to_owned(),
-                status.to_owned(),
-                error,
-                if status == "ok" { "length".to_owned() } else { String::new() },
-                n(think),
-            ];
-            self.next_id += 1;
-            self.data.write_record(&record).map_err(|e| self.failed(&self.names.1, e))?;
+            let id = self.rows.len() as u32;
+            let parent = self.share(id, call);
+            self.rows.push(Row {
+                session: session.clone(),
+                round: round as u32,
+                parent,
+                input: call.input_tokens,
+                output: call.output_tokens,
+                arrival,
+                send: start,
+                first: node.token_times_us.first().copied().unwrap_or(0),
+                last: node.token_times_us.last().copied().unwrap_or(0),
+                status,
+                error: node.error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+                think,
+                ids: match (call.prompt_ids().is_some(), call.output_token_ids.is_some()) {
+                    (false, _) => "none",
+                    (true, false) => "prompt",
+                    (true, true) => "prompt+output",
+                },
+            });
         }
         Ok(())
     }
 
     fn finish(&mut self, _: &RunSummary) -> io::Result<()> {
+        // BLIS's groups: a record no other opens with (a root) and the
+        // records that open with its first `L` tokens, `L` its first such
+        // record's length, when that is within the root's prompt.
+        let mut group_len: HashMap<u32, u32> = HashMap::new();
+        for row in &self.rows {
+            if let Some((p, len)) = row.parent
+                && self.rows[p as usize].parent.is_none()
+                && len <= self.rows[p as usize].input
+            {
+                group_len.entry(p).or_insert(len);
+            }
+        }
+        self.data.write_record(COLUMNS).map_err(|e| self.failed(&self.names.1, e))?;
+        let n = |v: u64| v.to_string();
+        for (id, row) in self.rows.iter().enumerate() {
+            let group = match row.parent {
+                None => group_len.get(&(id as u32)).map(|&len| (id as u32, len)),
+                Some((p, len)) => group_len.get(&p).filter(|&&g| g == len).map(|&len| (p, len)),
+            };
+            let (group_name, prefix) = group.map_or((String::new(), 0), |(g, len)| (format!("g{g}"), len));
+            let (parent, parent_len) =
+                row.parent.map_or((String::new(), String::new()), |(p, len)| (n(p.into()), n(len.into())));
+            let record = [
+                n(id as u64),
+                String::new(),
+                String::new(),
+                String::new(),
+                row.session.clone().unwrap_or_default(),
+                n(row.round.into()),
+                group_name,
+                n(prefix.into()),
+                "true".to_owned(),
+                n((row.input - prefix).into()),
+                n(row.output.into()),
+                n(row.input.into()),
+                "0".to_owned(),
+                "0".to_owned(),
+                "0".to_owned(),
+                "0".to_owned(),
+                String::new(),
+                "0".to_owned(),
+                n(row.input.into()),
+                n(row.arrival),
+                n(row.send),
+                n(row.first),
+                n(row.last),
+                "0".to_owned(),
+                row.status.to_owned(),
+                row.error.clone(),
+                if row.status == "ok" { "length".to_owned() } else { String::new() },
+                n(row.think),
+                parent,
+                parent_len,
+                row.ids.to_owned(),
+            ];
+            self.data.write_record(&record).map_err(|e| self.failed(&self.names.1, e))?;
+        }
         self.data.flush().map_err(|e| self.failed(&self.names.1, e))?;
         let s = &self.server;
         let header = format!(
@@ -203,5 +412,55 @@ impl Sink for TraceV2Writer<'_> {
             len = s.max_model_len,
         );
         self.header.write_all(header.as_bytes()).map_err(|e| self.failed(&self.names.0, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(prompt: Vec<u32>, output: Option<Vec<u32>>) -> LlmCall {
+        LlmCall {
+            input_tokens: prompt.len() as u32,
+            output_tokens: output.as_ref().map_or(1, |o| o.len() as u32),
+            input_token_ids: Some(prompt),
+            output_token_ids: output,
+            seeded: None,
+            model: None,
+            prompt_blocks: None,
+        }
+    }
+
+    #[test]
+    fn a_prompt_shares_the_longest_run_of_whole_blocks_of_an_earlier_sequence() {
+        let (mut h, mut d) = (Vec::new(), Vec::new());
+        let server = TraceV2Server {
+            model: "m".into(),
+            tensor_parallel: 1,
+            max_num_seqs: 1,
+            block_size: 16,
+            gpu_memory_utilization: 0.9,
+            max_model_len: 1000,
+        };
+        let mut w = TraceV2Writer::new((&mut h, "h".into()), (&mut d, "d".into()), false, server);
+        let a: Vec<u32> = (0..40).collect();
+        let out: Vec<u32> = (1000..1020).collect();
+        assert_eq!(w.share(0, &call(a.clone(), Some(out.clone()))), None);
+        // Two whole blocks, then its own tokens.
+        let b: Vec<u32> = a[..35].iter().copied().chain(500..510).collect();
+        assert_eq!(w.share(1, &call(b, None)), Some((0, 32)));
+        // A's prompt and output, then more: 3 whole blocks into the output.
+        let c: Vec<u32> = a.iter().chain(out.iter()).copied().chain(600..650).collect();
+        assert_eq!(w.share(2, &call(c.clone(), None)), Some((0, 48)));
+        // C's own blocks extend the tree: D opens with C's first 96 tokens.
+        let d2: Vec<u32> = c[..100].iter().copied().chain(700..705).collect();
+        assert_eq!(w.share(3, &call(d2, None)), Some((2, 96)));
+        // Less than a block in common: nothing the cache could share.
+        let e: Vec<u32> = a[..10].iter().copied().chain(800..840).collect();
+        assert_eq!(w.share(4, &call(e, None)), None);
+        // No token ids: nothing known.
+        let mut f = call(a, None);
+        f.input_token_ids = None;
+        assert_eq!(w.share(5, &f), None);
     }
 }

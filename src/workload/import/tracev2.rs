@@ -3,7 +3,12 @@
 //! (`PREFIX.csv`; columns found by name, so every `trace_version` BLIS writes
 //! and the conditional columns `vllm_priority`, `slo_target_us`,
 //! `x_request_id`, `adapter`, `think_time_us`, `input_tokens_reset` read
-//! alike; extra columns are ignored).
+//! alike; extra columns are ignored). `time_unit` is `microseconds` or
+//! `blis observe`'s `us`; send and chunk times written as Unix-epoch µs are
+//! rebased so the first send falls at its record's `arrival_time_us`.
+//! Columns BLIS acts on and this engine does not model (`slo_class`,
+//! `vllm_priority`, `adapter`, ...) are read and named by
+//! [`unmodelled_columns`] for the run summary.
 //!
 //! Mapping, as `blis replay` builds requests (`../shared/reference/blis-
 //! spec.md` §10.3):
@@ -14,14 +19,25 @@
 //!   and its outputs get fresh ids, so records share KV only through their
 //!   group (BLIS's INV-13 condition) and, in accumulate sessions, their
 //!   session's growing context.
-//! - It arrives at `send_time_us` when positive, else `arrival_time_us`.
+//! - blis-sweep's own trailing columns `prefix_parent` (an earlier record's
+//!   `request_id`) and `prefix_parent_length` (tokens), written by
+//!   `run --trace-output`: the prompt (of the same length) opens with that
+//!   many tokens of that record's prompt and output instead, so a tree of
+//!   shared prefixes replays as it ran. A third, `token_ids` (`prompt+output`
+//!   when absent, `prompt` or `none`), says which ids the engine knows (the
+//!   prefix cache hashes only those): the others are left out of the call.
+//! - It arrives at `send_time_us` when positive, else `arrival_time_us`;
+//!   a first round's `think_time_us` (ignored by BLIS) is a wait before the
+//!   call: the request arrives that much earlier, its first call that much
+//!   after (a root `interval`).
 //! - `fixed` (default): every record is a one-call request at its own time.
 //!   Refused on an accumulate corpus (its inputs are deltas).
 //! - `closed-loop`: a session (`session_id`, rounds `0..n`) is one request
 //!   DAG, a chain of its rounds: round 0 at its time, round `r` a think time
-//!   after round `r − 1` finishes — the recorded `think_time_us` when non-zero,
-//!   else the gap between the rounds' arrivals. Records without a session
-//!   stay one-call requests.
+//!   after round `r − 1` finishes — as BLIS, the recorded `think_time_us`
+//!   (0 included) when any round after the first has one, else the gaps
+//!   between the rounds' `arrival_time_us`. Records without a session stay
+//!   one-call requests.
 //! - `fixed-accumulate`: every record at its own time, with its session's
 //!   reconstructed context. Needs an accumulate corpus.
 //! - `session_context_growth: accumulate`: round `r`'s prompt is round
@@ -51,7 +67,7 @@ use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 pub struct Header {
     /// 1–3 (BLIS writes 3).
     pub trace_version: u32,
-    /// Must be `microseconds`.
+    /// `microseconds`, or `us` as `blis observe` writes it (also `µs`).
     pub time_unit: String,
     /// When the trace was made.
     pub created_at: Option<String>,
@@ -102,7 +118,9 @@ pub struct TraceRecord {
     pub output: u32,
     /// When it was sent: `send_time_us` when positive, else `arrival_time_us`.
     pub arrival_us: u64,
-    /// `send_time_us` as written (0 = none).
+    /// `arrival_time_us` as written (the gaps between a session's rounds).
+    arrival_time_us: u64,
+    /// `send_time_us` (0 = none), rebased when written as Unix-epoch µs.
     pub send_us: u64,
     /// `first_chunk_time_us` (0 = none).
     pub first_chunk_us: u64,
@@ -112,9 +130,43 @@ pub struct TraceRecord {
     pub status: String,
     think_us: u64,
     reset: u32,
+    /// blis-sweep's `prefix_parent` (as a position in the records) and
+    /// `prefix_parent_length`: the prompt opens with that many tokens of
+    /// that earlier record's prompt and output.
+    parent: Option<(usize, u32)>,
+    /// blis-sweep's `token_ids`: whether the prompt's and the output's ids
+    /// are known to the engine (`prompt+output`, the default, `prompt`,
+    /// `none`); the prefix cache hashes only known ones.
+    ids: (bool, bool),
 }
 
 type Record = TraceRecord;
+
+/// The spellings of microseconds a header may give: BLIS's `run` and
+/// `replay` write `microseconds`, its `observe` writes `us`
+/// (`cmd/observe_cmd.go`); BLIS reads the key without checking it.
+const TIME_UNITS: [&str; 4] = ["microseconds", "us", "µs", "μs"];
+
+/// A send time at or past this many µs is a Unix-epoch time (2001-09-09),
+/// as `blis observe` writes send and chunk times; a relative trace would
+/// have to span 31 years to reach it.
+const EPOCH_US: u64 = 1_000_000_000_000_000;
+
+/// Conditional and metadata columns BLIS acts on that blis-sweep's engine
+/// does not model: named in the run summary when a record gives them a
+/// value ("present, not modelled").
+const UNMODELLED: [&str; 10] = [
+    "slo_class",
+    "vllm_priority",
+    "slo_target_us",
+    "deadline_us",
+    "adapter",
+    "tenant_id",
+    "reason_ratio",
+    "image_tokens",
+    "audio_tokens",
+    "video_tokens",
+];
 
 /// The data file beside `header`: the same path with `.csv`.
 pub fn data_path(header: &Path) -> PathBuf {
@@ -144,6 +196,16 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
             0,
             "session_context_growth",
             "an accumulate corpus holds per-round deltas: replay it with --session-mode closed-loop or fixed-accumulate",
+        ));
+    }
+    if let Some(r) = records.iter().find(|r| r.parent.is_some())
+        && accumulate
+    {
+        return Err(ImportError::new(
+            &file,
+            r.line,
+            "prefix_parent",
+            "an accumulate corpus builds its prompts from the session's context: drop prefix_parent or session_context_growth",
         ));
     }
     if !accumulate && mode == SessionMode::FixedAccumulate {
@@ -193,8 +255,29 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
 /// The header at `path`, checked.
 pub fn read_header(path: &Path) -> Result<Header, ImportError> {
     let file = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| ImportError::new(&file, 0, "file", format!("cannot read: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| ImportError::new(&file, 0, "file", format!("cannot read: {e}")))?;
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            // Name the line and the key it is on.
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let line = valid.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+            let start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let key = std::str::from_utf8(&valid[start..])
+                .ok()
+                .and_then(|l| l.split_once(':'))
+                .map(|(k, _)| k.trim())
+                .filter(|k| !k.is_empty() && !k.starts_with('#'))
+                .unwrap_or("header")
+                .to_owned();
+            return Err(ImportError::new(
+                &file,
+                line,
+                &key,
+                format!("invalid UTF-8 at byte {} of the file", e.utf8_error().valid_up_to()),
+            ));
+        }
+    };
     let head: Header = crate::yaml::parse(&text).map_err(|e| ImportError::new(&file, e.line, "header", e.message))?;
     let line = |key: &str| {
         text.lines()
@@ -209,12 +292,12 @@ pub fn read_header(path: &Path) -> Result<Header, ImportError> {
             format!("{} is not 1, 2 or 3", head.trace_version),
         ));
     }
-    if head.time_unit != "microseconds" {
+    if !TIME_UNITS.contains(&head.time_unit.as_str()) {
         return Err(ImportError::new(
             &file,
             line("time_unit"),
             "time_unit",
-            format!("`{}`: only microseconds", head.time_unit),
+            format!("`{}`: only microseconds (`microseconds`, `us` or `µs`)", head.time_unit),
         ));
     }
     if !["real", "generated", "replayed"].contains(&head.mode.as_str()) {
@@ -257,9 +340,13 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let c_send = find("send_time_us");
     let c_think = find("think_time_us");
     let c_reset = find("input_tokens_reset");
+    let (c_parent, c_parent_len) = (find("prefix_parent"), find("prefix_parent_length"));
+    let c_ids = find("token_ids");
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
+    // Parents by request id, resolved once every record is read.
+    let mut parents: Vec<Option<(u64, u32)>> = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let line = i as u64 + 2;
         let at = |column: &str, reason: String| ImportError::new(&file, line, column, reason);
@@ -288,9 +375,14 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
         }
         let output = tokens(int(Some(c_out), "output_tokens")?, 1).map_err(|e| at("output_tokens", e))?;
         let send = non_negative(c_send, "send_time_us")?;
-        let arrival_us = if send > 0 { send } else { non_negative(Some(c_arrival), "arrival_time_us")? };
-        crate::workload::checked_seconds_to_us(arrival_us as f64 / 1e6)
-            .map_err(|e| at(if send > 0 { "send_time_us" } else { "arrival_time_us" }, e))?;
+        let arrival_time_us = non_negative(Some(c_arrival), "arrival_time_us")?;
+        parents.push(match c_parent.map(field) {
+            None | Some("") => None,
+            Some(_) => Some((
+                non_negative(c_parent, "prefix_parent")?,
+                tokens(int(c_parent_len, "prefix_parent_length")?, 1).map_err(|e| at("prefix_parent_length", e))?,
+            )),
+        });
         out.push(Record {
             line,
             request_id,
@@ -302,16 +394,141 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
             input_tokens,
             server_input_tokens: server_in,
             output,
-            arrival_us,
+            arrival_us: 0,
+            arrival_time_us,
             send_us: send,
             first_chunk_us: non_negative(c_first, "first_chunk_time_us")?,
             last_chunk_us: non_negative(c_last, "last_chunk_time_us")?,
             status: c_status.map_or("ok", field).to_owned(),
             think_us: non_negative(c_think, "think_time_us")?,
             reset: tokens(int(c_reset, "input_tokens_reset")?, 0).map_err(|e| at("input_tokens_reset", e))?,
+            parent: None,
+            ids: match c_ids.map_or("", field) {
+                "" | "prompt+output" => (true, true),
+                "prompt" => (true, false),
+                "none" => (false, false),
+                v => return Err(at("token_ids", format!("`{v}`: prompt+output, prompt or none"))),
+            },
         });
     }
+    rebase_epoch(&mut out, &file)?;
+    resolve_parents(&mut out, &parents, &ids, &file)?;
     Ok(out)
+}
+
+/// Send and chunk times written as Unix-epoch µs (`blis observe`: arrival
+/// times relative to the run, the rest absolute) are rebased so that the
+/// first send falls at its record's `arrival_time_us` (every time from the
+/// first when the arrivals are absolute too), as BLIS's calibrate
+/// measures from the first send; then each record's arrival is its send
+/// time when positive, else its `arrival_time_us` (BLIS's `injectionTime`).
+fn rebase_epoch(records: &mut [Record], file: &str) -> Result<(), ImportError> {
+    // A trace with every time absolute (arrivals too) starts at its first
+    // time, whichever column holds it.
+    if records.iter().any(|r| r.arrival_time_us >= EPOCH_US) {
+        let times = |r: &Record| [r.arrival_time_us, r.send_us].into_iter().filter(|&t| t > 0).min();
+        let first = records.iter().filter_map(times).min().unwrap_or(0);
+        for r in records.iter_mut() {
+            for t in [&mut r.arrival_time_us, &mut r.send_us, &mut r.first_chunk_us, &mut r.last_chunk_us] {
+                if *t > 0 {
+                    *t = t.saturating_sub(first);
+                }
+            }
+        }
+    }
+    let first =
+        records.iter().filter(|r| r.send_us > 0).min_by_key(|r| r.send_us).map(|r| (r.send_us, r.arrival_time_us));
+    if let Some((send, arrival)) = first
+        && send >= EPOCH_US
+    {
+        let offset = send - arrival.min(send);
+        for r in records.iter_mut() {
+            for t in [&mut r.send_us, &mut r.first_chunk_us, &mut r.last_chunk_us] {
+                if *t > 0 {
+                    *t = t.saturating_sub(offset);
+                }
+            }
+        }
+    }
+    for r in records.iter_mut() {
+        r.arrival_us = if r.send_us > 0 { r.send_us } else { r.arrival_time_us };
+        crate::workload::checked_seconds_to_us(r.arrival_us as f64 / 1e6).map_err(|e| {
+            ImportError::new(file, r.line, if r.send_us > 0 { "send_time_us" } else { "arrival_time_us" }, e)
+        })?;
+    }
+    Ok(())
+}
+
+/// Each `prefix_parent` as the position of an earlier record, its length
+/// checked against both sequences.
+fn resolve_parents(
+    records: &mut [Record],
+    parents: &[Option<(u64, u32)>],
+    ids: &HashMap<u64, u64>,
+    file: &str,
+) -> Result<(), ImportError> {
+    if parents.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    // The prompt length replay gives each record: its group's prefix (the
+    // group's first positive `prefix_length`) and its own tokens.
+    let mut group_len: HashMap<&str, u32> = HashMap::new();
+    for r in records.iter() {
+        if !r.group.is_empty() && r.prefix_length > 0 {
+            group_len.entry(r.group.as_str()).or_insert(r.prefix_length);
+        }
+    }
+    let prompt = |r: &Record| {
+        (u64::from(group_len.get(r.group.as_str()).copied().unwrap_or(0)) + u64::from(r.input))
+            .min(u64::from(super::MAX_TOKENS))
+    };
+    let lengths: Vec<(u64, u64)> = records.iter().map(|r| (prompt(r), prompt(r) + u64::from(r.output))).collect();
+    for (i, parent) in parents.iter().enumerate() {
+        let Some((id, len)) = *parent else { continue };
+        let at = |reason: String| ImportError::new(file, records[i].line, "prefix_parent", reason);
+        let p = match ids.get(&id) {
+            Some(&line) => (line - 2) as usize,
+            None => return Err(at(format!("{id} is no record's request_id"))),
+        };
+        if p >= i {
+            return Err(at(format!("{id} is not an earlier record")));
+        }
+        if u64::from(len) > lengths[i].0 || u64::from(len) > lengths[p].1 {
+            return Err(ImportError::new(
+                file,
+                records[i].line,
+                "prefix_parent_length",
+                format!(
+                    "{len} tokens: longer than this prompt ({}) or record {id}'s prompt and output ({})",
+                    lengths[i].0, lengths[p].1
+                ),
+            ));
+        }
+        records[i].parent = Some((p, len));
+    }
+    Ok(())
+}
+
+/// The columns of the data CSV at `path` that BLIS acts on and blis-sweep
+/// does not model, in [`UNMODELLED`]'s order, where some record gives one a
+/// value (non-empty, non-zero).
+pub fn unmodelled_columns(path: &Path) -> Result<Vec<&'static str>, ImportError> {
+    let file = path.display().to_string();
+    let mut reader = csv::Reader::from_reader(open_file(path)?);
+    let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
+    let columns: Vec<(&'static str, usize)> =
+        UNMODELLED.iter().filter_map(|&name| Some((name, headers.iter().position(|h| h.trim() == name)?))).collect();
+    let mut seen = vec![false; columns.len()];
+    for (i, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| ImportError::new(&file, i as u64 + 2, "csv", e.to_string()))?;
+        for (k, &(_, c)) in columns.iter().enumerate() {
+            let v = record.get(c).unwrap_or("").trim();
+            if !v.is_empty() && v.parse::<f64>() != Ok(0.0) {
+                seen[k] = true;
+            }
+        }
+    }
+    Ok(columns.iter().zip(seen).filter(|(_, s)| *s).map(|((name, _), _)| *name).collect())
 }
 
 /// A stream id for a name (FNV-1a), apart from records' ids.
@@ -335,8 +552,12 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
     }
     // Accumulate: each session's context so far (prompt and output of its
     // previous round), in round order.
+    // Otherwise file order, so that a `prefix_parent` (an earlier record)
+    // is built first.
     let mut order: Vec<usize> = (0..records.len()).collect();
-    order.sort_by_key(|&i| (records[i].session.clone(), records[i].round, i));
+    if accumulate {
+        order.sort_by_key(|&i| (records[i].session.clone(), records[i].round, i));
+    }
     let mut context: HashMap<&str, Vec<u32>> = HashMap::new();
     let mut out = vec![(Vec::new(), Vec::new()); records.len()];
     for i in order {
@@ -357,11 +578,23 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
                 p.extend(own(rest as u32));
                 p
             }
-            _ => {
-                let mut p = group.to_vec();
-                p.extend(own(r.input));
-                p
-            }
+            _ => match r.parent {
+                // The parent's sequence is built (an earlier record); the
+                // prompt keeps the length BLIS gives it (group prefix and
+                // own tokens), its first `len` tokens copied.
+                Some((parent, len)) => {
+                    let total = group.len() + r.input as usize;
+                    let (prompt, output) = &out[parent];
+                    let mut p: Vec<u32> = prompt.iter().chain(output.iter()).take(len as usize).copied().collect();
+                    p.extend(own(total.saturating_sub(p.len()) as u32));
+                    p
+                }
+                None => {
+                    let mut p = group.to_vec();
+                    p.extend(own(r.input));
+                    p
+                }
+            },
         };
         prompt.truncate(super::MAX_TOKENS as usize);
         let output: Vec<u32> = super::fresh_tokens(stream, 1 << 40, r.output as usize).collect();
@@ -375,12 +608,20 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
     out
 }
 
-fn call(prompt: Vec<u32>, output: Vec<u32>) -> LlmCall {
+/// A first round's `think_time_us` (which BLIS ignores: round 0 has no
+/// predecessor) is the wait between the client sending the request and
+/// this call (a root `interval`, as `run --trace-output` writes it): the
+/// request arrives that much before the call is sent, and E2E counts it.
+fn root_wait(r: &Record) -> u64 {
+    if r.round == 0 { r.think_us.min(r.arrival_us) } else { 0 }
+}
+
+fn call(prompt: Vec<u32>, output: Vec<u32>, (known_prompt, known_output): (bool, bool)) -> LlmCall {
     LlmCall {
         input_tokens: prompt.len() as u32,
         output_tokens: output.len() as u32,
-        input_token_ids: Some(prompt),
-        output_token_ids: Some(output),
+        input_token_ids: known_prompt.then_some(prompt),
+        output_token_ids: (known_prompt && known_output).then_some(output),
         seeded: None,
         model: None,
         prompt_blocks: None,
@@ -398,7 +639,10 @@ fn build(
     // Each record's ids are moved into its call, once.
     let mut ids = token_ids(records, accumulate, salt);
     let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
-        (r.line, super::one_call(r.request_id, r.arrival_us as f64 / 1e6, call(ids.0, ids.1)))
+        let wait = root_wait(r);
+        let mut request = super::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r.ids));
+        request.sub_requests[0].interval = wait as f64 / 1e6;
+        (r.line, request)
     };
     if mode != SessionMode::ClosedLoop {
         return Ok(records.iter().zip(ids).map(|(r, ids)| single(r, ids)).collect());
@@ -430,33 +674,102 @@ fn build(
             }
         }
         let first = &records[rounds[0]];
+        // As BLIS (`sessionHasRecordedThinkTime`): the recorded think times,
+        // 0 included, when a round after the first has one; else the gaps
+        // between the rounds' `arrival_time_us`.
+        let recorded = rounds[1..].iter().any(|&i| records[i].think_us > 0);
+        let wait = root_wait(first);
         let mut nodes = Vec::with_capacity(rounds.len());
         for (k, &i) in rounds.iter().enumerate() {
             let r = &records[i];
             let think_us = if k == 0 {
-                0
-            } else if r.think_us > 0 {
+                wait
+            } else if recorded {
                 r.think_us
             } else {
-                r.arrival_us.saturating_sub(records[rounds[k - 1]].arrival_us)
+                r.arrival_time_us.saturating_sub(records[rounds[k - 1]].arrival_time_us)
             };
             nodes.push(SubRequest {
                 next: if k + 1 < rounds.len() { vec![k as u32 + 1] } else { vec![] },
                 interval: think_us as f64 / 1e6,
                 kind: {
                     let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output))
+                    NodeKind::Llm(call(prompt, output, r.ids))
                 },
                 result: None,
             });
         }
         let request = Request {
             request_id: RequestId::Int(first.request_id),
-            arrival_time: first.arrival_us as f64 / 1e6,
+            arrival_time: (first.arrival_us - wait) as f64 / 1e6,
             initial: vec![0],
             sub_requests: nodes,
         };
         out.push((first.line, request));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(line: u64, arrival: u64, send: u64, first: u64) -> Record {
+        Record {
+            line,
+            request_id: line,
+            session: String::new(),
+            round: 0,
+            group: String::new(),
+            prefix_length: 0,
+            input: 10,
+            input_tokens: 10,
+            server_input_tokens: 0,
+            output: 1,
+            arrival_us: 0,
+            arrival_time_us: arrival,
+            send_us: send,
+            first_chunk_us: first,
+            last_chunk_us: first,
+            status: "ok".into(),
+            think_us: 0,
+            reset: 0,
+            parent: None,
+            ids: (true, true),
+        }
+    }
+
+    #[test]
+    fn epoch_send_times_are_rebased_to_the_first_send() {
+        let epoch = 1_764_590_400_000_000;
+        let mut r = vec![record(2, 5, epoch + 100, epoch + 300), record(3, 900, epoch + 1_000, epoch + 1_500)];
+        rebase_epoch(&mut r, "t.csv").unwrap();
+        // The first send falls at its record's arrival (5), the rest keep
+        // their distance from it.
+        assert_eq!((r[0].send_us, r[0].first_chunk_us, r[0].arrival_us), (5, 205, 5));
+        assert_eq!((r[1].send_us, r[1].first_chunk_us, r[1].arrival_us), (905, 1_405, 905));
+        // Arrivals absolute too: all from the first time.
+        let mut r = vec![record(2, epoch + 50, epoch + 100, epoch + 300), record(3, epoch, 0, 0)];
+        rebase_epoch(&mut r, "t.csv").unwrap();
+        assert_eq!((r[0].arrival_time_us, r[0].send_us, r[0].first_chunk_us), (50, 100, 300));
+        assert_eq!((r[1].arrival_time_us, r[1].arrival_us), (0, 0));
+        // Relative times are left alone.
+        let mut r = vec![record(2, 5, 100, 300), record(3, 0, 0, 0)];
+        rebase_epoch(&mut r, "t.csv").unwrap();
+        assert_eq!((r[0].send_us, r[0].arrival_us, r[1].arrival_us), (100, 100, 0));
+    }
+
+    #[test]
+    fn a_first_rounds_think_time_is_a_wait_before_its_call() {
+        let mut r = record(2, 0, 700_000, 0);
+        r.arrival_us = 700_000;
+        r.think_us = 500_000;
+        assert_eq!(root_wait(&r), 500_000);
+        r.round = 1;
+        assert_eq!(root_wait(&r), 0);
+        // Never before the clock's start.
+        r.round = 0;
+        r.think_us = 900_000;
+        assert_eq!(root_wait(&r), 700_000);
+    }
 }

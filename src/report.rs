@@ -122,7 +122,11 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     rate_scales.sort_unstable();
     rate_scales.dedup();
     let capped = runs.iter().any(|r| r.concurrency.is_some());
-    let x_label = if by_users { "concurrency (users, or requests in flight at most)" } else { "offered load (× the workload's arrival rate)" };
+    let x_label = if by_users {
+        "concurrency (users, or requests in flight at most)"
+    } else {
+        "offered load (× the workload's arrival rate)"
+    };
     // Series key: deployment, then the load setting not on the x axis (open
     // loop after every cap); points: x → the runs' metrics (one per seed).
     type Key = (String, u64, u64);
@@ -232,7 +236,10 @@ fn run_metrics(dir: &Path, run_id: &str) -> Result<Metrics, ReportError> {
         file_err(&path, format!("{why}, though manifest.json lists the run as ok; run the sweep again to redo it"))
     })?;
     serde_json::from_str(&text).map_err(|e| {
-        file_err(&path, format!("not a run's metrics ({e}); run the sweep again to redo the run (remove the file first)"))
+        file_err(
+            &path,
+            format!("not a run's metrics ({e}); run the sweep again to redo the run (remove the file first)"),
+        )
     })
 }
 

@@ -140,8 +140,14 @@ pub(crate) fn line_chart(
             y = py(*y)
         );
     }
+    // A solid series takes the next colour; a dashed one (a second statistic
+    // of the same deployment: p50 after p99, goodput after served) keeps it.
+    let mut colour_index = 0;
     for (i, s) in series.iter().enumerate() {
-        let colour = COLOURS[i / 2 % COLOURS.len()];
+        if i > 0 && !s.dashed {
+            colour_index += 1;
+        }
+        let colour = COLOURS[colour_index % COLOURS.len()];
         let mut points = s.points.clone();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let path: Vec<String> = points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();

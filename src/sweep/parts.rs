@@ -61,7 +61,7 @@ impl RunParts {
             run_cache: Vec::new(),
             requests: RequestRows::new(),
             nodes: NodeRows::new(),
-            tokens: tokens.then(|| TokenRows::new()),
+            tokens: tokens.then(TokenRows::new),
             parts,
             rows: 0,
             encode_s: 0.0,

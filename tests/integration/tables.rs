@@ -133,9 +133,10 @@ fn request_ids_are_text_in_every_plan_with_their_input_index() {
         let part = std::fs::read_dir(dir.join(plan).join(table)).unwrap().next().unwrap().unwrap().path();
         read_columns(&part, columns)
     };
-    assert_eq!(ids("text", "requests", &["request_id", "request_index"]), [["agent-0", "0"], ["agent-1", "1"], [
-        "agent-2", "2"
-    ]]);
+    assert_eq!(
+        ids("text", "requests", &["request_id", "request_index"]),
+        [["agent-0", "0"], ["agent-1", "1"], ["agent-2", "2"]]
+    );
     let max = u64::MAX.to_string();
     assert_eq!(ids("big", "requests", &["request_id"])[0], [max]);
     // Every llm call's row carries its request's key.

@@ -18,8 +18,8 @@ use arrow_schema::{DataType, Field};
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{Deployment, ScenarioSpec};
-use crate::sweep::grid::Cell;
 use crate::sim::FinishedRequest;
+use crate::sweep::grid::Cell;
 
 /// One column's value for a run, typed.
 #[derive(Debug, Clone, Copy)]

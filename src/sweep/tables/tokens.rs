@@ -60,6 +60,11 @@ impl TokenRows {
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
         let [request_id, request_index, node] = self.key.finish();
         let rows = std::mem::take(&mut self.rows);
-        super::batch(&self.schema, run, rows, [request_id, request_index, node, Arc::new(self.latency.finish()) as ArrayRef])
+        super::batch(
+            &self.schema,
+            run,
+            rows,
+            [request_id, request_index, node, Arc::new(self.latency.finish()) as ArrayRef],
+        )
     }
 }

@@ -113,20 +113,39 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     // Each distinct load is its own point: the x axis is one load setting,
     // every other one (and the deployment, overrides included) splits the
     // series, and only seeds — repeats of the same load — are averaged. The
-    // x axis is the concurrency when every run has one (users, or a cap on
-    // in-flight requests); else the offered load, with open loop and each
-    // concurrency cap a series of its own (an open-loop run has no
-    // concurrency to be drawn at).
-    let by_users = !runs.is_empty() && runs.iter().all(|r| r.concurrency.is_some());
+    // x axis is the concurrency (users, or a cap on requests in flight)
+    // when the runs have one and the rate scale does not vary; open-loop
+    // runs among them are drawn past the largest cap, at a tick that says
+    // "open loop" (no cap: the limit a growing cap tends to). Otherwise it
+    // is the offered load, with open loop and each cap a series of its own.
     let mut rate_scales: Vec<u64> = runs.iter().map(|r| r.rate_scale.to_bits()).collect();
     rate_scales.sort_unstable();
     rate_scales.dedup();
-    let capped = runs.iter().any(|r| r.concurrency.is_some());
-    let x_label = if by_users {
-        "concurrency (users, or requests in flight at most)"
-    } else {
-        "offered load (× the workload's arrival rate)"
+    let mut caps: Vec<u64> = runs.iter().filter_map(|r| r.concurrency).collect();
+    caps.sort_unstable();
+    caps.dedup();
+    let open = runs.iter().any(|r| r.concurrency.is_none());
+    let by_users = !caps.is_empty() && (!open || rate_scales.len() == 1);
+    let open_x = caps.last().map_or(1.0, |&c| 2.0 * c as f64);
+    let mut x_ticks: Vec<(f64, String)> = Vec::new();
+    if by_users && open {
+        // At most 8 labelled caps (every k-th, the largest always), then open loop.
+        let step = caps.len().div_ceil(8);
+        let last = caps.len() - 1;
+        x_ticks = caps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (last - i).is_multiple_of(step))
+            .map(|(_, &c)| (c as f64, c.to_string()))
+            .collect();
+        x_ticks.push((open_x, "open loop".to_owned()));
+    }
+    let x_label = match (by_users, open) {
+        (true, false) => "concurrency (users, or requests in flight at most)",
+        (true, true) => "concurrency cap (requests in flight at most; open loop: none)",
+        (false, _) => "offered load (× the workload's arrival rate)",
     };
+    let capped = !caps.is_empty();
     // Series key: deployment, then the load setting not on the x axis (open
     // loop after every cap); points: x → the runs' metrics (one per seed).
     type Key = (String, u64, u64);
@@ -135,7 +154,7 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         let Some(m) = &r.metrics else { continue };
         let cap = r.concurrency.unwrap_or(u64::MAX);
         let (key, x) = if by_users {
-            ((r.deployment.clone(), 0, r.rate_scale.to_bits()), cap as f64)
+            ((r.deployment.clone(), 0, r.rate_scale.to_bits()), r.concurrency.map_or(open_x, |c| c as f64))
         } else {
             ((r.deployment.clone(), cap, 0), r.rate_scale)
         };
@@ -180,7 +199,7 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         ("e2e", "E2E", |m| m.e2e_p99_ms, |m| m.e2e_p50_ms, slo.and_then(|s| s.e2e_p99_ms)),
     ];
     for (id, title, p99, p50, slo_ms) in charts {
-        html.push_str(&line_chart(id, title, x_label, "ms", &pair(&p99, &p50), &target(title, slo_ms)));
+        html.push_str(&line_chart(id, title, x_label, &x_ticks, "ms", &pair(&p99, &p50), &target(title, slo_ms)));
     }
     html.push_str("</div><h2>Throughput and goodput</h2><div class=\"charts\">");
     let mut throughput = Vec::new();
@@ -194,7 +213,15 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
             throughput.push(b);
         }
     }
-    html.push_str(&line_chart("throughput", "Requests served and goodput", x_label, "req/s", &throughput, &[]));
+    html.push_str(&line_chart(
+        "throughput",
+        "Requests served and goodput",
+        x_label,
+        &x_ticks,
+        "req/s",
+        &throughput,
+        &[],
+    ));
     html.push_str("</div>");
     let capacity = dir.join("capacity.parquet");
     if capacity.exists() {

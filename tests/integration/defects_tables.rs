@@ -56,10 +56,13 @@ fn defect_21_request_id_is_text_in_every_plan() {
     assert_eq!(key(&text, "nodes"), key(&text, "requests"));
 }
 
-/// A line chart of the report: series name → its points in data units, read
-/// back from the SVG through the chart's own axis labels (first and last
-/// tick of each axis; ~1 % precision, as `../shared/defects/22-*/points.py`).
-fn chart_points(html: &str, id: &str) -> (String, BTreeMap<String, Vec<(f64, f64)>>) {
+/// A line chart of the report, read back from its SVG: the x axis's label
+/// and tick texts, and series name → its points in data units, mapped
+/// through the chart's own numeric axis labels (first and last numeric tick
+/// of each axis; ~1 % precision, as `../shared/defects/22-*/points.py`).
+type Chart = (String, Vec<String>, BTreeMap<String, Vec<(f64, f64)>>);
+
+fn chart_points(html: &str, id: &str) -> Chart {
     let start = html.find(&format!("<figure id=\"{id}\"")).unwrap();
     let fig = &html[start..start + html[start..].find("</figure>").unwrap()];
     let attr = |s: &str, name: &str| -> f64 {
@@ -67,11 +70,14 @@ fn chart_points(html: &str, id: &str) -> (String, BTreeMap<String, Vec<(f64, f64
         s[at..at + s[at..].find('"').unwrap()].parse().unwrap()
     };
     let text = |s: &str| s[s.find('>').unwrap() + 1..s.find("</text>").unwrap()].to_owned();
-    let (mut xt, mut yt) = (Vec::new(), Vec::new());
+    let (mut xt, mut yt, mut x_texts) = (Vec::new(), Vec::new(), Vec::new());
     let mut x_label = String::new();
     for t in fig.split("<text ").skip(1) {
         if t.contains("font-size=\"11\" text-anchor=\"middle\"") {
-            xt.push((attr(t, "x"), text(t).parse::<f64>().unwrap()));
+            x_texts.push(text(t));
+            if let Ok(v) = text(t).parse::<f64>() {
+                xt.push((attr(t, "x"), v));
+            }
         } else if t.contains("font-size=\"11\" text-anchor=\"end\"") {
             yt.push((attr(t, "y") - 4.0, text(t).parse::<f64>().unwrap()));
         } else if t.contains("font-size=\"12\" text-anchor=\"middle\">") && x_label.is_empty() {
@@ -89,7 +95,7 @@ fn chart_points(html: &str, id: &str) -> (String, BTreeMap<String, Vec<(f64, f64
             seg.split("<circle ").skip(1).map(|c| (lin(&xt, attr(c, "cx")), lin(&yt, attr(c, "cy")))).collect();
         assert!(series.insert(name.clone(), points).is_none(), "two series named {name}");
     }
-    (x_label, series)
+    (x_label, x_texts, series)
 }
 
 /// 22: the quickstart's grid — concurrency [open, 8, 32] × rate scale [1, 2]
@@ -103,7 +109,7 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
     dir.create("qs.yaml", include_str!("../data/defects/22-report-averaging/qs.yaml"));
     TestCommand::new(&dir.path, &["-q", "qs.yaml"]).stdout();
     let html = dir.read("out/report.html");
-    let (x_label, served) = chart_points(&html, "throughput");
+    let (x_label, _, served) = chart_points(&html, "throughput");
     assert!(x_label.starts_with("offered load"), "{x_label}");
     // The runs, from their own metrics.
     let manifest: serde_json::Value = serde_json::from_str(&dir.read("out/manifest.json")).unwrap();
@@ -130,11 +136,28 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
     assert_eq!((points, served.len(), served.values().map(Vec::len).sum::<usize>()), (12, 6, 12));
     // Each latency chart: p99 and p50 of the same 6 series, 12 points each.
     for id in ["ttft", "itl", "e2e"] {
-        let (_, lines) = chart_points(&html, id);
+        let (_, _, lines) = chart_points(&html, id);
         assert_eq!((lines.len(), lines.values().map(Vec::len).sum::<usize>()), (12, 24), "{id}");
     }
     // The runs table names each run's concurrency and rate scale.
     assert_eq!(html.matches("<td>open</td><td>2</td>").count(), 2);
+
+    // Concurrency caps at one rate (agentic.yaml's grid): the caps on the x
+    // axis, open loop past the largest at its own tick, seeds averaged.
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("w.jsonl", &CHAT.lines().take(40).map(|l| format!("{l}\n")).collect::<String>());
+    dir.create(
+        "caps.yaml",
+        "name: caps\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\n\
+         grid:\n  concurrency: [null, 2, 4]\n  seed: [1, 2]\noutput: caps\n",
+    );
+    TestCommand::new(&dir.path, &["-q", "caps.yaml"]).stdout();
+    let (x_label, ticks, served) = chart_points(&dir.read("caps/report.html"), "throughput");
+    assert!(x_label.starts_with("concurrency cap"), "{x_label}");
+    assert_eq!(ticks, ["2", "4", "open loop"]);
+    let points = &served["linear-test served"];
+    let xs: Vec<f64> = points.iter().map(|p| p.0.round()).collect();
+    assert_eq!((served.len(), xs), (1, vec![2.0, 4.0, 8.0]));
 }
 
 /// 12: `report` on a folder whose runs' metrics are gone or corrupt is a

@@ -262,12 +262,8 @@ fn run_metrics(dir: &Path, run_id: &str) -> Result<Metrics, ReportError> {
         let why = if e.kind() == std::io::ErrorKind::NotFound { "missing".to_owned() } else { e.to_string() };
         file_err(&path, format!("{why}, though manifest.json lists the run as ok; run the sweep again to redo it"))
     })?;
-    serde_json::from_str(&text).map_err(|e| {
-        file_err(
-            &path,
-            format!("not a run's metrics ({e}); run the sweep again to redo the run (remove the file first)"),
-        )
-    })
+    serde_json::from_str(&text)
+        .map_err(|e| file_err(&path, format!("not a run's metrics ({e}); run the sweep again to redo the run")))
 }
 
 /// Rows of a Parquet file as JSON values by column name.

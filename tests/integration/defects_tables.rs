@@ -197,10 +197,14 @@ fn defect_12_report_without_the_runs_metrics_is_an_error() {
     TestCommand::new(&dir.path, &["report", "out"]).stdout();
     let html = dir.read("out/report.html");
     assert!(!html.contains("no data"));
-    // A sweep that runs the missing run again reports it.
+    // A sweep runs a run with missing or corrupt metrics again, and reports it.
     std::fs::remove_file(dir.join(&metrics)).unwrap();
     TestCommand::new(&dir.path, &["-q", "p.yaml"]).stdout();
     assert_eq!(dir.read(&metrics), good);
+    dir.create(&metrics, "{\"x\":");
+    TestCommand::new(&dir.path, &["-q", "p.yaml"]).stdout();
+    assert_eq!(dir.read(&metrics), good);
+    assert!(!dir.read("out/report.html").contains("no data"));
 }
 
 /// `--force` redoes every run: the summaries of the old runs (runs table,

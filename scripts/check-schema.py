@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks that the outputs of different sweep plans share one schema: each table read with one
-DuckDB glob over every folder (no union_by_name), counts as BIGINT, the deployment as columns,
-and a request-level E2E mean that equals the runs table's.
+DuckDB glob over every folder (no union_by_name, no cast), counts as BIGINT, the deployment as
+columns, `request_id` VARCHAR (the id as written) with `request_index` BIGINT beside it in every
+plan, and a request-level E2E mean that equals the runs table's.
 
-    python3 scripts/check-schema.py results/quickstart results/agentic
+    python3 scripts/check-schema.py results/quickstart results/agentic results/imported
 
-Used by CI (.ci/run), on two plans with different workloads (single calls and agent DAGs) and
-different override keys.
+Used by CI (.ci/run), on three plans with different workloads (single calls, agent DAGs, an
+imported Azure trace) and different override keys.
 """
 import sys
 
@@ -35,8 +36,27 @@ for table in ("requests/*.parquet", "nodes/*.parquet", "runs.parquet"):
     rows = con.sql(f"SELECT count(*) FROM {glob(table)}").fetchall()[0][0]
     print(f"{table}: one schema of {len(types)} columns across {len(dirs)} plans, {rows} rows")
 
-counts = con.sql(f"DESCRIBE SELECT input_tokens, llm_calls, request_id FROM {glob('requests/*.parquet')}").fetchall()
+counts = con.sql(f"DESCRIBE SELECT input_tokens, llm_calls, request_index FROM {glob('requests/*.parquet')}")
+counts = counts.fetchall()
 assert all(kind == "BIGINT" for _, kind, *_ in counts), counts
+for table in ("requests/*.parquet", "nodes/*.parquet"):
+    key = dict((n, k) for n, k, *_ in con.sql(f"DESCRIBE SELECT request_id, request_index FROM {glob(table)}").fetchall())
+    assert key == {"request_id": "VARCHAR", "request_index": "BIGINT"}, (table, key)
+# The ids themselves, read through the one glob, every plan's: the index is the input order and
+# the id is unique within a run.
+ids = con.sql(f"""
+    SELECT plan, count(*) AS requests, count(DISTINCT (run_id, request_id)) AS keys,
+           bool_and(request_index >= 0) AS indexed, min(request_id) AS first_id
+    FROM {glob('requests/*.parquet')} GROUP BY plan ORDER BY plan""").fetchall()
+assert len(ids) == len(dirs), ids
+for plan, requests, keys, indexed, first_id in ids:
+    assert requests == keys and indexed, (plan, requests, keys, indexed)
+    print(f"{plan}: {requests} requests, request_id VARCHAR (e.g. {first_id!r}), request_index BIGINT")
+# Requests join their llm calls on (run_id, request_id) across every plan.
+joined = con.sql(f"""
+    SELECT count(*) FROM {glob('requests/*.parquet')} q JOIN {glob('nodes/*.parquet')} n
+    USING (run_id, request_id) WHERE n.request_index <> q.request_index""").fetchall()[0][0]
+assert joined == 0, f"{joined} llm calls name another request_index than their request"
 runs = con.sql(f"DESCRIBE SELECT completed_requests, total_output_tokens, engine_steps FROM {glob('runs.parquet')}")
 assert all(kind == "BIGINT" for _, kind, *_ in runs.fetchall())
 

@@ -37,10 +37,20 @@ fn file_err(path: &Path, reason: impl std::fmt::Display) -> ReportError {
 /// One run of the manifest, with its metrics when it finished.
 struct Run {
     run_id: String,
+    /// Its scenario and overrides.
     deployment: String,
-    load: f64,
+    /// Its client's concurrency (`None`: open loop).
+    concurrency: Option<u64>,
+    rate_scale: f64,
     status: String,
     metrics: Option<Metrics>,
+}
+
+impl Run {
+    /// The run's concurrency as the runs table shows it.
+    fn concurrency_text(&self) -> String {
+        self.concurrency.map_or_else(|| "open".to_owned(), |c| c.to_string())
+    }
 }
 
 /// Writes `dir/report.html`; returns its path.
@@ -78,7 +88,6 @@ pub fn write(dir: &Path) -> Result<PathBuf, ReportError> {
 
 fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut String) -> Result<(), ReportError> {
     let entries = manifest["runs"].as_array().cloned().unwrap_or_default();
-    let users = entries.iter().any(|r| !r["concurrency"].is_null());
     let mut runs = Vec::new();
     for r in &entries {
         let run_id = r["run_id"].as_str().unwrap_or_default().to_owned();
@@ -88,25 +97,82 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
                 let _ = write!(deployment, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
             }
         }
-        let load =
-            if users { r["concurrency"].as_f64().unwrap_or(0.0) } else { r["rate_scale"].as_f64().unwrap_or(1.0) };
-        let metrics = std::fs::read_to_string(dir.join("runs").join(&run_id).join("metrics.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Metrics>(&t).ok());
-        runs.push(Run { run_id, deployment, load, status: r["status"].as_str().unwrap_or("?").to_owned(), metrics });
+        let status = r["status"].as_str().unwrap_or("?").to_owned();
+        // A run the manifest lists as finished has its metrics: without them
+        // the report would draw nothing and still look whole.
+        let metrics = if status == "ok" { Some(run_metrics(dir, &run_id)?) } else { None };
+        runs.push(Run {
+            run_id,
+            deployment,
+            concurrency: r["concurrency"].as_u64(),
+            rate_scale: r["rate_scale"].as_f64().unwrap_or(1.0),
+            status,
+            metrics,
+        });
     }
-    let x_label = if users { "concurrent users" } else { "offered load (× the workload's rate)" };
-    // Per deployment and load: the mean over seeds.
-    let mut by: BTreeMap<String, BTreeMap<u64, Vec<&Metrics>>> = BTreeMap::new();
+    // Each distinct load is its own point: the x axis is one load setting,
+    // every other one (and the deployment, overrides included) splits the
+    // series, and only seeds — repeats of the same load — are averaged. The
+    // x axis is the concurrency (users, or a cap on requests in flight)
+    // when the runs have one and the rate scale does not vary; open-loop
+    // runs among them are drawn past the largest cap, at a tick that says
+    // "open loop" (no cap: the limit a growing cap tends to). Otherwise it
+    // is the offered load, with open loop and each cap a series of its own.
+    let mut rate_scales: Vec<u64> = runs.iter().map(|r| r.rate_scale.to_bits()).collect();
+    rate_scales.sort_unstable();
+    rate_scales.dedup();
+    let mut caps: Vec<u64> = runs.iter().filter_map(|r| r.concurrency).collect();
+    caps.sort_unstable();
+    caps.dedup();
+    let open = runs.iter().any(|r| r.concurrency.is_none());
+    let by_users = !caps.is_empty() && (!open || rate_scales.len() == 1);
+    let open_x = caps.last().map_or(1.0, |&c| 2.0 * c as f64);
+    let mut x_ticks: Vec<(f64, String)> = Vec::new();
+    if by_users && open {
+        // At most 8 labelled caps (every k-th, the largest always), then open loop.
+        let step = caps.len().div_ceil(8);
+        let last = caps.len() - 1;
+        x_ticks = caps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (last - i).is_multiple_of(step))
+            .map(|(_, &c)| (c as f64, c.to_string()))
+            .collect();
+        x_ticks.push((open_x, "open loop".to_owned()));
+    }
+    let x_label = match (by_users, open) {
+        (true, false) => "concurrency (users, or requests in flight at most)",
+        (true, true) => "concurrency cap (requests in flight at most; open loop: none)",
+        (false, _) => "offered load (× the workload's arrival rate)",
+    };
+    let capped = !caps.is_empty();
+    // Series key: deployment, then the load setting not on the x axis (open
+    // loop after every cap); points: x → the runs' metrics (one per seed).
+    type Key = (String, u64, u64);
+    let mut by: BTreeMap<Key, BTreeMap<u64, Vec<&Metrics>>> = BTreeMap::new();
     for r in &runs {
-        if let Some(m) = &r.metrics {
-            by.entry(r.deployment.clone()).or_default().entry(r.load.to_bits()).or_default().push(m);
-        }
+        let Some(m) = &r.metrics else { continue };
+        let cap = r.concurrency.unwrap_or(u64::MAX);
+        let (key, x) = if by_users {
+            ((r.deployment.clone(), 0, r.rate_scale.to_bits()), r.concurrency.map_or(open_x, |c| c as f64))
+        } else {
+            ((r.deployment.clone(), cap, 0), r.rate_scale)
+        };
+        by.entry(key).or_default().entry(x.to_bits()).or_default().push(m);
     }
+    let series_name = |(deployment, cap, rate): &Key| {
+        let mut name = deployment.clone();
+        if by_users && rate_scales.len() > 1 {
+            let _ = write!(name, " rate ×{}", f64::from_bits(*rate));
+        } else if !by_users && capped {
+            name.push_str(&if *cap == u64::MAX { " open loop".to_owned() } else { format!(" ≤ {cap} in flight") });
+        }
+        name
+    };
     let curve = |stat: &dyn Fn(&Metrics) -> f64, suffix: &str, dashed: bool| -> Vec<Series> {
         by.iter()
-            .map(|(d, loads)| Series {
-                name: format!("{d}{suffix}"),
+            .map(|(key, loads)| Series {
+                name: format!("{}{suffix}", series_name(key)),
                 points: loads
                     .iter()
                     .map(|(x, ms)| (f64::from_bits(*x), ms.iter().map(|m| stat(m)).sum::<f64>() / ms.len() as f64))
@@ -133,7 +199,7 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         ("e2e", "E2E", |m| m.e2e_p99_ms, |m| m.e2e_p50_ms, slo.and_then(|s| s.e2e_p99_ms)),
     ];
     for (id, title, p99, p50, slo_ms) in charts {
-        html.push_str(&line_chart(id, title, x_label, "ms", &pair(&p99, &p50), &target(title, slo_ms)));
+        html.push_str(&line_chart(id, title, x_label, &x_ticks, "ms", &pair(&p99, &p50), &target(title, slo_ms)));
     }
     html.push_str("</div><h2>Throughput and goodput</h2><div class=\"charts\">");
     let mut throughput = Vec::new();
@@ -147,7 +213,15 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
             throughput.push(b);
         }
     }
-    html.push_str(&line_chart("throughput", "Requests served and goodput", x_label, "req/s", &throughput, &[]));
+    html.push_str(&line_chart(
+        "throughput",
+        "Requests served and goodput",
+        x_label,
+        &x_ticks,
+        "req/s",
+        &throughput,
+        &[],
+    ));
     html.push_str("</div>");
     let capacity = dir.join("capacity.parquet");
     if capacity.exists() {
@@ -155,7 +229,7 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     }
     // The runs.
     html.push_str(
-        "<h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>deployment</th><th>latency model</th><th>load</th>\
+        "<h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>deployment</th><th>latency model</th><th>concurrency</th><th>rate ×</th>\
                    <th>status</th><th>TTFT p99 ms</th><th>ITL p99 ms</th><th>E2E p99 ms</th><th>req/s</th><th>goodput</th></tr>",
     );
     for r in &runs {
@@ -163,11 +237,12 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         let f = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
         let _ = write!(
             html,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.run_id),
             escape(&r.deployment),
             escape(&latency_model(m)),
-            r.load,
+            r.concurrency_text(),
+            r.rate_scale,
             escape(&r.status),
             f(m.map(|m| m.ttft_p99_ms)),
             f(m.map(|m| m.itl_p99_ms)),
@@ -188,6 +263,18 @@ fn latency_model(m: Option<&Metrics>) -> String {
         Some((Some(kind), None)) => kind.clone(),
         _ => "–".to_owned(),
     }
+}
+
+/// The metrics of run `run_id`, which the manifest lists as finished: a
+/// missing or unreadable file is an error naming it.
+fn run_metrics(dir: &Path, run_id: &str) -> Result<Metrics, ReportError> {
+    let path = dir.join("runs").join(run_id).join("metrics.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::NotFound { "missing".to_owned() } else { e.to_string() };
+        file_err(&path, format!("{why}, though manifest.json lists the run as ok; run the sweep again to redo it"))
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| file_err(&path, format!("not a run's metrics ({e}); run the sweep again to redo the run")))
 }
 
 /// Rows of a Parquet file as JSON values by column name.

@@ -43,11 +43,13 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// A line chart; `id` names it in the page.
+/// A line chart; `id` names it in the page. `x_ticks` are the x axis's
+/// ticks, each a value and its text; none: five evenly spaced numbers.
 pub(crate) fn line_chart(
     id: &str,
     title: &str,
     x_label: &str,
+    x_ticks: &[(f64, String)],
     y_label: &str,
     series: &[Series],
     targets: &[(String, f64)],
@@ -90,15 +92,19 @@ pub(crate) fn line_chart(
         W - LEFT - RIGHT,
         height - TOP - BOTTOM
     );
-    for k in 0..=4 {
+    let evenly = (0..=4).map(|k| {
         let v = x0 + (x1 - x0) * f64::from(k) / 4.0;
         let x = if log_x { 10f64.powf(v) } else { v };
+        (x, tick(x))
+    });
+    let x_ticks: Vec<(f64, String)> = if x_ticks.is_empty() { evenly.collect() } else { x_ticks.to_vec() };
+    for (x, text) in x_ticks {
         let _ = write!(
             out,
             r#"<text x="{:.1}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
             px(x),
             height - BOTTOM + 16.0,
-            tick(x)
+            escape(&text)
         );
     }
     let y_ticks: Vec<f64> = if log {
@@ -140,8 +146,14 @@ pub(crate) fn line_chart(
             y = py(*y)
         );
     }
+    // A solid series takes the next colour; a dashed one (a second statistic
+    // of the same deployment: p50 after p99, goodput after served) keeps it.
+    let mut colour_index = 0;
     for (i, s) in series.iter().enumerate() {
-        let colour = COLOURS[i / 2 % COLOURS.len()];
+        if i > 0 && !s.dashed {
+            colour_index += 1;
+        }
+        let colour = COLOURS[colour_index % COLOURS.len()];
         let mut points = s.points.clone();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let path: Vec<String> = points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
@@ -235,13 +247,15 @@ mod tests {
             Series { name: "a<b".to_owned(), points: vec![(1.0, 10.0), (2.0, 5000.0)], dashed: false },
             Series { name: "c".to_owned(), points: vec![(1.0, 20.0)], dashed: true },
         ];
-        let svg = line_chart("f", "TTFT", "load", "ms", &s, &[("SLO".to_owned(), 1000.0)]);
+        let svg = line_chart("f", "TTFT", "load", &[], "ms", &s, &[("SLO".to_owned(), 1000.0)]);
         assert!(svg.starts_with(r#"<figure id="f"><svg"#) && svg.ends_with("</svg></figure>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert_eq!(svg.matches(r#"class="target""#).count(), 1);
         assert!(svg.contains("a&lt;b") && svg.contains("(log)"));
         let bars = bar_chart("b", "capacity", "req/s", &[("x".to_owned(), 3.0, "2 GPUs".to_owned())], Some(10.0));
         assert_eq!(bars.matches(r#"class="bar""#).count(), 1);
-        assert!(line_chart("e", "t", "x", "y", &[], &[]).contains("no data"));
+        assert!(line_chart("e", "t", "x", &[], "y", &[], &[]).contains("no data"));
+        let named = line_chart("n", "t", "x", &[(1.0, "8".to_owned()), (2.0, "open".to_owned())], "y", &s, &[]);
+        assert!(named.contains(">8</text>") && named.contains(">open</text>") && !named.contains(">1.5</text>"));
     }
 }

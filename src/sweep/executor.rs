@@ -31,7 +31,7 @@ use super::output_dir::{Layout, TmpFile, io_err};
 use super::parts::RunParts;
 use super::resume::{self, Outputs, RunStatus};
 use super::summary::{self, BATCH_CELLS};
-use super::tables::{DeploymentRow, IdKind, RunColumns};
+use super::tables::{DeploymentRow, RunColumns};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
@@ -182,21 +182,17 @@ pub fn run(
         WorkloadSource::Import { .. } => None,
     };
     // Every row of an imported trace is checked before the output folder
-    // is touched (with each set of options a grid override gives it), and
-    // the type of its ids found (generated ids are integers).
-    let mut ids = IdKind::Int;
+    // is touched (with each set of options a grid override gives it).
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
         if let WorkloadSource::Import { format, path, options } = source {
             for request in crate::workload::import::open(*format, path, options)? {
-                ids.observe(&request?.request_id);
+                request?;
             }
         }
     }
     let mut content = None;
     if let Some((path, false)) = &workload {
-        let read = input::read_workload(path, false, &layout.root)?;
-        ids = read.ids;
-        content = Some(read.content);
+        content = Some(input::read_workload(path, false, &layout.root)?.content);
     }
     // Held (and the spool kept) until this function returns, errors included.
     let _lock = OutputLock::acquire(&layout.root)?;
@@ -209,12 +205,11 @@ pub fn run(
                 let read = input::read_workload(&path, true, &layout.root)?;
                 let spooled = read.spool.as_ref().map_or(path, |s| s.path.clone());
                 _spool = read.spool;
-                ids = read.ids;
                 (spooled, read.content)
             }
         };
-        // The ids follow what the runs will read (as load hashed it, unless
-        // the file changed since).
+        // The run ids follow what the runs will read (as load hashed it,
+        // unless the file changed since).
         plan.set_workload_file(path, content);
     }
     let plan = &plan;
@@ -238,7 +233,6 @@ pub fn run(
     let cancel = AtomicBool::new(false);
     let ctx = Context {
         plan,
-        ids,
         opts,
         outputs,
         layout: &layout,
@@ -277,8 +271,6 @@ pub fn run(
 /// What every run of one sweep shares.
 struct Context<'a> {
     plan: &'a Plan,
-    /// The type of the workload's request ids.
-    ids: IdKind,
     opts: &'a SweepOptions,
     outputs: Outputs,
     layout: &'a Layout,
@@ -403,7 +395,7 @@ fn simulate_cell(
         ..d.run_config()
     };
     let run = RunColumns::new(&ctx.plan.name, cell, deployment.clone());
-    let parts = RunParts::open(ctx.layout, run, ctx.ids, ctx.opts.tokens).map_err(CellError::Io)?;
+    let parts = RunParts::open(ctx.layout, run, ctx.opts.tokens).map_err(CellError::Io)?;
     let mut sink = RunSink {
         parts,
         results,
@@ -435,9 +427,6 @@ fn simulate_cell(
     };
     if ctx.cancel.load(Ordering::Relaxed) {
         return Err(CellError::Cancelled);
-    }
-    if let Some(e) = sink.parts.id_error.take() {
-        return Err(CellError::Failed(e));
     }
     for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
         file.commit().map_err(CellError::Io)?;

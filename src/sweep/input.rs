@@ -4,8 +4,7 @@
 //! run then reads the file again, so a workload that cannot be read twice (a
 //! FIFO, `/dev/stdin` on a pipe) is copied during that first read into the
 //! output folder (`.workload-<pid>.jsonl`, removed when the sweep ends, on
-//! error paths too) and the runs read the copy. The read also finds the
-//! type the tables give its request ids.
+//! error paths too) and the runs read the copy.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -14,7 +13,6 @@ use std::path::{Path, PathBuf};
 use super::executor::SweepError;
 use super::hash::Fnv64;
 use super::output_dir::io_err;
-use super::tables::IdKind;
 use crate::workload::reader::{Format, Reader};
 
 /// The spooled copy of a stream workload; dropping it removes the file.
@@ -61,8 +59,6 @@ pub(crate) struct FirstRead {
     pub(crate) content: u64,
     /// Its copy in the output folder, if it is a stream.
     pub(crate) spool: Option<Spool>,
-    /// The type of its request ids.
-    pub(crate) ids: IdKind,
 }
 
 /// Reads and checks the workload at `path`, copying it into `dir` if it is a
@@ -85,9 +81,8 @@ pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<Fir
         copy: copy.as_mut().map(|c| c as &mut dyn Write),
         copy_error: &mut copy_error,
     };
-    let mut ids = IdKind::Int;
     for row in Reader::new(BufReader::with_capacity(1 << 20, tap), path.display().to_string(), Format::Workload) {
-        ids.observe(&row?.request_id);
+        row?;
     }
     if let (Some(spool), Some(copy)) = (&spool, copy) {
         let flushed = match copy_error {
@@ -96,5 +91,5 @@ pub(crate) fn read_workload(path: &Path, stream: bool, dir: &Path) -> Result<Fir
         };
         flushed.map_err(io_err(&spool.path))?;
     }
-    Ok(FirstRead { content: hash.finish(), spool, ids })
+    Ok(FirstRead { content: hash.finish(), spool })
 }

@@ -16,6 +16,9 @@
 //! part of the identity: its content is in every run id, so a workload
 //! rewritten in place gives new runs, and the runs of the old content (ids no
 //! longer in the plan) are removed like any other run not in the plan.
+//! With `--force` the summaries (`runs.parquet`, `manifest.json`,
+//! `capacity.parquet`, `report.html`) are removed before any run starts, so
+//! an interrupted forced sweep never leaves old ones beside its new runs.
 //!
 //! **Temporary files** are named `.NAME.tmp-<pid>` beside their target, so
 //! two processes never share one, and removed on every error path. A sweep
@@ -56,6 +59,11 @@ impl Table {
 
 /// The identity file's name.
 const IDENTITY: &str = ".blis-sweep.json";
+
+/// The files a sweep writes from all its runs at its end (the runs table and
+/// manifest, a capacity search's table, the report): `--force` removes them
+/// before any run starts.
+const SUMMARIES: [&str; 4] = ["runs.parquet", "manifest.json", "capacity.parquet", "report.html"];
 
 /// Paths of the sweep's outputs.
 #[derive(Debug, Clone)]
@@ -125,9 +133,14 @@ impl Layout {
                 });
             }
             // Every run goes (the ones of this plan are redone anyway, with
-            // `--force`), and the summaries, which name the other plan's runs.
+            // `--force`).
             self.remove_runs_except(&HashSet::new())?;
-            for name in ["runs.parquet", "manifest.json"] {
+        }
+        if force {
+            // Every run is redone: the summaries describe the old runs, and
+            // a sweep stopped part-way must not leave them beside new ones.
+            // They go before any run starts; the sweep's end writes them anew.
+            for name in SUMMARIES {
                 remove_if_there(&self.root.join(name))?;
             }
         }

@@ -14,7 +14,7 @@ use parquet::arrow::ArrowWriter;
 
 use super::executor::SweepError;
 use super::output_dir::{Layout, Table, TmpFile, io_err};
-use super::tables::{BATCH_ROWS, IdKind, NodeRows, RequestRows, RunColumns, TokenRows, writer_properties};
+use super::tables::{BATCH_ROWS, NodeRows, RequestRows, RunColumns, TokenRows, writer_properties};
 use crate::sim::FinishedRequest;
 
 /// A part being written.
@@ -32,8 +32,6 @@ pub(crate) struct RunParts {
     nodes: NodeRows,
     tokens: Option<TokenRows>,
     parts: Vec<Part>,
-    /// A request id the tables cannot hold: the run fails.
-    pub(crate) id_error: Option<String>,
     /// Rows written so far, all tables.
     pub(crate) rows: u64,
     /// Seconds spent encoding and writing.
@@ -42,14 +40,14 @@ pub(crate) struct RunParts {
 
 impl RunParts {
     /// Opens the run's parts (under temporary names).
-    pub(crate) fn open(layout: &Layout, run: RunColumns, ids: IdKind, tokens: bool) -> Result<RunParts, SweepError> {
+    pub(crate) fn open(layout: &Layout, run: RunColumns, tokens: bool) -> Result<RunParts, SweepError> {
         let tables: &[Table] = if tokens { &Table::ALL } else { &[Table::Requests, Table::Nodes] };
         let mut parts = Vec::new();
         for &table in tables {
             let schema = match table {
-                Table::Requests => RequestRows::schema(ids),
-                Table::Nodes => NodeRows::schema(ids),
-                Table::Tokens => TokenRows::schema(ids),
+                Table::Requests => RequestRows::schema(),
+                Table::Nodes => NodeRows::schema(),
+                Table::Tokens => TokenRows::schema(),
             };
             let file = TmpFile::create(&layout.part(table, run.run_id()))?;
             let props = writer_properties(&schema);
@@ -61,11 +59,10 @@ impl RunParts {
         Ok(RunParts {
             run,
             run_cache: Vec::new(),
-            requests: RequestRows::new(ids),
-            nodes: NodeRows::new(ids),
-            tokens: tokens.then(|| TokenRows::new(ids)),
+            requests: RequestRows::new(),
+            nodes: NodeRows::new(),
+            tokens: tokens.then(TokenRows::new),
             parts,
-            id_error: None,
             rows: 0,
             encode_s: 0.0,
         })
@@ -73,9 +70,10 @@ impl RunParts {
 
     /// Adds `r`'s rows; writes a batch when one is full.
     pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), SweepError> {
-        let pushed = [self.requests.push(r), self.nodes.push(r), self.tokens.as_mut().map_or(Ok(()), |t| t.push(r))];
-        if let Some(Err(e)) = pushed.into_iter().find(Result::is_err) {
-            self.id_error.get_or_insert(e);
+        self.requests.push(r);
+        self.nodes.push(r);
+        if let Some(t) = &mut self.tokens {
+            t.push(r);
         }
         let full = self.requests.len() >= BATCH_ROWS
             || self.nodes.len() >= BATCH_ROWS

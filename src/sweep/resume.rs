@@ -4,11 +4,11 @@
 //! it finished `ok`, was made by this version of the tool (its run id already
 //! covers its parameters, its scenario's content and the workload's content,
 //! see [`super::grid`]), and wrote every output asked for now, all of which
-//! are still there. Anything else is run again, its old files removed first
-//! ([`super::output_dir::Layout::discard`]), so that every file of a run
-//! comes from one execution. Failed runs are always run again: a failure can
-//! come from something outside the run (an unreadable constants file) that
-//! has been fixed since, and a failing run is cheap.
+//! are still there, its metrics readable. Anything else is run again, its
+//! old files removed first ([`super::output_dir::Layout::discard`]), so that
+//! every file of a run comes from one execution. Failed runs are always run
+//! again: a failure can come from something outside the run (an unreadable
+//! constants file) that has been fixed since, and a failing run is cheap.
 //!
 //! Output flags do not change run ids: adding `--tokens` on a re-run reruns
 //! only the runs without a tokens part, and leaving it off keeps the parts.
@@ -117,5 +117,9 @@ pub(crate) fn reusable(layout: &Layout, run_id: &str, wanted: Outputs) -> bool {
         }
         files.push(if name == "tokens" { layout.part(Table::Tokens, run_id) } else { dir.join(&name) });
     }
+    // The metrics must also read back (the runs table and the report are
+    // built from them): a truncated or edited file makes the run be redone.
     files.iter().all(|f| f.is_file())
+        && std::fs::read_to_string(dir.join("metrics.json"))
+            .is_ok_and(|t| serde_json::from_str::<crate::metrics::Metrics>(&t).is_ok())
 }

@@ -13,8 +13,10 @@
 //! - `tokens` (`--tokens`): one row per llm call with its token latencies;
 //! - `runs.parquet`: one row per run, its metrics ([`super::summary`]).
 //!
-//! `request_id` is BIGINT when every id of the workload is an integer
-//! ([`columns::IdKind`]), else VARCHAR.
+//! `request_id` is VARCHAR in every plan, the id as the workload wrote it,
+//! with `request_index` (BIGINT, input order) beside it
+//! ([`columns::RequestKey`]): a type that followed the workload's ids broke
+//! one glob over a plan with integer and one with text ids.
 
 mod columns;
 mod nodes;
@@ -40,7 +42,7 @@ fn batch(
     arrow_array::RecordBatch::try_new(schema.clone(), cols).expect("columns match the schema")
 }
 
-pub(crate) use columns::{DeploymentRow, IdKind, RowsBuilder, RunColumns, overrides_field, overrides_json};
+pub(crate) use columns::{DeploymentRow, RowsBuilder, RunColumns, overrides_field, overrides_json};
 pub(crate) use nodes::NodeRows;
 pub(crate) use requests::RequestRows;
 pub(crate) use tokens::TokenRows;

@@ -13,6 +13,7 @@ mod conformance;
 mod dag;
 mod defects_capacity;
 mod defects_latency;
+mod defects_tables;
 mod defects_trace;
 mod engine;
 mod fuzz;

@@ -1,8 +1,8 @@
 //! The sweep's tables have one schema whatever the plan (so one DuckDB glob
 //! reads several plans' outputs): the deployment as columns, counts as
 //! BIGINT, overrides in one `overrides` column; one `requests` row per
-//! request DAG and one `nodes` row per llm call; `request_id` an integer
-//! when the workload's are.
+//! request DAG and one `nodes` row per llm call; `request_id` text in every
+//! plan, with `request_index` (BIGINT, input order) beside it.
 
 use std::path::Path;
 
@@ -78,7 +78,8 @@ fn two_different_plans_write_one_schema() {
             assert_eq!(column_type(schema, column), "Int64", "{table}.{column}");
         }
         if table != "runs" {
-            assert_eq!(column_type(schema, "request_id"), "Int64", "{table}");
+            assert_eq!(column_type(schema, "request_id"), "Utf8", "{table}");
+            assert_eq!(column_type(schema, "request_index"), "Int64", "{table}");
         }
     }
     let runs = &chat.iter().find(|(t, _)| t == "runs").unwrap().1;
@@ -113,25 +114,32 @@ fn two_different_plans_write_one_schema() {
 }
 
 #[test]
-fn text_request_ids_stay_text_and_integers_stay_integers() {
+fn request_ids_are_text_in_every_plan_with_their_input_index() {
     let dir = Dir::new("tables-ids");
     dir.create("s.yaml", LINEAR_SCENARIO);
     sweep(&dir, "text", &dags(|i| format!("\"agent-{i}\"")), "  seed: [1]");
     sweep(&dir, "int", &dags(|i| i.to_string()), "  seed: [1]");
-    let (text, int) = (schemas(&dir.join("text")), schemas(&dir.join("int")));
-    for ((table, a), (_, b)) in text.iter().zip(&int) {
-        if table == "runs" {
-            assert_eq!(a, b);
-            continue;
-        }
-        assert_eq!((column_type(a, "request_id"), column_type(b, "request_id")), ("Utf8", "Int64"), "{table}");
-        assert_eq!(a.replace("request_id:Utf8", "request_id:Int64"), *b, "{table}");
-    }
-    let part = std::fs::read_dir(dir.join("text/requests")).unwrap().next().unwrap().unwrap().path();
-    let ids: Vec<String> = read_columns(&part, &["request_id"]).into_iter().map(|r| r[0].clone()).collect();
-    assert_eq!(ids, ["agent-0", "agent-1", "agent-2"]);
-    // An integer id past a BIGINT's range makes the column text.
+    // An integer id past a BIGINT's range is text like any other.
     sweep(&dir, "big", &dags(|i| (u64::MAX - i as u64).to_string()), "  seed: [1]");
-    let big = schemas(&dir.join("big"));
-    assert_eq!(column_type(&big[0].1, "request_id"), "Utf8");
+    let text = schemas(&dir.join("text"));
+    assert_eq!(text, schemas(&dir.join("int")));
+    assert_eq!(text, schemas(&dir.join("big")));
+    for (table, schema) in &text {
+        if table != "runs" {
+            assert!(schema.contains("request_id:Utf8:false;request_index:Int64:false"), "{table}: {schema}");
+        }
+    }
+    let ids = |plan: &str, table: &str, columns: &[&str]| {
+        let part = std::fs::read_dir(dir.join(plan).join(table)).unwrap().next().unwrap().unwrap().path();
+        read_columns(&part, columns)
+    };
+    assert_eq!(
+        ids("text", "requests", &["request_id", "request_index"]),
+        [["agent-0", "0"], ["agent-1", "1"], ["agent-2", "2"]]
+    );
+    let max = u64::MAX.to_string();
+    assert_eq!(ids("big", "requests", &["request_id"])[0], [max]);
+    // Every llm call's row carries its request's key.
+    let nodes = ids("int", "nodes", &["request_id", "request_index", "node"]);
+    assert_eq!(nodes[2..4], [["1", "1", "0"], ["1", "1", "2"]]);
 }

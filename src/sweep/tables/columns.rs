@@ -18,8 +18,8 @@ use arrow_schema::{DataType, Field};
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{Deployment, ScenarioSpec};
+use crate::sim::FinishedRequest;
 use crate::sweep::grid::Cell;
-use crate::workload::RequestId;
 
 /// One column's value for a run, typed.
 #[derive(Debug, Clone, Copy)]
@@ -363,101 +363,65 @@ impl RowsBuilder {
     }
 }
 
-/// The type of a workload's `request_id`s: BIGINT when every id is an
-/// integer that fits, else text.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum IdKind {
-    /// Every id an integer below 2^63.
-    #[default]
-    Int,
-    /// Some id text (or too large for a BIGINT).
-    Text,
+/// The request key every per-request table starts its own columns with:
+/// `request_id`, the id as the workload wrote it, as text in every plan
+/// (an integer id `7` is `"7"`), so one DuckDB glob reads the tables of
+/// plans with integer and with text ids alike; and `request_index`, the
+/// request's 0-based position in the input (BIGINT), for ordering and for
+/// joins that want a number.
+pub(crate) struct RequestKey {
+    id: StringBuilder,
+    index: Int64Builder,
 }
 
-impl IdKind {
-    /// Folds one id in.
-    pub(crate) fn observe(&mut self, id: &RequestId) {
-        if !matches!(id, RequestId::Int(n) if i64::try_from(*n).is_ok()) {
-            *self = IdKind::Text;
-        }
+impl RequestKey {
+    pub(crate) fn fields() -> [Field; 2] {
+        [Field::new("request_id", DataType::Utf8, false), Field::new("request_index", DataType::Int64, false)]
     }
 
-    pub(crate) fn field(self) -> Field {
-        Field::new(
-            "request_id",
-            match self {
-                IdKind::Int => DataType::Int64,
-                IdKind::Text => DataType::Utf8,
-            },
-            false,
-        )
+    pub(crate) fn new() -> RequestKey {
+        RequestKey { id: StringBuilder::new(), index: Int64Builder::new() }
+    }
+
+    /// Appends request `r`'s key.
+    pub(crate) fn append(&mut self, r: &FinishedRequest) {
+        self.id.append_value(r.request.request_id.to_string());
+        // Input positions count requests held in memory or streamed, far
+        // below 2^63; saturating keeps the column total if one were not.
+        self.index.append_value(i64::try_from(r.index).unwrap_or(i64::MAX));
+    }
+
+    pub(crate) fn finish(&mut self) -> [ArrayRef; 2] {
+        [Arc::new(self.id.finish()), Arc::new(self.index.finish())]
     }
 }
 
-/// The key of a row about one llm call: `request_id`, `node`.
+/// The key of a row about one llm call: `request_id`, `request_index`
+/// ([`RequestKey`]), `node`.
 pub(crate) struct CallKey {
-    id: IdColumn,
+    request: RequestKey,
     node: Int64Builder,
 }
 
 impl CallKey {
-    pub(crate) fn fields(ids: IdKind) -> [Field; 2] {
-        [ids.field(), Field::new("node", DataType::Int64, false)]
+    pub(crate) fn fields() -> [Field; 3] {
+        let [id, index] = RequestKey::fields();
+        [id, index, Field::new("node", DataType::Int64, false)]
     }
 
-    pub(crate) fn new(ids: IdKind) -> CallKey {
-        CallKey { id: IdColumn::new(ids), node: Int64Builder::new() }
+    pub(crate) fn new() -> CallKey {
+        CallKey { request: RequestKey::new(), node: Int64Builder::new() }
     }
 
-    /// Appends node `node` of request `id`. Both columns get a value even
-    /// when the id does not fit ([`IdColumn::append`]'s error), so the
-    /// caller fills the rest of the row and the batch stays whole; the run
-    /// then fails on the error.
-    pub(crate) fn append(&mut self, id: &RequestId, node: usize) -> Result<(), String> {
+    /// Appends node `node` of request `r`.
+    pub(crate) fn append(&mut self, r: &FinishedRequest, node: usize) {
+        self.request.append(r);
         self.node.append_value(node as i64);
-        self.id.append(id)
     }
 
-    pub(crate) fn finish(&mut self) -> [ArrayRef; 2] {
-        [self.id.finish(), Arc::new(self.node.finish())]
-    }
-}
-
-/// The `request_id` column being built.
-pub(crate) enum IdColumn {
-    Int(Int64Builder),
-    Text(StringBuilder),
-}
-
-impl IdColumn {
-    pub(crate) fn new(kind: IdKind) -> IdColumn {
-        match kind {
-            IdKind::Int => IdColumn::Int(Int64Builder::new()),
-            IdKind::Text => IdColumn::Text(StringBuilder::new()),
-        }
-    }
-
-    /// Appends `id`; a text id in an integer column (the workload changed
-    /// since the sweep read it) is an error.
-    pub(crate) fn append(&mut self, id: &RequestId) -> Result<(), String> {
-        match (self, id) {
-            (IdColumn::Int(b), RequestId::Int(n)) if i64::try_from(*n).is_ok() => b.append_value(*n as i64),
-            (IdColumn::Text(b), id) => b.append_value(id.to_string()),
-            (IdColumn::Int(b), id) => {
-                b.append_value(0);
-                return Err(format!(
-                    "request_id {id}: not an integer below 2^63, but every id was when the sweep read the workload (it changed since)"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn finish(&mut self) -> ArrayRef {
-        match self {
-            IdColumn::Int(b) => Arc::new(b.finish()),
-            IdColumn::Text(b) => Arc::new(b.finish()),
-        }
+    pub(crate) fn finish(&mut self) -> [ArrayRef; 3] {
+        let [id, index] = self.request.finish();
+        [id, index, Arc::new(self.node.finish())]
     }
 }
 
@@ -499,15 +463,35 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_integers_until_one_is_not() {
-        let mut kind = IdKind::default();
-        kind.observe(&RequestId::Int(i64::MAX as u64));
-        assert_eq!(kind, IdKind::Int);
-        kind.observe(&RequestId::Int(i64::MAX as u64 + 1));
-        assert_eq!(kind, IdKind::Text);
-        let mut column = IdColumn::new(IdKind::Int);
-        assert!(column.append(&RequestId::Int(7)).is_ok());
-        let err = column.append(&RequestId::Str("a".to_owned())).unwrap_err();
-        assert!(err.starts_with("request_id a: not an integer"), "{err}");
+    fn request_ids_are_text_whatever_the_workload_with_the_input_position_beside() {
+        use crate::workload::RequestId;
+        use arrow_array::Array;
+        let request = |id: RequestId, index: u64| crate::sim::FinishedRequest {
+            index,
+            request: crate::workload::Request {
+                request_id: id,
+                arrival_time: 0.0,
+                initial: Vec::new(),
+                sub_requests: Vec::new(),
+            },
+            nodes: Vec::new(),
+            arrival_us: 0,
+            send_us: 0,
+            finish_us: None,
+            status: crate::sim::RequestStatus::Completed,
+            in_window: true,
+        };
+        let mut key = CallKey::new();
+        key.append(&request(RequestId::Int(u64::MAX), 0), 0);
+        key.append(&request(RequestId::Str("req-1".to_owned()), 1), 2);
+        let [id, index, node] = key.finish();
+        let fields = CallKey::fields();
+        for (f, c) in fields.iter().zip([&id, &index, &node]) {
+            assert_eq!(f.data_type(), c.data_type(), "{}", f.name());
+        }
+        let id = id.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!((id.value(0), id.value(1)), ("18446744073709551615", "req-1"));
+        let index = index.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!((index.value(0), index.value(1), index.len()), (0, 1, 2));
     }
 }

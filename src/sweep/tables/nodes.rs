@@ -9,7 +9,7 @@ use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{CallKey, IdKind, RunColumns};
+use super::columns::{CallKey, RunColumns};
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
@@ -32,9 +32,9 @@ pub(crate) struct NodeRows {
 }
 
 impl NodeRows {
-    pub(crate) fn schema(ids: IdKind) -> SchemaRef {
+    pub(crate) fn schema() -> SchemaRef {
         let mut fields = RunColumns::fields();
-        fields.extend(CallKey::fields(ids));
+        fields.extend(CallKey::fields());
         // The replica the router sent the node to (0 with one replica); null
         // for a node never routed (rejected, or behind a failed node).
         fields.push(Field::new("replica", DataType::Int64, true));
@@ -48,10 +48,10 @@ impl NodeRows {
         Arc::new(Schema::new(fields))
     }
 
-    pub(crate) fn new(ids: IdKind) -> NodeRows {
+    pub(crate) fn new() -> NodeRows {
         NodeRows {
-            schema: Self::schema(ids),
-            key: CallKey::new(ids),
+            schema: Self::schema(),
+            key: CallKey::new(),
             replica: Int64Builder::new(),
             times: std::array::from_fn(|_| Float64Builder::new()),
             counts: std::array::from_fn(|_| Int64Builder::new()),
@@ -66,8 +66,7 @@ impl NodeRows {
     }
 
     /// Adds one row per llm node of `r`.
-    pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), String> {
-        let mut result = Ok(());
+    pub(crate) fn push(&mut self, r: &FinishedRequest) {
         let s = |us: u64| us as f64 / 1e6;
         for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
             let NodeKind::Llm(call) = &sub.kind else { continue };
@@ -93,12 +92,11 @@ impl NodeRows {
             for (b, v) in self.counts.iter_mut().zip(counts) {
                 b.append_value(i64::from(v));
             }
-            result = result.and(self.key.append(&r.request.request_id, i));
+            self.key.append(r, i);
             self.replica.append_option(node.start_us.map(|_| i64::from(node.replica.unwrap_or(0))));
             self.error.append_option(node.error.as_ref().map(|e| e.to_string()));
             self.rows += 1;
         }
-        result
     }
 
     /// The rows so far as a batch, after the run's columns (`run`, as many

@@ -12,7 +12,7 @@ use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{IdColumn, IdKind, RunColumns};
+use super::columns::{RequestKey, RunColumns};
 use crate::sim::{FinishedRequest, RequestStatus};
 use crate::workload::NodeKind;
 
@@ -35,7 +35,7 @@ fn status_name(s: RequestStatus) -> &'static str {
 /// Builds one run's `requests` rows.
 pub(crate) struct RequestRows {
     schema: SchemaRef,
-    id: IdColumn,
+    key: RequestKey,
     times: [Float64Builder; 5],
     status: StringDictionaryBuilder<Int32Type>,
     error: StringBuilder,
@@ -45,9 +45,9 @@ pub(crate) struct RequestRows {
 }
 
 impl RequestRows {
-    pub(crate) fn schema(ids: IdKind) -> SchemaRef {
+    pub(crate) fn schema() -> SchemaRef {
         let mut fields = RunColumns::fields();
-        fields.push(ids.field());
+        fields.extend(RequestKey::fields());
         for name in TIMES {
             fields.push(Field::new(name, DataType::Float64, matches!(name, "finish_s" | "e2e_s")));
         }
@@ -61,10 +61,10 @@ impl RequestRows {
         Arc::new(Schema::new(fields))
     }
 
-    pub(crate) fn new(ids: IdKind) -> RequestRows {
+    pub(crate) fn new() -> RequestRows {
         RequestRows {
-            schema: Self::schema(ids),
-            id: IdColumn::new(ids),
+            schema: Self::schema(),
+            key: RequestKey::new(),
             times: std::array::from_fn(|_| Float64Builder::new()),
             status: StringDictionaryBuilder::new(),
             error: StringBuilder::new(),
@@ -79,7 +79,8 @@ impl RequestRows {
     }
 
     /// Adds `r`'s row.
-    pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), String> {
+    pub(crate) fn push(&mut self, r: &FinishedRequest) {
+        self.key.append(r);
         let s = |us: u64| us as f64 / 1e6;
         let values = [
             Some(s(r.arrival_us)),
@@ -113,13 +114,12 @@ impl RequestRows {
         self.error.append_option(r.nodes.iter().find_map(|n| n.error.as_ref()).map(ToString::to_string));
         self.in_window.append_value(r.in_window);
         self.rows += 1;
-        self.id.append(&r.request.request_id)
     }
 
     /// The rows so far as a batch, after the run's columns (`run`, as many
     /// rows); the builder starts over.
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
-        let mut own = vec![self.id.finish()];
+        let mut own = Vec::from(self.key.finish());
         own.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.push(Arc::new(self.status.finish()));
         own.push(Arc::new(self.error.finish()));

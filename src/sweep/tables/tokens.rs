@@ -8,7 +8,7 @@ use arrow_array::builder::{Float64Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{CallKey, IdKind, RunColumns};
+use super::columns::{CallKey, RunColumns};
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
@@ -21,17 +21,17 @@ pub(crate) struct TokenRows {
 }
 
 impl TokenRows {
-    pub(crate) fn schema(ids: IdKind) -> SchemaRef {
+    pub(crate) fn schema() -> SchemaRef {
         let mut fields = RunColumns::fields();
-        fields.extend(CallKey::fields(ids));
+        fields.extend(CallKey::fields());
         fields.push(Field::new("token_latency_s", DataType::new_list(DataType::Float64, true), false));
         Arc::new(Schema::new(fields))
     }
 
-    pub(crate) fn new(ids: IdKind) -> TokenRows {
+    pub(crate) fn new() -> TokenRows {
         TokenRows {
-            schema: Self::schema(ids),
-            key: CallKey::new(ids),
+            schema: Self::schema(),
+            key: CallKey::new(),
             latency: ListBuilder::new(Float64Builder::new()),
             rows: 0,
         }
@@ -41,8 +41,7 @@ impl TokenRows {
         self.rows
     }
 
-    pub(crate) fn push(&mut self, r: &FinishedRequest) -> Result<(), String> {
-        let mut result = Ok(());
+    pub(crate) fn push(&mut self, r: &FinishedRequest) {
         for (i, (sub, node)) in r.request.sub_requests.iter().zip(&r.nodes).enumerate() {
             if !matches!(sub.kind, NodeKind::Llm(_)) {
                 continue;
@@ -53,15 +52,19 @@ impl TokenRows {
                 previous = t;
             }
             self.latency.append(true);
-            result = result.and(self.key.append(&r.request.request_id, i));
+            self.key.append(r, i);
             self.rows += 1;
         }
-        result
     }
 
     pub(crate) fn finish(&mut self, run: Vec<ArrayRef>) -> RecordBatch {
-        let [request_id, node] = self.key.finish();
+        let [request_id, request_index, node] = self.key.finish();
         let rows = std::mem::take(&mut self.rows);
-        super::batch(&self.schema, run, rows, [request_id, node, Arc::new(self.latency.finish()) as ArrayRef])
+        super::batch(
+            &self.schema,
+            run,
+            rows,
+            [request_id, request_index, node, Arc::new(self.latency.finish()) as ArrayRef],
+        )
     }
 }

@@ -80,7 +80,7 @@ impl WorkloadSource {
     pub(crate) fn requests(&self, seed: u64) -> Result<SourceRequests<'_>, OpenError> {
         Ok(match self {
             WorkloadSource::File(path) => {
-                let file = std::fs::File::open(path).map_err(|e| OpenError::File(path.clone(), e))?;
+                let file = crate::spool::open(path).map_err(|e| OpenError::File(path.clone(), e))?;
                 let reader = crate::workload::reader::Reader::new(
                     std::io::BufReader::with_capacity(1 << 20, file),
                     path.display().to_string(),
@@ -196,9 +196,9 @@ fn file_key(content: u64) -> String {
 
 /// Whether `path` exists but cannot be read twice: not a regular file (a
 /// FIFO, a character device, `/dev/stdin` on a pipe). The sweep reads such a
-/// workload once and spools it.
+/// workload once, when it runs, through [`crate::spool`].
 pub fn is_stream(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+    crate::spool::is_stream(path)
 }
 
 fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {

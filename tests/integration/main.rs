@@ -11,6 +11,7 @@ mod client;
 mod cluster;
 mod conformance;
 mod dag;
+mod defects_io;
 mod engine;
 mod fuzz;
 mod golden;

@@ -367,7 +367,7 @@ fn simulate_cell(
     // at the head, so a run never mixes files of two executions.
     ctx.layout.discard(&cell.run_id).map_err(CellError::Io)?;
     let d = scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario)
-        .map_err(|e| CellError::Failed(format!("scenario {}: {e}", cell.scenario)))?;
+        .map_err(|e| CellError::Failed(ctx.plan.scenario_error(cell, &e)))?;
     *deployment = DeploymentRow::of(&d);
     let run_dir = ctx.layout.run_dir(&cell.run_id);
     let open = |on: bool, name: &str| -> Result<Option<JsonlOut>, CellError> {

@@ -390,3 +390,62 @@ fn defect_20_a_closed_stdout_ends_quietly() {
         assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
     }
 }
+
+/// Item 7: a plan's semantic errors name the plan, the line and the key path
+/// (an override's own key, a repeated axis value, a search that does not add
+/// up, a missing or repeated key), and a run an override cannot resolve
+/// names the override where the plan sets it.
+#[test]
+fn plan_semantic_errors_name_plan_line_and_field() {
+    let dir = Dir::new("d-plan-msgs");
+    copy_case(&dir, "10-output-collisions");
+    let head = "name: t\noutput: out\nworkload: {path: w3.jsonl}\nscenarios: [S.yaml]\n";
+    let cases = [
+        (
+            "grid:\n  overrides:\n    engine.no_such_key: [1]\n",
+            "p.yaml:7: grid.overrides.engine.no_such_key: 1: unknown field `no_such_key`",
+        ),
+        (
+            "grid:\n  overrides:\n    tp: [1]\n    engine.max_num_seqs: [8, abc]\n",
+            "p.yaml:8: grid.overrides.engine.max_num_seqs: \"abc\": invalid type",
+        ),
+        (
+            "grid:\n  overrides:\n    engine.max_num_seqs: [8, 16, 8]\n",
+            "p.yaml:7: grid.overrides.engine.max_num_seqs: 8 is given twice",
+        ),
+        ("grid:\n  seed: [1, 2, 1]\n", "p.yaml:6: grid.seed: 1 is given twice"),
+        ("grid:\n  rate_scale: [1, 1.0]\n", "p.yaml:6: grid.rate_scale: 1 is given twice"),
+        ("grid:\n  seed: []\n", "p.yaml:6: grid.seed: give at least one value"),
+        (
+            "search:\n  slo: {ttft_p99_ms: 100}\n  range: [10, 1]\n",
+            "p.yaml:7: search.range: [10, 1]: give 0 < low < high",
+        ),
+        (
+            "grid:\n  concurrency: [4]\nsearch:\n  slo: {ttft_p99_ms: 100}\n  range: [1, 10]\n",
+            "p.yaml:6: grid.concurrency: a capacity search sets the load",
+        ),
+        ("search:\n  range: [1, 10]\n", "p.yaml:6: search.slo: missing"),
+        ("grid: {seed: [1]}\ngrid: {seed: [2]}\n", "p.yaml:6: grid: given twice"),
+    ];
+    for (tail, expect) in cases {
+        dir.create("p.yaml", &format!("{head}{tail}"));
+        let err = TestCommand::new(&dir.path, &["plan", "p.yaml"]).fails();
+        assert!(err.starts_with(&format!("blis-sweep: {expect}")), "{tail}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    dir.create("p.yaml", "name: t\nworkload: {path: w3.jsonl}\nscenarios: [S.yaml]\n");
+    let err = TestCommand::new(&dir.path, &["plan", "p.yaml"]).fails();
+    assert!(err.starts_with("blis-sweep: p.yaml:3: output: missing"), "{err}");
+    dir.create("p.yaml", &format!("{head}scenarios: [S.yaml, ./S.yaml]\n").replace("scenarios: [S.yaml]\n", ""));
+    let err = TestCommand::new(&dir.path, &["plan", "p.yaml"]).fails();
+    assert!(
+        err.starts_with("blis-sweep: p.yaml:4: scenarios: two scenarios make runs with the same parameters"),
+        "{err}"
+    );
+    // A value only resolving the scenario finds wrong: that run fails, named.
+    dir.create("p.yaml", &format!("{head}grid:\n  overrides:\n    engine.max_num_seqs: [8, 0]\n"));
+    let out = TestCommand::new(&dir.path, &["-q", "--no-report", "p.yaml"]).output();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains(": p.yaml:7: grid.overrides.engine.max_num_seqs: must be positive (scenario "), "{err}");
+}

@@ -1,8 +1,12 @@
 //! Input files that cannot be read twice (a FIFO, `/dev/stdin` on a pipe, a
-//! character device), made readable as often as a command needs: the first
-//! open copies the whole stream into an unnamed temporary file (`TMPDIR`,
-//! see [`crate::atomic::unnamed_temp_file`]) and every open of the same
-//! file, then and later, in any thread, reads that copy from its start.
+//! character device), made readable as often as a command needs: what is
+//! read from the stream is copied into an unnamed temporary file (`TMPDIR`,
+//! see [`crate::atomic::unnamed_temp_file`]) as it is read, and every open
+//! of the same file, then and later, in any thread, reads from its start:
+//! the copy as far as it goes, then more of the stream (copied in turn).
+//! Only what readers ask for is copied, so a reader's own limits (the
+//! workload reader's 32 MiB line) stop an endless stream (`/dev/zero`)
+//! before it fills the disk.
 //!
 //! This is the one place every input is opened that a command may read more
 //! than once: the workload JSONL (`run` validates it, then simulates it; a
@@ -18,24 +22,65 @@
 //! (their directory entry is removed at once, so nothing outlives it).
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// The copies made so far: (device, inode) of the stream → its copy.
-static SPOOLS: Mutex<Vec<((u64, u64), Arc<File>)>> = Mutex::new(Vec::new());
+/// The streams opened so far: (device, inode) → its copy.
+static SPOOLS: Mutex<Vec<((u64, u64), Arc<Spool>)>> = Mutex::new(Vec::new());
 
-/// An opened input: the file itself, or a reader of a stream's copy.
+/// A stream and its copy so far.
+#[derive(Debug)]
+pub(crate) struct Spool {
+    /// The temporary file's name, for messages.
+    name: std::path::PathBuf,
+    state: Mutex<SpoolState>,
+}
+
+#[derive(Debug)]
+struct SpoolState {
+    copy: File,
+    /// Bytes copied so far.
+    copied: u64,
+    /// The stream, until it has been read to its end.
+    stream: Option<File>,
+}
+
+impl Spool {
+    /// Reads into `buf` from byte `pos`: from the copy, or, at its end, from
+    /// the stream (copying what comes).
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if pos < state.copied {
+            let most = (state.copied - pos).min(buf.len() as u64) as usize;
+            return state.copy.read_at(&mut buf[..most], pos);
+        }
+        let SpoolState { copy, copied, stream } = &mut *state;
+        let Some(from) = stream else { return Ok(0) };
+        let n = from.read(buf)?;
+        if n == 0 {
+            *stream = None;
+            return Ok(0);
+        }
+        copy.write_all_at(&buf[..n], *copied)
+            .map_err(|e| io::Error::new(e.kind(), format!("copying it to {}: {e}", self.name.display())))?;
+        *copied += n as u64;
+        // (A reader past the copy's end, which cannot be: readers start at 0
+        // and read in order, would get the bytes at the copy's end.)
+        Ok(n)
+    }
+}
+
+/// An opened input: the file itself, or a reader of a stream through its copy.
 #[derive(Debug)]
 pub(crate) enum Input {
     /// A regular file (or a directory, which fails on read as it would).
     File(File),
-    /// A stream's copy, read from `pos` with positional reads, so readers
-    /// in several threads never share an offset.
+    /// A stream, read from `pos` (readers in several threads never share an offset).
     Spooled {
-        /// The copy.
-        file: Arc<File>,
+        /// The stream and its copy.
+        spool: Arc<Spool>,
         /// The next byte to read.
         pos: u64,
     },
@@ -45,8 +90,8 @@ impl Read for Input {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Input::File(f) => f.read(buf),
-            Input::Spooled { file, pos } => {
-                let n = file.read_at(buf, *pos)?;
+            Input::Spooled { spool, pos } => {
+                let n = spool.read_at(buf, *pos)?;
                 *pos += n as u64;
                 Ok(n)
             }
@@ -59,9 +104,9 @@ pub(crate) fn is_stream(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
-/// Opens `path` for reading; a stream is copied on its first open and read
-/// from the copy on every open. Errors are the OS's (the caller names the
-/// path), or say the copy failed.
+/// Opens `path` for reading; a stream is opened once and read through its
+/// copy by every open. Errors are the OS's (the caller names the path), or
+/// say the copy failed.
 pub(crate) fn open(path: &Path) -> io::Result<Input> {
     // (metadata follows symlinks: /dev/stdin → a pipe is a pipe; it never
     // blocks, unlike opening a FIFO.)
@@ -70,23 +115,15 @@ pub(crate) fn open(path: &Path) -> io::Result<Input> {
         return File::open(path).map(Input::File);
     }
     let key = (meta.dev(), meta.ino());
-    // Held while copying: a second thread opening the same stream waits for
-    // the copy instead of reading what is left of the stream.
     let mut spools = SPOOLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((_, file)) = spools.iter().find(|(k, _)| *k == key) {
-        return Ok(Input::Spooled { file: Arc::clone(file), pos: 0 });
+    if let Some((_, spool)) = spools.iter().find(|(k, _)| *k == key) {
+        return Ok(Input::Spooled { spool: Arc::clone(spool), pos: 0 });
     }
-    let mut stream = File::open(path)?;
-    let (tmp, copy) = crate::atomic::unnamed_temp_file()?;
-    let copied = (|| {
-        let mut out = BufWriter::with_capacity(1 << 20, &copy);
-        io::copy(&mut stream, &mut out)?;
-        out.flush()
-    })();
-    copied.map_err(|e| io::Error::new(e.kind(), format!("copying it to {}: {e}", tmp.display())))?;
-    let file = Arc::new(copy);
-    spools.push((key, Arc::clone(&file)));
-    Ok(Input::Spooled { file, pos: 0 })
+    let stream = File::open(path)?;
+    let (name, copy) = crate::atomic::unnamed_temp_file()?;
+    let spool = Arc::new(Spool { name, state: Mutex::new(SpoolState { copy, copied: 0, stream: Some(stream) }) });
+    spools.push((key, Arc::clone(&spool)));
+    Ok(Input::Spooled { spool, pos: 0 })
 }
 
 /// The bytes of `path`, whole (a small file: a header, a spec), through
@@ -138,6 +175,20 @@ mod tests {
         assert!(is_stream(&fifo));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no copy left in the directory");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_endless_stream_is_copied_only_as_far_as_it_is_read() {
+        let mut zero = open(Path::new("/dev/zero")).unwrap();
+        let mut buf = vec![1u8; 1 << 16];
+        zero.read_exact(&mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+        let mut again = open(Path::new("/dev/zero")).unwrap();
+        let mut more = vec![1u8; 1 << 17];
+        again.read_exact(&mut more).unwrap();
+        assert!(more.iter().all(|&b| b == 0));
+        let Input::Spooled { spool, .. } = &again else { panic!("a device is spooled") };
+        assert_eq!(spool.state.lock().unwrap().copied, 1 << 17);
     }
 
     #[test]

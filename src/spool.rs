@@ -27,8 +27,11 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// The streams opened so far: (device, inode) → its copy.
-static SPOOLS: Mutex<Vec<((u64, u64), Arc<Spool>)>> = Mutex::new(Vec::new());
+/// A stream's device and inode: its identity whatever the name it is opened by.
+type StreamId = (u64, u64);
+
+/// The streams opened so far, with their copies.
+static SPOOLS: Mutex<Vec<(StreamId, Arc<Spool>)>> = Mutex::new(Vec::new());
 
 /// A stream and its copy so far.
 #[derive(Debug)]

@@ -205,8 +205,8 @@ fn check_paths(args: &RunArgs) -> anyhow::Result<()> {
         outputs.push(Named::given("--trace-output", data));
     }
     let input = args.input.as_deref().map(parse_input).transpose()?;
-    let beside = match (&input, &args.trace_header) {
-        (Some((ImportFormat::TraceV2, header)), _) => Some(import::tracev2::data_path(header)),
+    let beside = match &input {
+        Some((ImportFormat::TraceV2, header)) => Some(import::tracev2::data_path(header)),
         _ => None,
     };
     let mut inputs = vec![Named::given("-s", &args.scenario)];

@@ -10,6 +10,12 @@
 //! with a file. A symlink is followed, so the file it points to is replaced
 //! and the link stays a link.
 //!
+//! Several outputs of one command are committed together by [`commit_all`]:
+//! every one is flushed and closed first (a full disk shows there, before
+//! any is renamed), then all are renamed; a rename that still fails puts
+//! back the files already renamed over. So either every output is in place
+//! or none is, and the files they replace are as they were.
+//!
 //! Errors are `io::Error`s whose message says what failed but not the path:
 //! callers name it (the CLI as context, the sweep in its error type).
 
@@ -36,7 +42,17 @@ pub(crate) struct AtomicFile {
     /// The temporary file; `None` when writing in place.
     tmp: Option<PathBuf>,
     path: PathBuf,
+    /// `None` once flushed and closed.
     out: Option<BufWriter<File>>,
+    /// Renamed into place (or written in place): nothing to remove.
+    committed: bool,
+}
+
+/// A temporary name beside `path` (`.NAME.tmp-<pid>-<n>`), unique in this
+/// process and across processes.
+fn temporary_name(path: &Path, name: &std::ffi::OsStr) -> PathBuf {
+    let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{}.tmp-{}-{n}", name.to_string_lossy(), std::process::id()))
 }
 
 impl AtomicFile {
@@ -50,7 +66,8 @@ impl AtomicFile {
                 let file =
                     OpenOptions::new().write(true).open(path).map_err(|e| failed("cannot open for writing", e))?;
                 let path = path.to_path_buf();
-                return Ok(AtomicFile { tmp: None, path, out: Some(BufWriter::with_capacity(1 << 20, file)) });
+                let out = Some(BufWriter::with_capacity(1 << 20, file));
+                return Ok(AtomicFile { tmp: None, path, out, committed: false });
             }
             _ => {}
         }
@@ -58,14 +75,14 @@ impl AtomicFile {
         let Some(name) = path.file_name() else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a file path"));
         };
-        let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
-        let tmp = path.with_file_name(format!(".{}.tmp-{}-{n}", name.to_string_lossy(), std::process::id()));
+        let tmp = temporary_name(&path, name);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
             .map_err(|e| failed("cannot create a file beside it", e))?;
-        Ok(AtomicFile { tmp: Some(tmp), path, out: Some(BufWriter::with_capacity(1 << 20, file)) })
+        let out = Some(BufWriter::with_capacity(1 << 20, file));
+        Ok(AtomicFile { tmp: Some(tmp), path, out, committed: false })
     }
 
     /// The file being written (the target itself when writing in place).
@@ -80,29 +97,87 @@ impl AtomicFile {
 
     /// Flushes and renames into place; on any failure the temporary file
     /// is removed and the target left as it was.
-    pub(crate) fn commit(mut self) -> io::Result<()> {
-        let Some(out) = self.out.take() else { return Ok(()) };
-        let result = out.into_inner().map_err(|e| e.into_error()).and_then(|file| match &self.tmp {
+    pub(crate) fn commit(self) -> io::Result<()> {
+        commit_all(vec![self]).map_err(|(_, e)| e)
+    }
+
+    /// Flushes the buffer and closes the file (once).
+    fn finish(&mut self) -> io::Result<()> {
+        match self.out.take() {
             // No fsync: the rename already guarantees readers never see a
             // partial file, and flushing hundreds of MB to disk would double
             // the run time.
-            Some(tmp) => {
-                drop(file);
-                std::fs::rename(tmp, &self.path)
-            }
+            Some(out) => out.into_inner().map(drop).map_err(|e| e.into_error()),
             None => Ok(()),
-        });
-        if result.is_err()
-            && let Some(tmp) = &self.tmp
-        {
-            let _ = std::fs::remove_file(tmp);
         }
-        result.map_err(|e| failed("write failed", e))
     }
 }
 
+/// Commits `files` together: each flushed and closed, then each renamed
+/// into place. On any failure, no target is changed (those already renamed
+/// over are put back: a target that existed from a link to it made before
+/// its rename, one that did not by removing it), every temporary file is
+/// removed, and the error names the file that failed. Outputs written in
+/// place (a device) cannot be taken back.
+pub(crate) fn commit_all(mut files: Vec<AtomicFile>) -> Result<(), (PathBuf, io::Error)> {
+    for f in &mut files {
+        f.finish().map_err(|e| (f.path.clone(), failed("write failed", e)))?;
+    }
+    // (index, the old target's link) of each file renamed so far.
+    let mut renamed: Vec<(usize, Option<PathBuf>)> = Vec::with_capacity(files.len());
+    let mut failure = None;
+    for (i, f) in files.iter_mut().enumerate() {
+        let Some(tmp) = &f.tmp else {
+            f.committed = true;
+            continue;
+        };
+        let old = keep_old(&f.path);
+        match std::fs::rename(tmp, &f.path) {
+            Ok(()) => {
+                f.committed = true;
+                renamed.push((i, old));
+            }
+            Err(e) => {
+                if let Some(old) = old {
+                    let _ = std::fs::remove_file(old);
+                }
+                failure = Some((f.path.clone(), failed("write failed", e)));
+                break;
+            }
+        }
+    }
+    for (i, old) in renamed.into_iter().rev() {
+        match (&failure, old) {
+            (None, Some(old)) => {
+                let _ = std::fs::remove_file(old);
+            }
+            (None, None) => {}
+            (Some(_), Some(old)) => {
+                let _ = std::fs::rename(old, &files[i].path);
+            }
+            (Some(_), None) => {
+                let _ = std::fs::remove_file(&files[i].path);
+            }
+        }
+    }
+    // Dropping the files not renamed removes their temporary files.
+    failure.map_or(Ok(()), Err)
+}
+
+/// A second link to the regular file at `path` (what a rename over it would
+/// replace), to put it back if the commit fails; `None` when there is none
+/// or the file system makes no links (then it cannot be put back).
+fn keep_old(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let old = temporary_name(path, name);
+    std::fs::hard_link(path, &old).ok().map(|()| old)
+}
+
 /// Follows `path` through symlinks to what they name (which may not exist yet).
-fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
     let mut path = path.to_path_buf();
     for _ in 0..MAX_SYMLINK_HOPS {
         match std::fs::symlink_metadata(&path) {
@@ -133,7 +208,8 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.out.take().is_some()
+        drop(self.out.take());
+        if !self.committed
             && let Some(tmp) = &self.tmp
         {
             let _ = std::fs::remove_file(tmp);
@@ -208,6 +284,40 @@ mod tests {
         assert!(f.commit().is_err());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the directory");
         assert!(AtomicFile::create(&dir.join("out")).unwrap_err().to_string().contains("is a directory"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn outputs_committed_together_are_all_put_back_when_one_fails() {
+        let dir = temp_dir("all");
+        std::fs::write(dir.join("a"), "old a").unwrap();
+        let mut a = AtomicFile::create(&dir.join("a")).unwrap();
+        let mut b = AtomicFile::create(&dir.join("b")).unwrap();
+        let mut c = AtomicFile::create(&dir.join("c")).unwrap();
+        for f in [&mut a, &mut b, &mut c] {
+            f.write_all(b"new").unwrap();
+        }
+        // c's rename fails (its target is a non-empty directory) after a and b are in place.
+        std::fs::create_dir_all(dir.join("c/inside")).unwrap();
+        let (path, _) = commit_all(vec![a, b, c]).unwrap_err();
+        assert_eq!(path, dir.join("c"));
+        assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "old a");
+        let mut left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["a", "c"], "b removed, no temporary or kept file left");
+        // And when every rename succeeds, every file is new and nothing else is left.
+        std::fs::remove_dir_all(dir.join("c")).unwrap();
+        let files: Vec<_> = ["a", "b"].iter().map(|n| AtomicFile::create(&dir.join(n)).unwrap()).collect();
+        let files: Vec<_> = files
+            .into_iter()
+            .map(|mut f| {
+                f.write_all(b"newer").unwrap();
+                f
+            })
+            .collect();
+        commit_all(files).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "newer");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

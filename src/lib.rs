@@ -17,6 +17,7 @@ pub mod output;
 pub mod report;
 pub mod scenario;
 pub mod sim;
+mod spool;
 pub mod sweep;
 pub mod workload;
 pub mod yaml;

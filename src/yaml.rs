@@ -32,13 +32,27 @@ pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
         let message = e.without_snippet().to_string();
         let message = message.lines().next().unwrap_or("");
         let message = message.find(" at line ").map_or(message, |i| &message[..i]);
-        let message = match path.as_str() {
-            "" | "." => message.to_owned(),
-            p if message.contains(p) => message.to_owned(),
-            p => format!("{p}: {message}"),
+        let message = match (path.as_str(), message_key(message)) {
+            // Field first, as every other message: `output: missing`,
+            // `workload: given twice`.
+            ("" | "." | "?", Some((key, reason))) => format!("{key}: {reason}"),
+            (p, Some((key, reason))) if message.starts_with("missing field") => format!("{p}.{key}: {reason}"),
+            ("" | "." | "?", None) => message.to_owned(),
+            (p, _) if message.contains(p) => message.to_owned(),
+            (p, _) => format!("{p}: {message}"),
         };
         YamlError { line, message }
     })
+}
+
+/// The key a parser's message is about, and the message told about it: a
+/// missing field or a key given twice (the parser names no path for them).
+fn message_key(message: &str) -> Option<(&str, &'static str)> {
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        return Some((rest.split('`').next()?, "missing"));
+    }
+    let rest = message.strip_prefix("duplicate mapping key: ")?;
+    Some((rest.split(',').next()?.trim(), "given twice"))
 }
 
 /// `file:LINE` where the key path `field` (`grid.overrides.tp`,
@@ -49,14 +63,29 @@ pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
 pub fn locate(file: &std::path::Path, text: &str, field: &str) -> String {
     let mut at = 0;
     let mut found = false;
-    for key in field.split('.') {
-        let key = key.split('[').next().unwrap_or(key);
-        if key.is_empty() {
-            continue;
+    let keys: Vec<&str> = field.split('.').collect();
+    let mut k = 0;
+    while k < keys.len() {
+        // A key may hold dots itself (`grid.overrides.engine.max_num_seqs`
+        // is the key `engine.max_num_seqs` under `overrides`): the longest
+        // run of segments written as one key wins.
+        let hit = (k + 1..=keys.len()).rev().find_map(|end| {
+            let key = keys[k..end].join(".");
+            let key = key.split('[').next().unwrap_or(&key).to_owned();
+            if key.is_empty() {
+                return None;
+            }
+            find_key(&text[at..], &key).map(|i| (end, i + key.len()))
+        });
+        match hit {
+            Some((end, len)) => {
+                at += len;
+                found = true;
+                k = end;
+            }
+            None if keys[k].split('[').next().unwrap_or("").is_empty() => k += 1,
+            None => break,
         }
-        let Some(i) = find_key(&text[at..], key) else { break };
-        at += i + key.len();
-        found = true;
     }
     if !found {
         return file.display().to_string();
@@ -146,5 +175,18 @@ mod tests {
         assert_eq!(locate(f, text, "workload.generate.rate"), "p.yaml:3");
         assert_eq!(locate(f, text, "grid.seed"), "p.yaml:6");
         assert_eq!(locate(f, text, "nothing"), "p.yaml");
+        let text = "grid:\n  seed: [1]\n  overrides:\n    tp: [1]\n    engine.max_num_seqs: [0]\n";
+        assert_eq!(locate(f, text, "grid.overrides.engine.max_num_seqs"), "p.yaml:5");
+        assert_eq!(locate(f, text, "grid.overrides.tp"), "p.yaml:4");
+    }
+
+    #[test]
+    fn a_missing_or_repeated_key_is_named_first() {
+        let e = parse::<Doc>("engine: {}\n").unwrap_err();
+        assert!(e.message.starts_with("engine.max_num_seqs: missing"), "{}", e.message);
+        let e = parse::<Doc>("other: 1\n").unwrap_err();
+        assert!(e.message.starts_with("engine: missing"), "{}", e.message);
+        let e = parse::<Doc>("engine: {max_num_seqs: 1}\nengine: {max_num_seqs: 2}\n").unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (2, "engine: given twice"));
     }
 }

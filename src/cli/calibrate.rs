@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use super::atomic::write_file;
+use super::atomic::{self, write_file};
 use crate::calibrate::observed::{self, Observations};
 use crate::calibrate::report::{CalibrateOptions, compare};
 
@@ -52,6 +52,11 @@ fn results(path: &PathBuf) -> anyhow::Result<Observations> {
 }
 
 pub(crate) fn run(args: CalibrateArgs) -> anyhow::Result<()> {
+    let inputs = [("--real", &args.real), ("--trace-header", &args.trace_header), ("--trace-data", &args.trace_data)];
+    let mut inputs: Vec<_> =
+        inputs.into_iter().filter_map(|(flag, p)| Some(atomic::Named::given(flag, p.as_deref()?))).collect();
+    inputs.push(atomic::Named::given("--sim", &args.sim));
+    atomic::check_distinct(&[atomic::Named::given("--report", &args.report)], &inputs)?;
     let real = match (&args.real, &args.trace_header, &args.trace_data) {
         (Some(path), None, None) => results(path)?,
         (None, Some(h), Some(d)) => observed::from_trace(h, d)?,

@@ -89,6 +89,11 @@ struct Replay {
 /// complete (a failing conversion leaves no output), then names them.
 fn write(out: &Path, runs: &[Replay]) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    // (A run named twice, or two names one file through a link.)
+    let suffixes = ["workload.jsonl", "baseline.jsonl", "scenario.yaml"];
+    let paths: Vec<PathBuf> =
+        runs.iter().flat_map(|r| suffixes.map(|suffix| out.join(format!("{}.{suffix}", r.name)))).collect();
+    atomic::check_distinct(&paths.iter().map(|p| atomic::Named::given("--out", p)).collect::<Vec<_>>(), &[])?;
     let mut written = Vec::new();
     for r in runs {
         let mut workload = Vec::new();
@@ -107,9 +112,7 @@ fn write(out: &Path, runs: &[Replay]) -> anyhow::Result<()> {
             written.push(f);
         }
     }
-    for f in written {
-        atomic::commit(f)?;
-    }
+    atomic::commit_all(written)?;
     for r in runs {
         eprintln!("{}: {} requests -> {}", r.name, r.workload.len(), out.display());
         for note in &r.notes {

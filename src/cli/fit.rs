@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use super::atomic::write_file;
+use super::atomic::{self, write_file};
 use crate::calibrate::fit::{Constants, FitRun, Truth, fit};
 use crate::calibrate::observed;
 use crate::sim::Client;
@@ -104,6 +104,8 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
             "give runs to fit on: --runs DIR --experiment NAME…, --trainval DIR --trainval-experiment NAME…, or --silicon DIR --silicon-row NAME…"
         );
     }
+    let start = args.start.as_deref().map(|path| atomic::Named::given("--start", path));
+    atomic::check_distinct(&[atomic::Named::given("--out", &args.out)], start.as_slice())?;
     let mut set = Set::default();
     let timeout_us = args.timeout.filter(|t| t.is_finite() && *t > 0.0).map(crate::workload::seconds_to_us);
     for name in &args.experiment {

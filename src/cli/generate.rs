@@ -34,6 +34,12 @@ pub(crate) struct GenerateArgs {
 }
 
 pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let output = match &args.output {
+        Some(path) => atomic::Named::given("-o", path),
+        None => atomic::Named::stdout("-o"),
+    };
+    let spec = args.spec.as_deref().map(|path| atomic::Named::given("--spec", path));
+    atomic::check_distinct(&[output], spec.as_slice())?;
     let mut spec_text = String::new();
     let (mut spec, base) = match &args.spec {
         Some(path) => {

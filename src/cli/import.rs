@@ -95,6 +95,10 @@ pub(crate) struct ImportArgs {
 pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     let format = ImportFormat::parse(&args.format).map_err(anyhow::Error::msg)?;
     let options = args.flags.options()?;
+    let beside = (format == ImportFormat::TraceV2).then(|| import::tracev2::data_path(&args.path));
+    let mut inputs = vec![atomic::Named::given("PATH", &args.path)];
+    inputs.extend(beside.as_deref().map(|data| atomic::Named::given("PATH (its TraceV2 data)", data)));
+    atomic::check_distinct(&[atomic::Named::given("-o", &args.output)], &inputs)?;
     let mut out = atomic::create(&args.output)?;
     let name = args.output.display().to_string();
     let mut buf = Vec::with_capacity(1 << 21);

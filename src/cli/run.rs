@@ -3,12 +3,12 @@
 //! The workload is read twice, streaming both times: a first pass validates
 //! every row, so a bad file is rejected before any output exists (results may
 //! go to stdout, which cannot be taken back); the second pass feeds the
-//! simulation. A workload on a pipe is copied to an unnamed temporary file
-//! during the first pass (through the sweep's `Tap`) and read back from it.
+//! simulation. A workload on a pipe or FIFO, like an imported trace there,
+//! is copied to an unnamed temporary file on its first read and read back
+//! from it ([`crate::spool`]).
 //! Results arrive from `sim::run` in input order and are written as they come.
 
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -20,7 +20,6 @@ use crate::metrics::{Metrics, MetricsCollector};
 use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, RunConfig, RunError, Tee};
-use crate::sweep::input::Tap;
 use crate::workload::Request;
 use crate::workload::import::{self, ImportFormat, ImportOptions};
 use crate::workload::reader::{Format, Reader};
@@ -146,6 +145,7 @@ impl RunArgs {
 }
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+    check_paths(&args)?;
     let deployment = scenario::load(&args.scenario)?;
     let mut traffic = args.traffic()?;
     let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
@@ -192,10 +192,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let (Some(f), Some(path)) = (&mut metrics_file, &args.metrics) {
         f.write_all(json.as_bytes()).with_context(|| format!("{}: write failed", path.display()))?;
     }
-    for file in [results, metrics_file].into_iter().flatten() {
-        atomic::commit(file)?;
-    }
-    extra.commit()?;
+    let mut files: Vec<AtomicFile> = [results, metrics_file].into_iter().flatten().collect();
+    files.extend(extra.files());
+    atomic::commit_all(files)?;
     if args.metrics.is_none() && args.output.is_some() {
         io::stdout().write_all(json.as_bytes()).context("stdout")?;
     }
@@ -212,14 +211,48 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses outputs that are one file, or an input (see
+/// [`atomic::check_distinct`]), before anything is read or written.
+fn check_paths(args: &RunArgs) -> anyhow::Result<()> {
+    use atomic::Named;
+    let trace = args.trace_output.as_deref().map(trace_paths);
+    let mut outputs = vec![match &args.output {
+        Some(path) => Named::given("-o", path),
+        None => Named::stdout("-o"),
+    }];
+    match (&args.metrics, &args.output) {
+        (Some(path), _) => outputs.push(Named::given("--metrics", path)),
+        (None, Some(_)) => outputs.push(Named::stdout("--metrics")),
+        (None, None) => {}
+    }
+    if let Some(path) = &args.step_trace {
+        outputs.push(Named::given("--step-trace", path));
+    }
+    if let Some((header, data)) = &trace {
+        outputs.push(Named::given("--trace-output", header));
+        outputs.push(Named::given("--trace-output", data));
+    }
+    let input = args.input.as_deref().map(parse_input).transpose()?;
+    let beside = match &input {
+        Some((ImportFormat::TraceV2, header)) => Some(import::tracev2::data_path(header)),
+        _ => None,
+    };
+    let mut inputs = vec![Named::given("-s", &args.scenario)];
+    let given = [
+        ("WORKLOAD", args.workload.as_deref()),
+        ("--input", input.as_ref().map(|(_, p)| p.as_path())),
+        ("--input (its TraceV2 data)", beside.as_deref()),
+        ("--trace-header", args.trace_header.as_deref()),
+        ("--trace-data", args.trace_data.as_deref()),
+    ];
+    inputs.extend(given.into_iter().filter_map(|(flag, path)| Some(Named::given(flag, path?))));
+    atomic::check_distinct(&outputs, &inputs)
+}
+
 /// Where the simulation pass reads the workload from.
 enum Input {
-    /// A regular file, opened again.
+    /// A workload file, opened again (a pipe or device: its copy).
     File(PathBuf),
-    /// A pipe or device, copied during the first pass into an unnamed
-    /// temporary file (removed from the directory at once, so nothing is
-    /// left behind whatever happens).
-    Spool(File, String),
     /// A trace read by an importer, each pass anew.
     Import(ImportFormat, PathBuf, ImportOptions),
 }
@@ -245,19 +278,9 @@ impl Input {
         if let Input::Import(format, path, options) = self {
             return Ok(Box::new(import::open(*format, path, options)?.map(|r| r.map_err(anyhow::Error::new))));
         }
-        let (file, name) = match self {
-            Input::File(path) => (
-                File::open(path).with_context(|| format!("{}: cannot open", path.display()))?,
-                path.display().to_string(),
-            ),
-            Input::Spool(spool, name) => {
-                let mut file = spool.try_clone().context("the workload's temporary copy")?;
-                file.seek(SeekFrom::Start(0)).context("the workload's temporary copy")?;
-                (file, name.clone())
-            }
-            Input::Import(..) => unreachable!("returned above"),
-        };
-        let reader = Reader::new(BufReader::with_capacity(1 << 20, file), name, Format::Workload);
+        let Input::File(path) = self else { unreachable!("returned above") };
+        let file = crate::spool::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+        let reader = Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload);
         Ok(Box::new(reader.map(|r| r.map_err(anyhow::Error::new))))
     }
 }
@@ -267,32 +290,14 @@ impl Input {
 /// blis-sweep run -s S /dev/stdin`) is copied as it is read.
 fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
     let name = path.display().to_string();
-    let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
-    let regular = file.metadata().with_context(|| format!("{name}: cannot open"))?.is_file();
-    let count = |input: &mut dyn io::Read| -> anyhow::Result<u64> {
-        let mut n = 0;
-        for row in Reader::new(BufReader::with_capacity(1 << 20, input), name.as_str(), Format::Workload) {
-            let mut request = row?;
-            request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("{name}: --rate-scale: {e}"))?;
-            n += 1;
-        }
-        Ok(n)
-    };
-    if regular {
-        let mut file = file;
-        return Ok((count(&mut file)?, Input::File(path.to_owned())));
+    let file = crate::spool::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let mut n = 0;
+    for row in Reader::new(BufReader::with_capacity(1 << 20, file), name.as_str(), Format::Workload) {
+        let mut request = row?;
+        request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("{name}: --rate-scale: {e}"))?;
+        n += 1;
     }
-    let (spool_path, spool) = atomic::unnamed_temp_file()?;
-    let mut copy = BufWriter::with_capacity(1 << 20, &spool);
-    let mut copy_error = None;
-    let n = count(&mut Tap { inner: file, hash: None, copy: Some(&mut copy), copy_error: &mut copy_error })?;
-    let copied = match copy_error {
-        Some(e) => Err(e),
-        None => copy.flush(),
-    };
-    copied.with_context(|| format!("{name}: copying it to {}", spool_path.display()))?;
-    drop(copy);
-    Ok((n, Input::Spool(spool, name)))
+    Ok((n, Input::File(path.to_owned())))
 }
 
 /// A TraceV2 replay follows `blis replay`: without --horizon it stops at
@@ -345,15 +350,11 @@ impl Extra {
         Ok(Extra { steps, trace })
     }
 
-    fn commit(self) -> anyhow::Result<()> {
-        if let Some((f, _)) = self.steps {
-            atomic::commit(f)?;
-        }
-        if let Some((h, _, d, _)) = self.trace {
-            atomic::commit(h)?;
-            atomic::commit(d)?;
-        }
-        Ok(())
+    /// Its files, to commit with the others.
+    fn files(self) -> impl Iterator<Item = AtomicFile> {
+        let steps = self.steps.map(|(f, _)| f);
+        let trace = self.trace.map(|(h, _, d, _)| [h, d]).into_iter().flatten();
+        steps.into_iter().chain(trace)
     }
 }
 

@@ -120,8 +120,7 @@ pub(crate) enum Outcome {
 
 pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
     let plan = grid::load(&args.plan)?;
-    print!("{}", grid::describe(&plan));
-    Ok(())
+    super::print(&grid::describe(&plan))
 }
 
 pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
@@ -329,7 +328,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
     if !args.no_report {
         crate::report::write(&output)?;
     }
-    print!("{table}");
+    super::print(&table)?;
     if !quiet {
         eprintln!(
             "{name}: capacity of {} deployments ({} runs now), {:.1} s -> {}",

@@ -174,13 +174,6 @@ pub fn run(
         }
     };
     let layout = Layout { root };
-    // A workload file is checked before the output folder is touched, so a
-    // bad one leaves nothing behind; a stream can only be read into it.
-    let workload = match &plan.workload {
-        WorkloadSource::File(path) => Some((path.clone(), grid::is_stream(path))),
-        WorkloadSource::Generate(_) => None,
-        WorkloadSource::Import { .. } => None,
-    };
     // Every row of an imported trace is checked before the output folder
     // is touched (with each set of options a grid override gives it).
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
@@ -190,26 +183,19 @@ pub fn run(
             }
         }
     }
-    let mut content = None;
-    if let Some((path, false)) = &workload {
-        content = Some(input::read_workload(path, false, &layout.root)?.content);
+    // So is a workload file, so a bad one leaves nothing behind (a stream
+    // is copied as it is read, and the runs read the copy).
+    let mut workload = None;
+    if let WorkloadSource::File(path) = &plan.workload {
+        let read = input::read_workload(path)?;
+        workload = Some((path.clone(), read.content));
     }
-    // Held (and the spool kept) until this function returns, errors included.
+    // Held until this function returns, errors included.
     let _lock = OutputLock::acquire(&layout.root)?;
     layout.claim(&plan, opts.force)?;
-    let mut _spool = None;
-    if let Some((path, stream)) = workload {
-        let (path, content) = match (stream, content) {
-            (false, Some(content)) => (path, content),
-            _ => {
-                let read = input::read_workload(&path, true, &layout.root)?;
-                let spooled = read.spool.as_ref().map_or(path, |s| s.path.clone());
-                _spool = read.spool;
-                (spooled, read.content)
-            }
-        };
-        // The run ids follow what the runs will read (as load hashed it,
-        // unless the file changed since).
+    if let Some((path, content)) = workload {
+        // The ids follow what the runs will read (as load hashed it, unless
+        // the file changed since).
         plan.set_workload_file(path, content);
     }
     let plan = &plan;
@@ -375,7 +361,7 @@ fn simulate_cell(
     // at the head, so a run never mixes files of two executions.
     ctx.layout.discard(&cell.run_id).map_err(CellError::Io)?;
     let d = scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario)
-        .map_err(|e| CellError::Failed(format!("scenario {}: {e}", cell.scenario)))?;
+        .map_err(|e| CellError::Failed(ctx.plan.scenario_error(cell, &e)))?;
     *deployment = DeploymentRow::of(&d);
     let run_dir = ctx.layout.run_dir(&cell.run_id);
     let open = |on: bool, name: &str| -> Result<Option<JsonlOut>, CellError> {

@@ -80,7 +80,7 @@ impl WorkloadSource {
     pub(crate) fn requests(&self, seed: u64) -> Result<SourceRequests<'_>, OpenError> {
         Ok(match self {
             WorkloadSource::File(path) => {
-                let file = std::fs::File::open(path).map_err(|e| OpenError::File(path.clone(), e))?;
+                let file = crate::spool::open(path).map_err(|e| OpenError::File(path.clone(), e))?;
                 let reader = crate::workload::reader::Reader::new(
                     std::io::BufReader::with_capacity(1 << 20, file),
                     path.display().to_string(),
@@ -198,9 +198,9 @@ fn file_key(content: u64) -> String {
 
 /// Whether `path` exists but cannot be read twice: not a regular file (a
 /// FIFO, a character device, `/dev/stdin` on a pipe). The sweep reads such a
-/// workload once and spools it.
+/// workload once, when it runs, through [`crate::spool`].
 pub fn is_stream(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+    crate::spool::is_stream(path)
 }
 
 fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {
@@ -450,6 +450,9 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         if values.is_empty() {
             return Err(invalid(&format!("grid.overrides.{key}"), "give at least one value".to_owned()));
         }
+        if let Some((_, v)) = values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)) {
+            return Err(invalid(&format!("grid.overrides.{key}"), format!("{v} is given twice")));
+        }
     }
     // Every combination of override values, in key order.
     let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
@@ -527,8 +530,18 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
             };
             let cell_key = cell_workload.map_or(workload_key.as_str(), |i| workloads[i].2.as_str());
             let spec_value: ScenarioSpec = serde_json::from_value(scenario.clone()).map_err(|e| {
-                let keys: Vec<&str> = combo.iter().map(|(k, _)| k.as_str()).collect();
-                invalid("grid.overrides", format!("scenario `{name}` with {}: {e}", keys.join(", ")))
+                // The override the scenario does not take on its own, named
+                // with its line; else the combination.
+                let alone = combo.iter().filter(|(k, _)| !k.starts_with("workload.")).find_map(|(key, v)| {
+                    let mut one = value.clone();
+                    set_path(&mut one, key, v.clone());
+                    let e = serde_json::from_value::<ScenarioSpec>(one).err()?;
+                    Some(invalid(&format!("grid.overrides.{key}"), format!("{v}: {e} (scenario `{name}`)")))
+                });
+                alone.unwrap_or_else(|| {
+                    let keys: Vec<&str> = combo.iter().map(|(k, _)| k.as_str()).collect();
+                    invalid("grid.overrides", format!("scenario `{name}` with {}: {e}", keys.join(", ")))
+                })
             })?;
             let files = referenced_files(&spec_value, dir);
             for &concurrency in &spec.grid.concurrency {
@@ -579,9 +592,10 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     let mut ids: Vec<&str> = cells.iter().map(|c| c.run_id.as_str()).collect();
     ids.sort_unstable();
     if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        // (Every axis is free of repeated values: two scenarios are one.)
         return Err(invalid(
-            "grid",
-            format!("two runs have the same parameters (run_id {}); remove the duplicate value", w[0]),
+            "scenarios",
+            format!("two scenarios make runs with the same parameters (run_id {}); remove the duplicate", w[0]),
         ));
     }
     Ok(Plan {
@@ -654,6 +668,22 @@ impl Plan {
     pub fn workload_unread(&self) -> bool {
         matches!(&self.workload, WorkloadSource::File(path) if is_stream(path))
     }
+
+    /// Why `cell`'s scenario cannot run, on one line: a value the grid
+    /// overrides is named where the plan sets it (`PLAN:LINE:
+    /// grid.overrides.KEY: reason`), any other by the scenario's name.
+    pub(crate) fn scenario_error(&self, cell: &Cell, e: &crate::scenario::InvalidValue) -> String {
+        match cell.overrides.iter().find(|(key, _)| *key == e.field) {
+            Some((key, _)) => {
+                // (Read again: only a failed run needs the text.)
+                let text = std::fs::read_to_string(&self.file).unwrap_or_default();
+                let field = format!("grid.overrides.{key}");
+                let at = crate::yaml::locate(&self.file, &text, &field);
+                format!("{at}: {field}: {} (scenario {})", e.reason, cell.scenario)
+            }
+            None => format!("scenario {}: {e}", cell.scenario),
+        }
+    }
 }
 
 /// A hash of the content of the files `spec` names (`model_config`, a
@@ -681,8 +711,27 @@ fn referenced_files(spec: &ScenarioSpec, dir: &Path) -> Option<u64> {
 }
 
 fn check_axes(grid: &GridSpec, closed_loop: bool) -> Result<(), (&'static str, String)> {
-    if grid.concurrency.is_empty() || grid.seed.is_empty() || grid.rate_scale.is_empty() {
-        return Err(("grid", "every axis needs at least one value".to_owned()));
+    for (axis, empty) in [
+        ("grid.concurrency", grid.concurrency.is_empty()),
+        ("grid.seed", grid.seed.is_empty()),
+        ("grid.rate_scale", grid.rate_scale.is_empty()),
+    ] {
+        if empty {
+            return Err((axis, "give at least one value".to_owned()));
+        }
+    }
+    // A value given twice makes two runs with the same id.
+    let twice =
+        |values: Vec<String>| values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)).map(|(_, v)| v.clone());
+    let show = |c: &Option<u32>| c.map_or_else(|| "null".to_owned(), |n| n.to_string());
+    for (axis, repeated) in [
+        ("grid.concurrency", twice(grid.concurrency.iter().map(show).collect())),
+        ("grid.seed", twice(grid.seed.iter().map(u64::to_string).collect())),
+        ("grid.rate_scale", twice(grid.rate_scale.iter().map(f64::to_string).collect())),
+    ] {
+        if let Some(v) = repeated {
+            return Err((axis, format!("{v} is given twice")));
+        }
     }
     if grid.concurrency.contains(&Some(0)) {
         return Err(("grid.concurrency", "0 is not a concurrency; use null for open loop".to_owned()));

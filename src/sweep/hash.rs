@@ -39,10 +39,11 @@ impl Default for Fnv64 {
     }
 }
 
-/// [`hash64`] of a file's bytes, read in 64 KiB pieces (never whole).
+/// [`hash64`] of a file's bytes, read in 64 KiB pieces (never whole); a
+/// pipe or FIFO through its copy ([`crate::spool`]), which the runs read.
 pub fn hash_file(path: &Path) -> std::io::Result<u64> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::spool::open(path)?;
     let mut buf = vec![0u8; 1 << 16];
     let mut h = Fnv64::new();
     loop {

@@ -159,9 +159,11 @@ pub fn open(format: ImportFormat, path: &Path, options: &ImportOptions) -> Resul
     }
 }
 
-/// Opens `path` for reading, or names it.
-fn open_file(path: &Path) -> Result<std::io::BufReader<std::fs::File>, ImportError> {
-    std::fs::File::open(path)
+/// Opens `path` for reading, or names it. A pipe or FIFO is copied on its
+/// first open and read from the copy on every open ([`crate::spool`]): an
+/// importer's trace is read more than once (a count pass, then the runs).
+fn open_file(path: &Path) -> Result<std::io::BufReader<crate::spool::Input>, ImportError> {
+    crate::spool::open(path)
         .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
         .map_err(|e| ImportError::new(&path.display().to_string(), 0, "file", format!("cannot open: {e}")))
 }

@@ -12,6 +12,7 @@ mod cluster;
 mod conformance;
 mod dag;
 mod defects_capacity;
+mod defects_io;
 mod defects_latency;
 mod defects_tables;
 mod defects_trace;

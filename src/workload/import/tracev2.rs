@@ -255,7 +255,8 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
 /// The header at `path`, checked.
 pub fn read_header(path: &Path) -> Result<Header, ImportError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| ImportError::new(&file, 0, "file", format!("cannot read: {e}")))?;
+    // (Through the spool: a header on a pipe is read by every pass.)
+    let bytes = crate::spool::read(path).map_err(|e| ImportError::new(&file, 0, "file", format!("cannot read: {e}")))?;
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {

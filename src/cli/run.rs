@@ -19,7 +19,7 @@ use super::import::{ImportFlags, parse_input};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
-use crate::sim::{self, Client, RunConfig, RunError, Tee};
+use crate::sim::{self, Client, ClockOverflow, RunConfig, RunError, Tee};
 use crate::sweep::input::Tap;
 use crate::workload::Request;
 use crate::workload::import::{self, ImportFormat, ImportOptions};
@@ -215,7 +215,8 @@ impl Input {
 
     fn rows(&self) -> anyhow::Result<Rows> {
         if let Input::Import(format, path, options) = self {
-            return Ok(Box::new(import::open(*format, path, options)?.map(|r| r.map_err(anyhow::Error::new))));
+            let requests = import::open(*format, path, options).map_err(super::import::flag_error)?;
+            return Ok(Box::new(requests.map(|r| r.map_err(anyhow::Error::new))));
         }
         let (file, name) = match self {
             Input::File(path) => (
@@ -370,6 +371,15 @@ fn simulate(
     let end = sim::run(config, rows, &mut Tee(&mut metrics, Tee(&mut writer, &mut trace))).map_err(|e| match e {
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),
+        // The think time is the flag's; any other sum is the input's.
+        RunError::Clock(e @ ClockOverflow::ThinkTime { .. }) => anyhow::anyhow!("--think-time: {e}"),
+        RunError::Clock(e) => {
+            let name = match input {
+                Input::File(p) | Input::Import(_, p, _) => p.display().to_string(),
+                Input::Spool(_, name) => name.clone(),
+            };
+            anyhow::anyhow!("{name}: {e}")
+        }
     })?;
     Ok(metrics.finish(&end))
 }

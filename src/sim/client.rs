@@ -3,7 +3,7 @@
 //! one (its roots scheduled, its timeout set).
 
 use super::dag::{Active, NodeProgress};
-use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+use super::outcome::{ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
 use crate::workload::Request;
@@ -56,16 +56,25 @@ impl<L: LatencyModel> Simulation<L> {
                 }
             }
             Client::ClosedLoop { .. } => {
-                while self.users_free_at.is_empty() && self.step_events(u64::MAX, sink) {}
-                match self.users_free_at.front() {
-                    Some(&free_at) if free_at <= self.horizon_us => {
-                        self.users_free_at.pop_front();
+                while self.users_not_started == 0 && self.users_free_at.is_empty() && self.step_events(u64::MAX, sink)
+                {
+                }
+                let next_free = if self.users_not_started > 0 { Some(0) } else { self.users_free_at.front().copied() };
+                match next_free {
+                    Some(free_at) if free_at <= self.horizon_us => {
+                        if self.users_not_started > 0 {
+                            self.users_not_started -= 1;
+                        } else {
+                            self.users_free_at.pop_front();
+                        }
                         let send_us = self.advance_to(free_at, sink);
                         if !self.send(request, 0, send_us, sink)
                             && let Client::ClosedLoop { think_time_us, .. } = self.client
                         {
                             // Answered at once with an error: the user thinks, then sends again.
-                            self.users_free_at.push_back(send_us.saturating_add(think_time_us));
+                            let requests = self.next_index;
+                            let next = self.later(send_us, think_time_us, || ClockOverflow::ThinkTime { requests });
+                            self.users_free_at.push_back(next);
                         }
                     }
                     _ => return false,
@@ -134,11 +143,16 @@ impl<L: LatencyModel> Simulation<L> {
         let generation = self.slot_generations[slot as usize].wrapping_add(1);
         self.slot_generations[slot as usize] = generation;
         for &root in &request.initial {
-            let at = send_us.saturating_add(request.sub_requests[root as usize].interval_us());
+            let at = self.later(send_us, request.sub_requests[root as usize].interval_us(), || ClockOverflow::Node {
+                request_id: request.request_id.to_string(),
+                node: root,
+                field: "interval",
+            });
             self.queue.push(at, Event::NodeStart { slot, generation, node: root });
         }
         if let Some(t) = self.timeout_us {
-            self.queue.push(send_us.saturating_add(t), Event::Timeout { slot, generation });
+            let at = self.later(send_us, t, || ClockOverflow::Timeout);
+            self.queue.push(at, Event::Timeout { slot, generation });
         }
         self.active[slot as usize] = Some(Active {
             index: self.next_index,
@@ -169,7 +183,9 @@ impl<L: LatencyModel> Simulation<L> {
                 }
             }
             Client::ClosedLoop { think_time_us, .. } => {
-                self.users_free_at.push_back(self.now.saturating_add(think_time_us))
+                let requests = self.next_index;
+                let next = self.later(self.now, think_time_us, || ClockOverflow::ThinkTime { requests });
+                self.users_free_at.push_back(next)
             }
         }
     }

@@ -126,6 +126,12 @@ pub struct ImportOptions {
     pub shuffle_corpus: bool,
 }
 
+/// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is
+/// built lazily, so memory does not grow with it; the bound keeps one run's
+/// time and tables finite: 10^6 sessions of a 5-record corpus took 6.4 s of
+/// CPU, so 10^7 is about a minute and 10^8 would be a quarter of an hour.
+pub const MAX_POOL_SESSIONS: u32 = 10_000_000;
+
 /// A row an importer cannot take. Fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}{}: {column}: {reason}", if *line == 0 { String::new() } else { format!(":{line}") })]

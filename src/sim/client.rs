@@ -56,8 +56,7 @@ impl<L: LatencyModel> Simulation<L> {
                 }
             }
             Client::ClosedLoop { .. } => {
-                while self.users_not_started == 0 && self.users_free_at.is_empty() && self.step_events(u64::MAX, sink)
-                {
+                while self.users_not_started == 0 && self.users_free_at.is_empty() && self.step_events(u64::MAX, sink) {
                 }
                 let next_free = if self.users_not_started > 0 { Some(0) } else { self.users_free_at.front().copied() };
                 match next_free {

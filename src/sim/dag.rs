@@ -5,7 +5,9 @@
 //! client's timeout cuts it short.
 
 use super::engine::Owner;
-use super::outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, clock_add};
+use super::outcome::{
+    CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, clock_add,
+};
 use super::router::Affinity;
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
@@ -140,7 +142,11 @@ impl<L: LatencyModel> Simulation<L> {
                         None => {
                             let request_id = a.request.request_id.to_string();
                             let node = s as u32;
-                            self.clock_overflow.get_or_insert(ClockOverflow::Node { request_id, node, field: "interval" });
+                            self.clock_overflow.get_or_insert(ClockOverflow::Node {
+                                request_id,
+                                node,
+                                field: "interval",
+                            });
                             CLOCK_LIMIT_US
                         }
                     };

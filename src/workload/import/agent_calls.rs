@@ -100,7 +100,8 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
     let max_s = crate::workload::types::MAX_TIME_S;
     for (k, (start, calls)) in starts.iter().zip(&sessions).enumerate() {
         let span_s = calls.last().map_or(0, |c| c.t_us - calls[0].t_us) as f64 / 1e6;
-        if !(start + span_s <= max_s) {
+        let end_s = start + span_s;
+        if !end_s.is_finite() || end_s > max_s {
             return Err(ImportError::new(
                 &file,
                 0,

@@ -43,7 +43,12 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
         match count(name) {
             None => Ok(None),
             Some(n) => u32::try_from(n).ok().filter(|&n| n >= 1).map(Some).ok_or_else(|| {
-                bad(&meta_file, 0, &format!("engine_kwargs.{name}"), format!("{n} is not an engine count (1 to {})", u32::MAX))
+                bad(
+                    &meta_file,
+                    0,
+                    &format!("engine_kwargs.{name}"),
+                    format!("{n} is not an engine count (1 to {})", u32::MAX),
+                )
             }),
         }
     };

@@ -292,3 +292,25 @@ fn defect_14_fit_start_errors_name_the_file() {
         assert!(!dir.join("c.yaml").exists());
     }
 }
+
+/// Item 6, grids: a plan whose grid multiplies to more runs than a plan
+/// holds (here 10^10: five overrides of 100 values) is refused before any
+/// run is built, naming `grid`.
+#[test]
+fn defect_bounds_plan_grid_refused_before_expansion() {
+    let dir = copy_of("02-closed-loop-users-oom");
+    let values = format!("[{}]", (1..=100).map(|v| v.to_string()).collect::<Vec<_>>().join(", "));
+    let keys = ["max_num_seqs", "max_num_batched_tokens", "block_size", "max_model_len", "num_gpu_blocks"];
+    let overrides: Vec<String> = keys.iter().map(|k| format!("engine.{k}: {values}")).collect();
+    dir.create(
+        "big.yaml",
+        &format!(
+            "name: big\nworkload: {{path: w3.jsonl}}\nscenarios: [S.yaml]\ngrid:\n  overrides: {{{}}}\noutput: out\n",
+            overrides.join(", ")
+        ),
+    );
+    let (code, err) = sh(&dir.path, "ulimit -v 1000000; \"$BIN\" plan big.yaml");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("grid: expands to 10000000000 runs, more than a plan holds (at most 1000000)"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -44,13 +44,29 @@ impl<L: LatencyModel> Simulation<L> {
                 if request.arrival_us() > self.horizon_us {
                     return false;
                 }
-                let arrival_us = self.advance_to(request.arrival_us(), sink);
+                // (After a request held back below, the clock may already be
+                // past this arrival: the arrival is the request's own.)
+                let arrival_us = request.arrival_us();
+                self.advance_to(arrival_us, sink);
                 let limit = match self.client {
                     Client::Capped { limit } => limit.max(1) as usize,
                     _ => usize::MAX,
                 };
+                // Held back, not read ahead: while more than `limit` requests
+                // wait, this one cannot be sent before they are, so the
+                // simulation goes on until fewer wait (a slot frees at most one
+                // per finished request, so at least one still waits ahead of
+                // it, and every send is as it would have been). The client's
+                // queue then holds at most `limit + 1`, not every request that
+                // arrived (a TraceV2 pool's sessions all arrive at 0). Not with
+                // a router that rejects: a rejection frees the next at once, so
+                // the queue could drain past this request.
+                if limit != usize::MAX && self.router.config().max_queue.is_none() {
+                    while self.unsent.len() > limit && self.step_events(u64::MAX, sink) {}
+                }
                 if self.in_flight < limit {
-                    self.send(request, arrival_us, arrival_us, sink);
+                    let send_us = self.now.max(arrival_us);
+                    self.send(request, arrival_us, send_us, sink);
                 } else {
                     self.unsent.push_back((request, arrival_us));
                 }

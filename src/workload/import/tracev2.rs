@@ -175,7 +175,7 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     }
     // Built lazily, one clone of the corpus at a time, as the run reads (not
     // all up front: 10^8 sessions took 8.8 GB before anything ran), within
-    // `MAX_POOL_SESSIONS`, since the client still queues what it has read.
+    // `MAX_POOL_SESSIONS` (see there).
     let total = options.total_sessions.map_or(corpus.len() as u64, u64::from);
     if total > u64::from(super::MAX_POOL_SESSIONS) {
         return Err(ImportError::new(

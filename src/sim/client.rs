@@ -205,3 +205,80 @@ impl<L: LatencyModel> Simulation<L> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::{Linear, StepPricer};
+    use crate::sim::engine::EngineConfig;
+    use crate::sim::outcome::CLOCK_LIMIT_US;
+    use crate::workload::{LlmCall, NodeKind, RequestId, SubRequest};
+
+    fn sim(client: Client) -> Simulation<StepPricer> {
+        let config = EngineConfig {
+            max_num_seqs: 4,
+            max_num_batched_tokens: 64,
+            max_model_len: 256,
+            block_size: 16,
+            num_gpu_blocks: 64,
+            enable_prefix_caching: true,
+            long_prefill_token_threshold: 0,
+            async_scheduling: false,
+            scheduler_reserve_full_isl: false,
+            lone_request_skips_prefill_threshold: false,
+            free_uncached_blocks_first: false,
+        };
+        let mut s = Simulation::new(config, StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()));
+        s.set_client(client);
+        s
+    }
+
+    fn request(id: u64, arrival_time: f64) -> Request {
+        let call = LlmCall {
+            input_tokens: 8,
+            output_tokens: 4,
+            input_token_ids: None,
+            output_token_ids: None,
+            seeded: None,
+            model: None,
+            prompt_blocks: None,
+        };
+        Request {
+            request_id: RequestId::Int(id),
+            arrival_time,
+            initial: vec![0],
+            sub_requests: vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None }],
+        }
+    }
+
+    #[test]
+    fn a_capped_client_reads_no_further_ahead_than_it_can_send() {
+        // 1,000 requests at 0 under a cap of 2: at most 3 wait at any time.
+        let mut s = sim(Client::Capped { limit: 2 });
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        for i in 0..1000 {
+            assert!(s.add_request(request(i, 0.0), &mut out));
+            assert!(s.unsent.len() <= 3, "{} waiting", s.unsent.len());
+        }
+        s.finish(&mut out);
+        assert_eq!(out.len(), 1000);
+        assert!(out.iter().all(|r| r.arrival_us == 0 && r.status == RequestStatus::Completed));
+    }
+
+    #[test]
+    fn closed_loop_users_are_counted_and_think_times_checked() {
+        let mut s = sim(Client::ClosedLoop { users: u32::MAX, think_time_us: CLOCK_LIMIT_US / 2 });
+        assert!(s.users_free_at.is_empty());
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        for i in 0..3 {
+            s.add_request(request(i, 0.0), &mut out);
+        }
+        assert_eq!(s.users_not_started, u64::from(u32::MAX) - 3);
+        assert!(s.clock_overflow().is_none());
+        let mut one = sim(Client::ClosedLoop { users: 1, think_time_us: CLOCK_LIMIT_US / 2 });
+        for i in 0..4 {
+            one.add_request(request(i, 0.0), &mut out);
+        }
+        assert!(matches!(one.clock_overflow(), Some(ClockOverflow::ThinkTime { .. })), "{:?}", one.clock_overflow());
+    }
+}

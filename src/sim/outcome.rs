@@ -121,8 +121,8 @@ pub const CLOCK_LIMIT_US: u64 = u64::MAX / 2;
 pub enum ClockOverflow {
     /// A closed-loop user's think time after its `requests`-th send.
     #[error(
-        "the think time after each response adds up past the simulator's clock ({} s) after {requests} requests",
-        CLOCK_LIMIT_US / 1_000_000
+        "the think time after each response adds up past the simulator's clock ({:.1e} s) after {requests} requests",
+        CLOCK_LIMIT_US as f64 / 1e6
     )]
     ThinkTime {
         /// Requests sent when the clock ran out.
@@ -131,8 +131,8 @@ pub enum ClockOverflow {
     /// A node's `interval` (after its predecessors, or the send) or a tool
     /// call's `duration` ends past the clock.
     #[error(
-        "request_id {request_id}: sub_requests[{node}].{field}: the request's times add up past the simulator's clock ({} s)",
-        CLOCK_LIMIT_US / 1_000_000
+        "request_id {request_id}: sub_requests[{node}].{field}: the request's times add up past the simulator's clock ({:.1e} s)",
+        CLOCK_LIMIT_US as f64 / 1e6
     )]
     Node {
         /// The request's id, as read.
@@ -143,10 +143,10 @@ pub enum ClockOverflow {
         field: &'static str,
     },
     /// The client's request timeout, counted from a send.
-    #[error("the request timeout after a send lies past the simulator's clock ({} s)", CLOCK_LIMIT_US / 1_000_000)]
+    #[error("the request timeout after a send lies past the simulator's clock ({:.1e} s)", CLOCK_LIMIT_US as f64 / 1e6)]
     Timeout,
     /// An engine step or the server's front-end delay.
-    #[error("the engine's time passes the simulator's clock ({} s)", CLOCK_LIMIT_US / 1_000_000)]
+    #[error("the engine's time passes the simulator's clock ({:.1e} s)", CLOCK_LIMIT_US as f64 / 1e6)]
     Engine,
 }
 

@@ -31,7 +31,7 @@ mod window;
 pub use client::Client;
 pub use engine::{EngineConfig, EngineStats};
 pub use order::InputOrder;
-pub use outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use router::{Affinity, RouterConfig, RoutingPolicy, Scorer};
 pub use run::{RunConfig, RunError, RunSummary, Sink, Tee, run};
 pub use simulation::Simulation;

@@ -145,9 +145,26 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let given: Constants =
             crate::yaml::parse(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message))?;
+        // Each given constant is checked alone against the model (the others
+        // as the scenarios have them, which the model takes), so a bad one is
+        // this file's, at its line, not `--params`'.
+        let line = |key: &str| {
+            text.lines()
+                .position(|l| l.starts_with(key) && l[key.len()..].trim_start().starts_with(':'))
+                .map_or(String::new(), |i| format!(":{}", i + 1))
+        };
+        let defaults = start.clone();
+        let latency = &runs.first().context("no runs to fit")?.deployment.latency;
         for (key, value) in given {
+            let at = format!("{}{}: {key}", path.display(), line(&key));
             if !start.contains_key(&key) {
-                bail!("{}: {key}: not a constant of the {kind} model", path.display());
+                bail!("{at}: not a constant of the {kind} model");
+            }
+            let mut alone = defaults.clone();
+            alone.insert(key.clone(), value.clone());
+            if let Err(reason) = latency.with_constants(&alone) {
+                let reason = reason.strip_prefix(&format!("{key}: ")).unwrap_or(&reason).to_owned();
+                bail!("{at}: {reason}");
             }
             start.insert(key, value);
         }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::atomic;
-use crate::workload::import::{self, ImportFormat, ImportOptions, SessionMode};
+use crate::workload::import::{self, ImportError, ImportFormat, ImportOptions, SessionMode};
 use crate::workload::writer::write_workload_row;
 
 /// Flags of the importers (`run --input`, `import`).
@@ -55,6 +55,9 @@ impl ImportFlags {
         if self.total_sessions == Some(0) {
             anyhow::bail!("--total-sessions: must be at least 1");
         }
+        if let Some(m) = self.total_sessions.filter(|&m| m > import::MAX_POOL_SESSIONS) {
+            anyhow::bail!("--total-sessions: {m} is more than a pool replays (at most {})", import::MAX_POOL_SESSIONS);
+        }
         Ok(ImportOptions {
             session_rate: self.session_rate,
             session_mode,
@@ -68,6 +71,17 @@ impl ImportFlags {
 }
 
 /// `FORMAT:PATH`, as `--input` takes it.
+/// An importer's error about a value given on the command line names the
+/// flag it came from (the importer, shared with plans, names the field).
+pub(crate) fn flag_error(e: ImportError) -> anyhow::Error {
+    let flag = match e.column.as_str() {
+        "session_rate" => "--session-rate",
+        "total_sessions" => "--total-sessions",
+        _ => return anyhow::Error::new(e),
+    };
+    anyhow::anyhow!("{flag}: {} ({})", e.reason, e.file)
+}
+
 pub(crate) fn parse_input(text: &str) -> anyhow::Result<(ImportFormat, PathBuf)> {
     let (format, path) = text
         .split_once(':')
@@ -103,7 +117,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     let name = args.output.display().to_string();
     let mut buf = Vec::with_capacity(1 << 21);
     let mut n = 0u64;
-    for request in import::open(format, &args.path, &options)? {
+    for request in import::open(format, &args.path, &options).map_err(flag_error)? {
         write_workload_row(&mut buf, &request?);
         n += 1;
         if buf.len() >= 1 << 20 {

@@ -19,7 +19,7 @@ use super::import::{ImportFlags, parse_input};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
-use crate::sim::{self, Client, RunConfig, RunError, Tee};
+use crate::sim::{self, Client, ClockOverflow, RunConfig, RunError, Tee};
 use crate::workload::Request;
 use crate::workload::import::{self, ImportFormat, ImportOptions};
 use crate::workload::reader::{Format, Reader};
@@ -276,7 +276,8 @@ impl Input {
 
     fn rows(&self) -> anyhow::Result<Rows> {
         if let Input::Import(format, path, options) = self {
-            return Ok(Box::new(import::open(*format, path, options)?.map(|r| r.map_err(anyhow::Error::new))));
+            let requests = import::open(*format, path, options).map_err(super::import::flag_error)?;
+            return Ok(Box::new(requests.map(|r| r.map_err(anyhow::Error::new))));
         }
         let Input::File(path) = self else { unreachable!("returned above") };
         let file = crate::spool::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
@@ -400,6 +401,12 @@ fn simulate(
     let end = sim::run(config, rows, &mut Tee(&mut metrics, Tee(&mut writer, &mut trace))).map_err(|e| match e {
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),
+        // The think time is the flag's; any other sum is the input's.
+        RunError::Clock(e @ ClockOverflow::ThinkTime { .. }) => anyhow::anyhow!("--think-time: {e}"),
+        RunError::Clock(e) => {
+            let (Input::File(p) | Input::Import(_, p, _)) = &input;
+            anyhow::anyhow!("{}: {e}", p.display())
+        }
     })?;
     // What the TraceV2 pair could not hold, said once the run is done.
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {

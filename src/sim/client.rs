@@ -3,7 +3,7 @@
 //! one (its roots scheduled, its timeout set).
 
 use super::dag::{Active, NodeProgress};
-use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+use super::outcome::{ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
 use crate::workload::Request;
@@ -44,28 +44,60 @@ impl<L: LatencyModel> Simulation<L> {
                 if request.arrival_us() > self.horizon_us {
                     return false;
                 }
-                let arrival_us = self.advance_to(request.arrival_us(), sink);
+                // (After a request held back below, the clock may already be
+                // past this arrival: the arrival is the request's own.)
+                let arrival_us = request.arrival_us();
+                self.advance_to(arrival_us, sink);
                 let limit = match self.client {
                     Client::Capped { limit } => limit.max(1) as usize,
                     _ => usize::MAX,
                 };
+                // Held back, not read ahead: while more than `limit` requests
+                // wait, this one cannot be sent before they are, so the
+                // simulation goes on until fewer wait (a slot frees at most one
+                // per finished request, so at least one still waits ahead of
+                // it, and every send is as it would have been). The client's
+                // queue then holds at most `limit + 1`, not every request that
+                // arrived (a TraceV2 pool's sessions all arrive at 0). Not with
+                // a router that rejects: a rejection frees the next at once, so
+                // the queue could drain past this request.
+                if limit != usize::MAX && self.router.config().max_queue.is_none() {
+                    while self.unsent.len() > limit && self.step_events(u64::MAX, sink) {}
+                }
                 if self.in_flight < limit {
-                    self.send(request, arrival_us, arrival_us, sink);
+                    let send_us = self.now.max(arrival_us);
+                    self.send(request, arrival_us, send_us, sink);
                 } else {
                     self.unsent.push_back((request, arrival_us));
                 }
             }
             Client::ClosedLoop { .. } => {
-                while self.users_free_at.is_empty() && self.step_events(u64::MAX, sink) {}
-                match self.users_free_at.front() {
-                    Some(&free_at) if free_at <= self.horizon_us => {
-                        self.users_free_at.pop_front();
+                while self.users_not_started == 0 && self.users_free_at.is_empty() && self.step_events(u64::MAX, sink) {
+                }
+                // The earlier of the next user to start (ties: the new user)
+                // and the first user free again.
+                let starting = (self.users_not_started > 0).then(|| self.next_user_start());
+                let freed = self.users_free_at.front().copied();
+                let new_user = match (starting, freed) {
+                    (Some(s), Some(f)) => s <= f,
+                    (s, _) => s.is_some(),
+                };
+                let next_free = if new_user { starting } else { freed };
+                match next_free {
+                    Some(free_at) if free_at <= self.horizon_us => {
+                        if new_user {
+                            self.users_not_started -= 1;
+                        } else {
+                            self.users_free_at.pop_front();
+                        }
                         let send_us = self.advance_to(free_at, sink);
                         if !self.send(request, 0, send_us, sink)
                             && let Client::ClosedLoop { think_time_us, .. } = self.client
                         {
                             // Answered at once with an error: the user thinks, then sends again.
-                            self.users_free_at.push_back(send_us.saturating_add(think_time_us));
+                            let requests = self.next_index;
+                            let next = self.later(send_us, think_time_us, || ClockOverflow::ThinkTime { requests });
+                            self.users_free_at.push_back(next);
                         }
                     }
                     _ => return false,
@@ -138,11 +170,16 @@ impl<L: LatencyModel> Simulation<L> {
         let generation = self.slot_generations[slot as usize].wrapping_add(1);
         self.slot_generations[slot as usize] = generation;
         for &root in &request.initial {
-            let at = send_us.saturating_add(request.sub_requests[root as usize].interval_us());
+            let at = self.later(send_us, request.sub_requests[root as usize].interval_us(), || ClockOverflow::Node {
+                request_id: request.request_id.to_string(),
+                node: root,
+                field: "interval",
+            });
             self.queue.push(at, Event::NodeStart { slot, generation, node: root });
         }
         if let Some(t) = self.timeout_us {
-            self.queue.push(send_us.saturating_add(t), Event::Timeout { slot, generation });
+            let at = self.later(send_us, t, || ClockOverflow::Timeout);
+            self.queue.push(at, Event::Timeout { slot, generation });
         }
         self.active[slot as usize] = Some(Active {
             index: self.next_index,
@@ -174,8 +211,87 @@ impl<L: LatencyModel> Simulation<L> {
                 }
             }
             Client::ClosedLoop { think_time_us, .. } => {
-                self.users_free_at.push_back(self.now.saturating_add(think_time_us))
+                let requests = self.next_index;
+                let next = self.later(self.now, think_time_us, || ClockOverflow::ThinkTime { requests });
+                self.users_free_at.push_back(next)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::{Linear, StepPricer};
+    use crate::sim::engine::EngineConfig;
+    use crate::sim::outcome::CLOCK_LIMIT_US;
+    use crate::workload::{LlmCall, NodeKind, RequestId, SubRequest};
+
+    fn sim(client: Client) -> Simulation<StepPricer> {
+        let config = EngineConfig {
+            max_num_seqs: 4,
+            max_num_batched_tokens: 64,
+            max_model_len: 256,
+            block_size: 16,
+            num_gpu_blocks: 64,
+            enable_prefix_caching: true,
+            long_prefill_token_threshold: 0,
+            async_scheduling: false,
+            scheduler_reserve_full_isl: false,
+            lone_request_skips_prefill_threshold: false,
+            free_uncached_blocks_first: false,
+        };
+        let mut s = Simulation::new(config, StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()));
+        s.set_client(client);
+        s
+    }
+
+    fn request(id: u64, arrival_time: f64) -> Request {
+        let call = LlmCall {
+            input_tokens: 8,
+            output_tokens: 4,
+            input_token_ids: None,
+            output_token_ids: None,
+            seeded: None,
+            model: None,
+            prompt_blocks: None,
+        };
+        Request {
+            request_id: RequestId::Int(id),
+            arrival_time,
+            initial: vec![0],
+            sub_requests: vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None }],
+        }
+    }
+
+    #[test]
+    fn a_capped_client_reads_no_further_ahead_than_it_can_send() {
+        // 1,000 requests at 0 under a cap of 2: at most 3 wait at any time.
+        let mut s = sim(Client::Capped { limit: 2 });
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        for i in 0..1000 {
+            assert!(s.add_request(request(i, 0.0), &mut out));
+            assert!(s.unsent.len() <= 3, "{} waiting", s.unsent.len());
+        }
+        s.finish(&mut out);
+        assert_eq!(out.len(), 1000);
+        assert!(out.iter().all(|r| r.arrival_us == 0 && r.status == RequestStatus::Completed));
+    }
+
+    #[test]
+    fn closed_loop_users_are_counted_and_think_times_checked() {
+        let mut s = sim(Client::ClosedLoop { users: u32::MAX, think_time_us: CLOCK_LIMIT_US / 2 });
+        assert!(s.users_free_at.is_empty());
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        for i in 0..3 {
+            s.add_request(request(i, 0.0), &mut out);
+        }
+        assert_eq!(s.users_not_started, u64::from(u32::MAX) - 3);
+        assert!(s.clock_overflow().is_none());
+        let mut one = sim(Client::ClosedLoop { users: 1, think_time_us: CLOCK_LIMIT_US / 2 });
+        for i in 0..4 {
+            one.add_request(request(i, 0.0), &mut out);
+        }
+        assert!(matches!(one.clock_overflow(), Some(ClockOverflow::ThinkTime { .. })), "{:?}", one.clock_overflow());
     }
 }

@@ -5,7 +5,9 @@
 //! client's timeout cuts it short.
 
 use super::engine::Owner;
-use super::outcome::{FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+use super::outcome::{
+    CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, clock_add,
+};
 use super::router::Affinity;
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
@@ -51,7 +53,14 @@ impl<L: LatencyModel> Simulation<L> {
         a.nodes[node as usize].start_us = Some(now);
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
-                let end = now.saturating_add(crate::workload::seconds_to_us(*duration));
+                let end = match clock_add(now, crate::workload::seconds_to_us(*duration)) {
+                    Some(end) => end,
+                    None => {
+                        let request_id = a.request.request_id.to_string();
+                        self.clock_overflow.get_or_insert(ClockOverflow::Node { request_id, node, field: "duration" });
+                        CLOCK_LIMIT_US
+                    }
+                };
                 let generation = a.generation;
                 self.queue.push(end, Event::ToolDone { slot, generation, node });
             }
@@ -81,8 +90,8 @@ impl<L: LatencyModel> Simulation<L> {
                     delay => {
                         self.instances[replica as usize].in_transit += 1;
                         let generation = a.generation;
-                        self.queue
-                            .push(now.saturating_add(delay), Event::EngineEnter { slot, generation, node, replica });
+                        let at = self.later(now, delay, || ClockOverflow::Engine);
+                        self.queue.push(at, Event::EngineEnter { slot, generation, node, replica });
                     }
                 }
             }
@@ -130,7 +139,19 @@ impl<L: LatencyModel> Simulation<L> {
                     a.unresolved -= 1;
                     stack.push((s as u32, true));
                 } else {
-                    let at = progress.ready_us.saturating_add(a.request.sub_requests[s].interval_us());
+                    let at = match clock_add(progress.ready_us, a.request.sub_requests[s].interval_us()) {
+                        Some(at) => at,
+                        None => {
+                            let request_id = a.request.request_id.to_string();
+                            let node = s as u32;
+                            self.clock_overflow.get_or_insert(ClockOverflow::Node {
+                                request_id,
+                                node,
+                                field: "interval",
+                            });
+                            CLOCK_LIMIT_US
+                        }
+                    };
                     self.queue.push(at, Event::NodeStart { slot, generation: a.generation, node: s as u32 });
                 }
             }

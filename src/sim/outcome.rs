@@ -83,7 +83,8 @@ pub struct FinishedRequest {
     /// Arrival, µs (as read; 0 for every request of a closed loop).
     pub arrival_us: u64,
     /// When the client sent it, µs: its arrival, or later when a concurrency
-    /// cap or a closed loop made it wait. E2E counts from here.
+    /// cap or a closed loop made it wait. E2E counts from here. A request
+    /// the client still held when a horizon ended the run: the horizon.
     pub send_us: u64,
     /// When its last node finished, µs (completed requests).
     pub finish_us: Option<u64>,
@@ -108,4 +109,51 @@ impl ResultSink for Vec<FinishedRequest> {
     fn request_done(&mut self, request: FinishedRequest) {
         self.push(request);
     }
+}
+
+/// The simulator's clock ends here, µs: half of `u64` (2^63 µs, 2.9 × 10^5
+/// years), so that one more input time (each at most 10^8 s, the readers'
+/// bound) added to any time the run reached cannot
+/// wrap, and every difference of two times fits an `i64`.
+pub const CLOCK_LIMIT_US: u64 = u64::MAX / 2;
+
+/// A sum of times that passes [`CLOCK_LIMIT_US`]: the run cannot be
+/// simulated (its times would saturate and every latency after it be
+/// wrong), so it stops with this error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClockOverflow {
+    /// A closed-loop user's think time after its `requests`-th send.
+    #[error(
+        "the think time after each response adds up past the simulator's clock ({:.1e} s) after {requests} requests",
+        CLOCK_LIMIT_US as f64 / 1e6
+    )]
+    ThinkTime {
+        /// Requests sent when the clock ran out.
+        requests: u64,
+    },
+    /// A node's `interval` (after its predecessors, or the send) or a tool
+    /// call's `duration` ends past the clock.
+    #[error(
+        "request_id {request_id}: sub_requests[{node}].{field}: the request's times add up past the simulator's clock ({:.1e} s)",
+        CLOCK_LIMIT_US as f64 / 1e6
+    )]
+    Node {
+        /// The request's id, as read.
+        request_id: String,
+        /// The node.
+        node: u32,
+        /// `interval` or `duration`.
+        field: &'static str,
+    },
+    /// The client's request timeout, counted from a send.
+    #[error("the request timeout after a send lies past the simulator's clock ({:.1e} s)", CLOCK_LIMIT_US as f64 / 1e6)]
+    Timeout,
+    /// An engine step or the server's front-end delay.
+    #[error("the engine's time passes the simulator's clock ({:.1e} s)", CLOCK_LIMIT_US as f64 / 1e6)]
+    Engine,
+}
+
+/// `t + d`, if it stays within [`CLOCK_LIMIT_US`].
+pub(crate) fn clock_add(t: u64, d: u64) -> Option<u64> {
+    t.checked_add(d).filter(|&s| s <= CLOCK_LIMIT_US)
 }

@@ -147,6 +147,9 @@ pub enum RunError<E> {
     Source(E),
     /// The sink failed (a full disk).
     Sink(io::Error),
+    /// A sum of times passed the simulator's clock: nothing after it could
+    /// be right, so the run stops (no result is pushed past it).
+    Clock(super::outcome::ClockOverflow),
 }
 
 /// Simulates `requests` on `config`, pushing results to `sink`.
@@ -172,11 +175,17 @@ pub fn run<L: LatencyModel, E>(
         if let Some(e) = out.inner.error.take() {
             return Err(RunError::Sink(e));
         }
+        if let Some(e) = sim.clock_overflow() {
+            return Err(RunError::Clock(e.clone()));
+        }
         if !more {
             break;
         }
     }
     sim.finish(&mut out);
+    if let Some(e) = sim.clock_overflow() {
+        return Err(RunError::Clock(e.clone()));
+    }
     debug_assert_eq!(out.held(), 0, "every request has left");
     if let Some(e) = out.inner.error.take() {
         return Err(RunError::Sink(e));

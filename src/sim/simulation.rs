@@ -22,7 +22,7 @@ use super::client::Client;
 use super::dag::Active;
 use super::engine::{Batch, Departure, EngineConfig, EngineEvent, EngineStats};
 use super::instance::Instance;
-use super::outcome::{NodeError, RequestStatus, ResultSink};
+use super::outcome::{ClockOverflow, NodeError, RequestStatus, ResultSink, clock_add};
 use super::queue::EventQueue;
 use super::router::{Router, RouterConfig};
 use super::step_trace::NodeRef;
@@ -87,8 +87,15 @@ pub struct Simulation<L> {
     pub(super) horizon_us: u64,
     /// Capped client: arrived requests waiting for a free slot, with their arrival.
     pub(super) unsent: VecDeque<(Request, u64)>,
-    /// Closed loop: when each idle user sends next, ascending.
+    /// Closed loop: when each idle user that has sent before sends next,
+    /// ascending.
     pub(super) users_free_at: VecDeque<u64>,
+    /// Closed loop: users that have not sent yet (all free at time 0, before
+    /// those in `users_free_at`). A count, not a queue entry each: a run never
+    /// needs more users than it has requests, however many are asked for.
+    pub(super) users_not_started: u64,
+    /// The first sum of times that passed the clock: the run stops with it.
+    pub(super) clock_overflow: Option<ClockOverflow>,
     /// How many requests each slot has held.
     pub(super) slot_generations: Vec<u32>,
     /// The client gives up on a request this long after sending it, µs.
@@ -140,6 +147,8 @@ impl<L: LatencyModel> Simulation<L> {
             horizon_us: u64::MAX,
             unsent: VecDeque::new(),
             users_free_at: VecDeque::new(),
+            users_not_started: 0,
+            clock_overflow: None,
             slot_generations: Vec::new(),
             timeout_us: None,
             lockstep: false,
@@ -167,12 +176,23 @@ impl<L: LatencyModel> Simulation<L> {
     pub fn set_client(&mut self, client: Client) {
         self.client = client;
         self.users_free_at.clear();
-        if let Client::ClosedLoop { users, .. } = client {
-            // User i of n starts at i · ramp / n (all at 0 without a ramp).
-            let (n, ramp) = (u128::from(users.max(1)), u128::from(self.measurement.ramp_us));
-            self.users_free_at.extend((0..n).map(|i| (i * ramp / n) as u64));
-        }
+        // Users are a count, not a queue entry each (a run never allocates
+        // for users that have not sent); user k of n starts at k · ramp / n
+        // (all at 0 without a ramp), see `next_user_start`.
+        self.users_not_started = match client {
+            Client::ClosedLoop { users, .. } => u64::from(users.max(1)),
+            _ => 0,
+        };
         self.window = WindowState::new(self.measurement, client);
+    }
+
+    /// When the next closed-loop user that has not sent yet starts: user k
+    /// of n at k · ramp / n.
+    pub(super) fn next_user_start(&self) -> u64 {
+        let Client::ClosedLoop { users, .. } = self.client else { return 0 };
+        let n = u128::from(users.max(1));
+        let k = n - u128::from(self.users_not_started.min(n as u64));
+        (k * u128::from(self.measurement.ramp_us) / n) as u64
     }
 
     /// Sets the warm-up and the ramp (before the first request is added).
@@ -184,6 +204,20 @@ impl<L: LatencyModel> Simulation<L> {
     /// The measurement window so far (the whole run's after `finish`).
     pub fn window(&self) -> Window {
         self.window.summary()
+    }
+
+    /// The first sum of times that passed the simulator's clock, if any: the
+    /// run cannot go on (its later times would be wrong).
+    pub fn clock_overflow(&self) -> Option<&ClockOverflow> {
+        self.clock_overflow.as_ref()
+    }
+
+    /// `t + d`, or the clock's end with `what` kept as the run's error.
+    pub(super) fn later(&mut self, t: u64, d: u64, what: impl FnOnce() -> ClockOverflow) -> u64 {
+        clock_add(t, d).unwrap_or_else(|| {
+            self.clock_overflow.get_or_insert_with(what);
+            super::outcome::CLOCK_LIMIT_US
+        })
     }
 
     /// Makes the replicas data-parallel ranks of one MoE engine that step
@@ -285,10 +319,14 @@ impl<L: LatencyModel> Simulation<L> {
             self.now = self.now.max(self.horizon_us);
         }
         // A capped client's queue empties as requests finish; with a horizon,
-        // what is left was never sent (and is reported with its arrival).
+        // what is left was never sent: the client still held it when the run
+        // ended, so its send time is the end (the horizon), not its arrival.
+        // Sends are then in input order at times that never decrease, as the
+        // result rows (which record the send) must be for the reader.
         while let Some((request, arrival_us)) = self.unsent.pop_front() {
             // Never sent: outside the window.
-            self.dispatch(request, arrival_us, arrival_us, false);
+            let held_until = self.now.max(arrival_us);
+            self.dispatch(request, arrival_us, held_until, false);
         }
         for slot in 0..self.active.len() as u32 {
             let Some(a) = self.active[slot as usize].as_mut() else { continue };
@@ -379,7 +417,8 @@ impl<L: LatencyModel> Simulation<L> {
     /// after it is scheduled at once.
     fn launch(&mut self, replica: u32, duration_us: u64, sink: &mut dyn ResultSink) {
         let r = replica as usize;
-        self.queue.push(self.now.saturating_add(duration_us), Event::StepEnd { replica });
+        let end = self.later(self.now, duration_us, || ClockOverflow::Engine);
+        self.queue.push(end, Event::StepEnd { replica });
         let cluster = self.instances.len() > 1;
         let instance = &mut self.instances[r];
         if self.tracing {

@@ -175,10 +175,14 @@ pub fn run(
     };
     let layout = Layout { root };
     // Every row of an imported trace is checked before the output folder
-    // is touched (with each set of options a grid override gives it).
+    // is touched (with each set of options a grid override gives it). A TraceV2
+    // pool is checked as its corpus: its clones are the corpus's rows again
+    // (with integer ids), and its size is a run's own (one too large fails
+    // that run, not the sweep, and is not walked here).
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
         if let WorkloadSource::Import { format, path, options } = source {
-            for request in crate::workload::import::open(*format, path, options)? {
+            let options = crate::workload::import::ImportOptions { total_sessions: None, ..options.clone() };
+            for request in crate::workload::import::open(*format, path, &options)? {
                 request?;
             }
         }
@@ -406,6 +410,11 @@ fn simulate_cell(
     let end = match sim::run(config, source, &mut sink) {
         Ok(end) => end,
         Err(RunError::Source(e)) => return Err(e),
+        // A sum of times past the clock: this run fails, with the field to blame.
+        Err(RunError::Clock(e @ sim::ClockOverflow::ThinkTime { .. })) => {
+            return Err(CellError::Failed(format!("workload.think_time: {e}")));
+        }
+        Err(RunError::Clock(e)) => return Err(CellError::Failed(format!("workload: {e}"))),
         // A file of this run cannot be written: the sweep stops.
         Err(RunError::Sink(e)) => {
             return Err(CellError::Io(sink.error.take().unwrap_or_else(|| io_err(&run_dir)(e))));

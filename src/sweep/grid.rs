@@ -357,6 +357,11 @@ fn is_workload_parameter(key: &str) -> bool {
         .contains(&key)
 }
 
+/// The most runs a plan expands to. A run's cell holds its scenario and
+/// overrides (a plan of 10^5 runs holds tens of MB), and 10^6 runs of even a
+/// second each are 11 days of one core: more is a typo in the grid.
+pub const MAX_PLAN_RUNS: u64 = 1_000_000;
+
 fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let invalid = |field: &str, reason: String| PlanError::Invalid {
@@ -410,6 +415,19 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     check_axes(&spec.grid, spec.workload.closed_loop && !counts_users).map_err(|(f, r)| invalid(f, r))?;
     if spec.scenarios.is_empty() {
         return Err(invalid("scenarios", "name at least one scenario".to_owned()));
+    }
+    // The runs the grid expands to, counted before any is built (a few
+    // overrides of ten values each multiply to more cells than memory holds).
+    let runs = [spec.scenarios.len(), spec.grid.concurrency.len(), spec.grid.seed.len(), spec.grid.rate_scale.len()]
+        .into_iter()
+        .chain(spec.grid.overrides.values().map(Vec::len))
+        .try_fold(1u64, |n, k| n.checked_mul(k as u64))
+        .unwrap_or(u64::MAX);
+    if runs > MAX_PLAN_RUNS {
+        return Err(invalid(
+            "grid",
+            format!("expands to {runs} runs, more than a plan holds (at most {MAX_PLAN_RUNS}); split it"),
+        ));
     }
 
     // Each scenario: its JSON form (for overrides and hashing), name and base dir.

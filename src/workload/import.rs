@@ -126,6 +126,15 @@ pub struct ImportOptions {
     pub shuffle_corpus: bool,
 }
 
+/// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is
+/// built as the run reads it and the capped client reads no further ahead
+/// than it can send, so memory stays flat (10^5 sessions: 16 MB) — except
+/// where the client must read on: at a `--horizon`, every session not sent
+/// is read and reported unfinished, and with a rejecting router
+/// (`max_queue`). There 10^6 sessions of a 5-record corpus took 1.6 GB
+/// (10^8 once asked for 8.8 GB up front and aborted), hence the bound.
+pub const MAX_POOL_SESSIONS: u32 = 1_000_000;
+
 /// A row an importer cannot take. Fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}{}: {column}: {reason}", if *line == 0 { String::new() } else { format!(":{line}") })]

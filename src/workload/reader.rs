@@ -320,6 +320,7 @@ fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
     if let Some(node) = find_cycle(&sub_requests) {
         return err(format!("sub_requests[{node}].next"), "the sub-requests form a cycle");
     }
+    check_path_times(&sub_requests)?;
     if raw.initial != roots {
         return err(
             "initial",
@@ -459,6 +460,56 @@ fn validate_result(
         check_time(at(&format!("token_latency[{k}]")), v)?;
     }
     Ok(NodeResult { token_latency, error, replica: None })
+}
+
+/// Checks that the fixed times along every path of an acyclic DAG (each
+/// node's `interval` after its predecessors, a tool call's `duration`) add
+/// up to at most `MAX_TIME_S`, the bound of each one: a request's own delays
+/// then cannot carry the simulator's clock past its end, however they are
+/// chained (a chain of 10^5 tool calls of 10^8 s each would).
+fn check_path_times(nodes: &[SubRequest]) -> Result<(), FieldError> {
+    let limit = super::types::seconds_to_us(super::types::MAX_TIME_S);
+    let mut indegree = vec![0u32; nodes.len()];
+    for node in nodes {
+        for &j in &node.next {
+            indegree[j as usize] += 1;
+        }
+    }
+    // When each node's predecessors are all done, µs after the send.
+    let mut ready_us = vec![0u64; nodes.len()];
+    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| indegree[i] == 0).collect();
+    let over = |field: String, us: u64| {
+        err(
+            field,
+            format!(
+                "the intervals and tool-call durations along this path add up to {} s, beyond {:e} s",
+                us as f64 / 1e6,
+                super::types::MAX_TIME_S
+            ),
+        )
+    };
+    while let Some(i) = ready.pop() {
+        // Each term is at most `limit` (checked per field), so no sum wraps.
+        let start = ready_us[i] + nodes[i].interval_us();
+        if start > limit {
+            return over(format!("sub_requests[{i}].interval"), start);
+        }
+        let end = match nodes[i].kind {
+            NodeKind::ToolCall { duration } => start + super::types::seconds_to_us(duration),
+            NodeKind::Llm(_) => start,
+        };
+        if end > limit {
+            return over(format!("sub_requests[{i}].duration"), end);
+        }
+        for &j in &nodes[i].next {
+            ready_us[j as usize] = ready_us[j as usize].max(end);
+            indegree[j as usize] -= 1;
+            if indegree[j as usize] == 0 {
+                ready.push(j as usize);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Returns a node on a cycle, if the `next` edges have one (Kahn's algorithm:

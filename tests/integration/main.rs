@@ -11,6 +11,7 @@ mod client;
 mod cluster;
 mod conformance;
 mod dag;
+mod defects_bounds;
 mod defects_capacity;
 mod defects_io;
 mod defects_latency;

@@ -94,6 +94,29 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
             (start * 1e6).round() / 1e6
         })
         .collect();
+    // A slow rate pushes the last sessions past the clock (1e-9/s: 10^9 s
+    // apart; 1e-320/s: an infinite gap). Refused here, naming the rate,
+    // rather than written as arrivals the reader rejects (or `null`).
+    let max_s = crate::workload::types::MAX_TIME_S;
+    for (k, (start, calls)) in starts.iter().zip(&sessions).enumerate() {
+        let span_s = calls.last().map_or(0, |c| c.t_us - calls[0].t_us) as f64 / 1e6;
+        let end_s = start + span_s;
+        if !end_s.is_finite() || end_s > max_s {
+            return Err(ImportError::new(
+                &file,
+                0,
+                "session_rate",
+                format!(
+                    "{rate:e} sessions/s starts session {} of {} at {start:e} s, and it ends past the simulator's clock \
+                     ({max_s:e} s): {} sessions need a rate of at least about {:e}/s",
+                    k + 1,
+                    sessions.len(),
+                    sessions.len(),
+                    sessions.len() as f64 / max_s
+                ),
+            ));
+        }
+    }
     match options.session_mode.unwrap_or(SessionMode::ClosedLoop) {
         SessionMode::Fixed => Err(ImportError::new(
             &file,

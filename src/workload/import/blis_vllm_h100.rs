@@ -75,7 +75,8 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
     let exp_file = exp_path.display().to_string();
     let (headers, rows) = read_csv(&exp_path)?;
     let col = |name: &str| headers.iter().position(|h| h == name);
-    let Some(row) = col("experiment").and_then(|c| rows.iter().find(|r| r[c] == experiment)) else {
+    let found = col("experiment").and_then(|c| rows.iter().position(|r| r[c] == experiment));
+    let Some(row) = found.map(|i| &rows[i]) else {
         let names: Vec<&str> =
             col("experiment").map(|c| rows.iter().map(|r| r[c].as_str()).collect()).unwrap_or_default();
         return Err(ConvertError {
@@ -93,20 +94,33 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
             reason: "missing column".to_owned(),
         })
     };
+    // The experiment's line (the header is line 1; rows hold no newlines).
+    let row_line = found.map_or(0, |i| i as u64 + 2);
     let number = |name: &str| -> Result<u64, ConvertError> {
         let v = get(name)?;
         v.trim().parse().map_err(|_| ConvertError {
             file: exp_file.clone(),
-            line: 0,
+            line: row_line,
             field: name.to_owned(),
             reason: format!("`{v}` is not a count"),
+        })
+    };
+    // An engine count as the scenario reader takes it (`u32`, ≥ 1): a value
+    // `run` would refuse is refused here, before anything is written.
+    let engine = |name: &str| -> Result<u32, ConvertError> {
+        let v = number(name)?;
+        u32::try_from(v).ok().filter(|&n| n >= 1).ok_or_else(|| ConvertError {
+            file: exp_file.clone(),
+            line: row_line,
+            field: name.to_owned(),
+            reason: format!("{v} is not an engine count (1 to {})", u32::MAX),
         })
     };
     let bounded = |name: &str| -> Result<u64, ConvertError> {
         let v = number(name)?;
         count_in(v as f64, MAX_TOKENS).map_err(|reason| ConvertError {
             file: exp_file.clone(),
-            line: 0,
+            line: row_line,
             field: name.to_owned(),
             reason,
         })
@@ -214,12 +228,12 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
          name: {experiment}\nmodel: {model}\nhardware: H100\ntp: {tp}\ndtype: fp16\nengine:\n  max_num_seqs: {seqs}\n  \
          max_num_batched_tokens: {mbt}\n  max_model_len: {mml}\n  block_size: {bs}\n  gpu_memory_utilization: 0.9\n  \
          num_gpu_blocks: {blocks}\n  enable_prefix_caching: true\n  vllm_version: 0.15.1\n",
-        tp = number("tensor_parallelism")?,
-        seqs = number("max_num_seqs")?,
-        mbt = number("max_num_batched_tokens")?,
-        mml = number("max_model_len")?,
-        bs = number("block_size")?,
-        blocks = number("kv_blocks_total_gpu")?,
+        tp = engine("tensor_parallelism")?,
+        seqs = engine("max_num_seqs")?,
+        mbt = engine("max_num_batched_tokens")?,
+        mml = engine("max_model_len")?,
+        bs = engine("block_size")?,
+        blocks = engine("kv_blocks_total_gpu")?,
     );
     let notes = vec![
         match client_timeout_s {

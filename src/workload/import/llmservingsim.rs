@@ -37,6 +37,21 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
     let model = text(&meta["model"], "model")?;
     let dataset = text(&meta["dataset_path"], "dataset_path")?;
     let count = |name: &str| kw[name].as_u64();
+    // An engine count as the scenario reader takes it (`u32`, ≥ 1), refused
+    // here rather than written into a scenario `run` refuses.
+    let engine = |name: &str| -> Result<Option<u32>, ConvertError> {
+        match count(name) {
+            None => Ok(None),
+            Some(n) => u32::try_from(n).ok().filter(|&n| n >= 1).map(Some).ok_or_else(|| {
+                bad(
+                    &meta_file,
+                    0,
+                    &format!("engine_kwargs.{name}"),
+                    format!("{n} is not an engine count (1 to {})", u32::MAX),
+                )
+            }),
+        }
+    };
     let gpu = run.split("__").next().unwrap_or("");
     let workload_path = data.join(&dataset);
     let wl_file = workload_path.display().to_string();
@@ -141,8 +156,8 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
             String::new()
         },
         dp_key = if dp > 1 { format!("dp: {dp}\n") } else { String::new() },
-        seqs = count("max_num_seqs").unwrap_or(256),
-        mbt = count("max_num_batched_tokens").unwrap_or(2048),
+        seqs = engine("max_num_seqs")?.unwrap_or(256),
+        mbt = engine("max_num_batched_tokens")?.unwrap_or(2048),
         blocks = blocks.map_or_else(String::new, |b| format!("  num_gpu_blocks: {b}\n")),
     );
     Ok(Converted { workload, baseline, scenario_yaml, notes, client_timeout_s: None })

@@ -366,7 +366,7 @@ fn simulate(
     out: (&mut dyn Write, &str),
     extra: &mut Extra,
 ) -> anyhow::Result<Metrics> {
-    let mut metrics = MetricsCollector::with_slo(d.slo);
+    let mut metrics = MetricsCollector::with_slo(d.slo).measuring(&traffic.measurement);
     let tracing = extra.steps.is_some();
     let mut writer = JsonlWriter::new(out.0, out.1);
     if let Some((f, name)) = &mut extra.steps {

@@ -390,7 +390,7 @@ fn simulate_cell(
         parts,
         results,
         steps,
-        metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)),
+        metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)).measuring(&ctx.plan.measurement),
         error: None,
         progress: ctx.opts.progress.as_deref(),
     };

@@ -206,10 +206,8 @@ fn parse_dag(text: &str) -> Result<Vec<DagNode>, String> {
     if let Some(i) = crate::workload::reader::find_cycle(&subs) {
         return Err(format!("node {i}: the nodes form a cycle"));
     }
-    let subs: Vec<SubRequest> = nodes
-        .iter()
-        .map(|d| d.sub_request(NodeKind::ToolCall { duration: d.duration_us as f64 / 1e6 }))
-        .collect();
+    let subs: Vec<SubRequest> =
+        nodes.iter().map(|d| d.sub_request(NodeKind::ToolCall { duration: d.duration_us as f64 / 1e6 })).collect();
     crate::workload::reader::check_path_times(&subs).map_err(|(_, reason)| reason)?;
     Ok(nodes)
 }
@@ -932,6 +930,22 @@ mod tests {
         let mut r = vec![record(2, 5, 100, 300), record(3, 0, 0, 0)];
         rebase_epoch(&mut r, "t.csv").unwrap();
         assert_eq!((r[0].send_us, r[0].arrival_us, r[1].arrival_us), (100, 100, 0));
+    }
+
+    #[test]
+    fn a_dag_column_reads_its_nodes_and_refuses_a_cycle() {
+        let dag = parse_dag("r0>1|2;t956842+2000>3;t636920>3;r1+10000").unwrap();
+        assert_eq!(dag.len(), 4);
+        assert_eq!(dag[0], DagNode { round: Some(0), duration_us: 0, interval_us: 0, next: vec![1, 2] });
+        assert_eq!(dag[1], DagNode { round: None, duration_us: 956_842, interval_us: 2_000, next: vec![3] });
+        assert_eq!(dag[3], DagNode { round: Some(1), duration_us: 0, interval_us: 10_000, next: vec![] });
+        assert!(parse_dag("r0>1;t5>0").unwrap_err().contains("cycle"));
+        assert!(parse_dag("r0>0").unwrap_err().contains("itself"));
+        assert!(parse_dag("r0>1|1;r1").unwrap_err().contains("listed twice"));
+        assert!(parse_dag("r0+1e3").unwrap_err().contains("not a whole number"));
+        // Each time within the clock, and their sum along a path.
+        assert!(parse_dag("t100000000000001").unwrap_err().contains("beyond"));
+        assert!(parse_dag("t90000000000000>1;t90000000000000").unwrap_err().contains("add up"));
     }
 
     #[test]

@@ -503,6 +503,46 @@ mod tests {
     }
 
     #[test]
+    fn a_forked_dag_is_written_whole_its_rounds_in_start_order() {
+        use crate::sim::{NodeOutcome, RequestStatus};
+        use crate::workload::{Request, RequestId, SubRequest};
+        let node = |next: Vec<u32>, interval: f64, kind: NodeKind| SubRequest { next, interval, kind, result: None };
+        let llm = || NodeKind::Llm(call((0..20).collect(), None));
+        // Numbered out of topological order: node 0 (llm) waits for a tool
+        // call (node 2) after the root llm node 1 and for the root node 3,
+        // which started later than node 1.
+        let request = Request {
+            request_id: RequestId::Int(7),
+            arrival_time: 0.0,
+            initial: vec![1, 3],
+            sub_requests: vec![
+                node(vec![], 0.25, llm()),
+                node(vec![2], 0.0, llm()),
+                node(vec![0], 0.001, NodeKind::ToolCall { duration: 0.5 }),
+                node(vec![0], 0.0, llm()),
+            ],
+        };
+        let at = |start: u64| NodeOutcome { start_us: Some(start), ..NodeOutcome::default() };
+        let r = FinishedRequest {
+            index: 0,
+            request,
+            nodes: vec![at(900), at(10), at(50), at(20)],
+            arrival_us: 0,
+            send_us: 10,
+            finish_us: Some(1000),
+            status: RequestStatus::Completed,
+            in_window: true,
+        };
+        assert_eq!(path(&r), None);
+        let order = topological(&r);
+        assert_eq!(order, [1, 3, 2, 0]);
+        let llm: Vec<usize> =
+            order.into_iter().filter(|&i| matches!(r.request.sub_requests[i].kind, NodeKind::Llm(_))).collect();
+        assert_eq!(llm, [1, 3, 0]);
+        assert_eq!(encode_dag(&r, &llm), "r2+250000;r0>2;t500000+1000>0;r1>0");
+    }
+
+    #[test]
     fn a_prompt_shares_the_longest_run_of_whole_blocks_of_an_earlier_sequence() {
         let (mut h, mut d) = (Vec::new(), Vec::new());
         let server = TraceV2Server {

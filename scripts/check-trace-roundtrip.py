@@ -4,8 +4,9 @@ replayed (`--session-mode closed-loop`, so a multi-call request is one
 session again) with the same scenario, and the two runs' TTFT, ITL and E2E
 means and prefix-cache hit rate compared; a row passes when every one is
 within 0.5 % (absolute 0.05 percentage points for the hit rate when the run
-had none). A workload TraceV2 cannot hold (a DAG that forks or joins) is
-refused at export, and the table says so.
+had none). Request DAGs that fork or join (agentic-40, the agent traces
+replayed closed-loop) are included: their sessions carry the DAG in the
+`dag` column. An export that is refused is a failure.
 
 Usage: scripts/check-trace-roundtrip.py [--small] [BLIS]
   BLIS: the binary (default target/release/blis-sweep; build it first).
@@ -115,6 +116,7 @@ def main():
             if r.returncode:
                 why = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
                 print(f"| {name} | refused at export: `{why[:150]}` |" + " |" * (len(KEYS) - 1) + " not exportable |")
+                failed = True
                 continue
             p = run(blis, ["run", "-s", scenario, "--trace-header", tr + ".yaml", "--trace-data", tr + ".csv",
                            "--session-mode", "closed-loop", "--horizon", HORIZON_S,

@@ -30,11 +30,21 @@
 //!   `prompt` or `none`), says which ids the run knew: the cache hashes only
 //!   those, and a hashed output block left in the cache changes what is
 //!   evicted (Mooncake's prompts are block ids with no output ids).
-//! - What TraceV2 cannot hold is refused or named: a DAG that forks or joins
-//!   is an error naming the request; a wait after the last llm call (counted
-//!   in the run's E2E, not in the replay's), a request with no llm call, and
-//!   seeded progress are warnings naming the first such request and the
-//!   count ([`TraceV2Writer::warnings`]).
+//! - A request whose DAG forks or joins is a session too (even of one llm
+//!   node), its rounds the llm nodes in a topological order, earliest start
+//!   first, with think times and arrivals as a chain's (so BLIS, which reads
+//!   sessions as chains, replays the rounds one after another: the branches'
+//!   overlap is lost to it). Its round 0 carries the whole DAG in the
+//!   trailing column `dag`: the request's nodes in order, `;`-separated,
+//!   each `rK` (the llm call of round K) or `tD` (a tool call of D µs), then
+//!   `+I` for an interval of I µs when positive, then `>J|J…` for its
+//!   successors' node indices. blis-sweep's reader rebuilds that DAG (same
+//!   nodes, edges, order, intervals and tool-call durations), so a fork or
+//!   a join replays as it ran. A chain's `dag` is empty.
+//! - What TraceV2 cannot hold is named: a wait after a chain's last llm call
+//!   (counted in the run's E2E, not in the replay's), a request with no llm
+//!   call, and seeded progress are warnings naming the first such request
+//!   and the count ([`TraceV2Writer::warnings`]).
 //!
 //! The data is held until the run ends (a group's first record learns its
 //! prefix length from the records after it); a record is a few dozen bytes.
@@ -48,8 +58,9 @@ use crate::workload::{LlmCall, NodeKind};
 /// The columns written: BLIS's, in its order (the conditional
 /// `vllm_priority`, `slo_target_us`, `x_request_id` and `adapter` have
 /// nothing to say here; `think_time_us` is always written), then
-/// blis-sweep's `prefix_parent`, `prefix_parent_length` and `token_ids`.
-const COLUMNS: [&str; 31] = [
+/// blis-sweep's `prefix_parent`, `prefix_parent_length`, `token_ids` and
+/// `dag`.
+const COLUMNS: [&str; 32] = [
     "request_id",
     "client_id",
     "tenant_id",
@@ -81,6 +92,7 @@ const COLUMNS: [&str; 31] = [
     "prefix_parent",
     "prefix_parent_length",
     "token_ids",
+    "dag",
 ];
 
 /// The deployment, for the header's informational `server` block.
@@ -120,6 +132,8 @@ struct Row {
     think: u64,
     /// Which token ids the run knew (the prefix cache hashes those only).
     ids: &'static str,
+    /// Round 0 of a request that forks or joins: its DAG (see the module doc).
+    dag: Option<String>,
 }
 
 /// A warning about what the trace cannot hold: the first request it
@@ -271,22 +285,76 @@ fn path(r: &FinishedRequest) -> Option<Vec<usize>> {
     (order.len() == nodes.len()).then_some(order)
 }
 
+/// The request's nodes in a topological order, the earliest start first
+/// among those ready (node order among equal starts; nodes that never
+/// started last).
+fn topological(r: &FinishedRequest) -> Vec<usize> {
+    use std::cmp::Reverse;
+    let nodes = &r.request.sub_requests;
+    let mut indegree = vec![0u32; nodes.len()];
+    for node in nodes {
+        for &j in &node.next {
+            indegree[j as usize] += 1;
+        }
+    }
+    let key = |i: usize| Reverse((r.nodes[i].start_us.unwrap_or(u64::MAX), i));
+    let mut ready: std::collections::BinaryHeap<_> = (0..nodes.len()).filter(|&i| indegree[i] == 0).map(key).collect();
+    let mut order = Vec::with_capacity(nodes.len());
+    while let Some(Reverse((_, i))) = ready.pop() {
+        order.push(i);
+        for &j in &nodes[i].next {
+            indegree[j as usize] -= 1;
+            if indegree[j as usize] == 0 {
+                ready.push(key(j as usize));
+            }
+        }
+    }
+    order
+}
+
+/// The `dag` column of a request whose llm nodes `llm` are its rounds, in
+/// order (see the module doc).
+fn encode_dag(r: &FinishedRequest, llm: &[usize]) -> String {
+    let nodes = &r.request.sub_requests;
+    let mut round = vec![0usize; nodes.len()];
+    for (k, &i) in llm.iter().enumerate() {
+        round[i] = k;
+    }
+    let mut out = String::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        match node.kind {
+            NodeKind::Llm(_) => out.push_str(&format!("r{}", round[i])),
+            NodeKind::ToolCall { duration } => out.push_str(&format!("t{}", crate::workload::seconds_to_us(duration))),
+        }
+        let interval = node.interval_us();
+        if interval > 0 {
+            out.push_str(&format!("+{interval}"));
+        }
+        if !node.next.is_empty() {
+            out.push('>');
+            out.push_str(&node.next.iter().map(u32::to_string).collect::<Vec<_>>().join("|"));
+        }
+    }
+    out
+}
+
 impl Sink for TraceV2Writer<'_> {
     fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
-        let Some(order) = path(r) else {
-            return Err(io::Error::other(format!(
-                "{}: request {} forks or joins, which TraceV2 cannot hold; write result JSONL (-o) instead",
-                self.names.1, r.request.request_id
-            )));
-        };
+        let chain = path(r);
+        let order = chain.clone().unwrap_or_else(|| topological(r));
         let llm: Vec<usize> =
             order.iter().copied().filter(|&i| matches!(r.request.sub_requests[i].kind, NodeKind::Llm(_))).collect();
         let Some(&last_llm) = llm.last() else {
             self.no_llm.note(r);
             return Ok(());
         };
-        // What runs after the last llm call is in the run's E2E only.
-        if let (Some(end), Some(llm_end)) = (r.finish_us, r.nodes[last_llm].finish_us)
+        // What runs after a chain's last llm call is in the run's E2E only
+        // (a DAG's `dag` holds it).
+        if chain.is_some()
+            && let (Some(end), Some(llm_end)) = (r.finish_us, r.nodes[last_llm].finish_us)
             && end != llm_end
         {
             self.trailing_wait.note(r);
@@ -294,7 +362,8 @@ impl Sink for TraceV2Writer<'_> {
         if llm.iter().any(|&i| matches!(&r.request.sub_requests[i].kind, NodeKind::Llm(c) if c.seeded.is_some())) {
             self.seeded.note(r);
         }
-        let session = (llm.len() > 1).then(|| r.request.request_id.to_string());
+        let session = (llm.len() > 1 || chain.is_none()).then(|| r.request.request_id.to_string());
+        let mut dag = chain.is_none().then(|| encode_dag(r, &llm));
         let mut previous: Option<(u64, u64)> = None; // (end, arrival) of the round before
         for (round, &i) in llm.iter().enumerate() {
             let NodeKind::Llm(call) = &r.request.sub_requests[i].kind else { unreachable!("filtered") };
@@ -334,6 +403,7 @@ impl Sink for TraceV2Writer<'_> {
                     (true, false) => "prompt",
                     (true, true) => "prompt+output",
                 },
+                dag: dag.take(),
             });
         }
         Ok(())
@@ -394,6 +464,7 @@ impl Sink for TraceV2Writer<'_> {
                 parent,
                 parent_len,
                 row.ids.to_owned(),
+                row.dag.clone().unwrap_or_default(),
             ];
             self.data.write_record(&record).map_err(|e| self.failed(&self.names.1, e))?;
         }
@@ -429,6 +500,46 @@ mod tests {
             model: None,
             prompt_blocks: None,
         }
+    }
+
+    #[test]
+    fn a_forked_dag_is_written_whole_its_rounds_in_start_order() {
+        use crate::sim::{NodeOutcome, RequestStatus};
+        use crate::workload::{Request, RequestId, SubRequest};
+        let node = |next: Vec<u32>, interval: f64, kind: NodeKind| SubRequest { next, interval, kind, result: None };
+        let llm = || NodeKind::Llm(call((0..20).collect(), None));
+        // Numbered out of topological order: node 0 (llm) waits for a tool
+        // call (node 2) after the root llm node 1 and for the root node 3,
+        // which started later than node 1.
+        let request = Request {
+            request_id: RequestId::Int(7),
+            arrival_time: 0.0,
+            initial: vec![1, 3],
+            sub_requests: vec![
+                node(vec![], 0.25, llm()),
+                node(vec![2], 0.0, llm()),
+                node(vec![0], 0.001, NodeKind::ToolCall { duration: 0.5 }),
+                node(vec![0], 0.0, llm()),
+            ],
+        };
+        let at = |start: u64| NodeOutcome { start_us: Some(start), ..NodeOutcome::default() };
+        let r = FinishedRequest {
+            index: 0,
+            request,
+            nodes: vec![at(900), at(10), at(50), at(20)],
+            arrival_us: 0,
+            send_us: 10,
+            finish_us: Some(1000),
+            status: RequestStatus::Completed,
+            in_window: true,
+        };
+        assert_eq!(path(&r), None);
+        let order = topological(&r);
+        assert_eq!(order, [1, 3, 2, 0]);
+        let llm: Vec<usize> =
+            order.into_iter().filter(|&i| matches!(r.request.sub_requests[i].kind, NodeKind::Llm(_))).collect();
+        assert_eq!(llm, [1, 3, 0]);
+        assert_eq!(encode_dag(&r, &llm), "r2+250000;r0>2;t500000+1000>0;r1>0");
     }
 
     #[test]

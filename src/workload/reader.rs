@@ -238,7 +238,7 @@ impl<'de> Deserialize<'de> for RequestId {
     }
 }
 
-type FieldError = (String, String);
+pub(crate) type FieldError = (String, String);
 
 fn parse_raw(line: &str) -> Result<RawRequest, FieldError> {
     let mut de = serde_json::Deserializer::from_str(line);
@@ -467,7 +467,7 @@ fn validate_result(
 /// up to at most `MAX_TIME_S`, the bound of each one: a request's own delays
 /// then cannot carry the simulator's clock past its end, however they are
 /// chained (a chain of 10^5 tool calls of 10^8 s each would).
-fn check_path_times(nodes: &[SubRequest]) -> Result<(), FieldError> {
+pub(crate) fn check_path_times(nodes: &[SubRequest]) -> Result<(), FieldError> {
     let limit = super::types::seconds_to_us(super::types::MAX_TIME_S);
     let mut indegree = vec![0u32; nodes.len()];
     for node in nodes {
@@ -514,7 +514,7 @@ fn check_path_times(nodes: &[SubRequest]) -> Result<(), FieldError> {
 
 /// Returns a node on a cycle, if the `next` edges have one (Kahn's algorithm:
 /// whatever cannot be peeled off in topological order lies on or behind a cycle).
-fn find_cycle(nodes: &[SubRequest]) -> Option<usize> {
+pub(crate) fn find_cycle(nodes: &[SubRequest]) -> Option<usize> {
     let mut indegree = vec![0u32; nodes.len()];
     for node in nodes {
         for &j in &node.next {

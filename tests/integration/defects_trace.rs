@@ -110,14 +110,15 @@ fn defect_17_shared_prefixes_survive_the_round_trip() {
 }
 
 /// The round trip over the example workloads and the small samples of every
-/// importer: equal metrics; a DAG that forks is refused at export, naming
-/// the request, and leaves no output.
+/// importer: equal metrics, request DAGs that fork and join included
+/// (agentic-40, the agent-calls sample replayed closed-loop; they were
+/// refused at export before the `dag` column).
 #[test]
 fn tracev2_round_trip_of_small_example_workloads() {
     let dir = Dir::new("rt");
     let chat: String = std::fs::read_to_string(format!("{WORKLOADS}/chat-200.jsonl")).unwrap();
     dir.create("chat.jsonl", &chat.lines().take(80).map(|l| format!("{l}\n")).collect::<String>());
-    let cases: [(&str, Vec<String>); 4] = [
+    let cases: [(&str, Vec<String>); 6] = [
         ("chat-200 (first 80)", vec!["chat.jsonl".into()]),
         ("mooncake", vec!["--input".into(), format!("mooncake:{DATA}/mooncake.jsonl")]),
         ("azure", vec!["--input".into(), format!("azure:{DATA}/azure.csv")]),
@@ -132,6 +133,16 @@ fn tracev2_round_trip_of_small_example_workloads() {
                 "fixed-accumulate".into(),
             ],
         ),
+        ("agentic-40", vec![format!("{WORKLOADS}/agentic-40.jsonl")]),
+        (
+            "agent-calls closed-loop",
+            vec![
+                "--input".into(),
+                format!("agent-calls:{DATA}/agent_calls.csv"),
+                "--session-rate".into(),
+                "0.5".into(),
+            ],
+        ),
     ];
     let mut hits = 0;
     for (name, input) in &cases {
@@ -141,16 +152,26 @@ fn tracev2_round_trip_of_small_example_workloads() {
         assert!(!stderr.contains("warning"), "{name}: {stderr}");
         hits += usize::from(a["kv_cache_hit_rate"].as_f64().unwrap() > 0.1);
     }
-    assert!(hits >= 3, "chat, mooncake and agent-calls share prefixes");
-    let out = Dir::new("rt-fork");
-    let err = TestCommand::new(
-        &out.path,
-        &["run", "-s", S8B, &format!("{WORKLOADS}/agentic-40.jsonl"), "-o", "r.jsonl", "--trace-output", "tr"],
-    )
-    .fails();
-    assert!(err.contains("tr.csv: request agent-0 forks or joins, which TraceV2 cannot hold"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(out.files().is_empty(), "{:?}", out.files());
+    assert!(hits >= 5, "chat, mooncake, agent-calls and agentic-40 share prefixes");
+    // agentic-40 forks into two tool calls and joins them: each request is a
+    // session of its 2 llm calls, round 0 carrying the DAG; BLIS's columns
+    // still read as a chain.
+    let (_, _, _) = round_trip(&dir, S8B, &[&format!("{WORKLOADS}/agentic-40.jsonl")]);
+    let csv = dir.read("tr.csv");
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+    assert_eq!(rows[0].len(), 32, "{}", rows[0].join(","));
+    assert_eq!(rows.len(), 81, "40 requests of 2 llm calls");
+    let first = &rows[1];
+    assert_eq!((first[col("session_id")], first[col("round_index")]), ("agent-0", "0"));
+    let dag = first[col("dag")];
+    let parts: Vec<&str> = dag.split(';').collect();
+    assert_eq!(parts.len(), 4, "{dag}");
+    assert_eq!(parts[0], "r0>1|2", "{dag}");
+    assert!(parts[1].starts_with('t') && parts[1].ends_with(">3"), "{dag}");
+    assert!(parts[3].starts_with("r1"), "{dag}");
+    let second = rows.iter().find(|r| r[col("session_id")] == "agent-0" && r[col("round_index")] == "1").unwrap();
+    assert_eq!(second[col("dag")], "");
 }
 
 /// A wait after a request's last llm call (a trailing tool call) is in the
@@ -282,6 +303,55 @@ fn tracev2_prefix_parent_is_checked() {
     assert!(err.contains("h.csv:3: token_ids: `some`: prompt+output, prompt or none"), "{err}");
 }
 
+/// A `dag` column is checked: FILE:LINE: dag: reason for a malformed node,
+/// a round named twice or left out, a DAG on a later round or on a record
+/// without a session; a good one replays closed-loop as that DAG.
+#[test]
+fn tracev2_dag_column_is_checked() {
+    let dir = Dir::new("rt-dag");
+    dir.create("h.yaml", HEADER_US);
+    let csv = |dag0: &str, dag1: &str, session: &str| {
+        format!(
+            "request_id,session_id,round_index,input_tokens,output_tokens,arrival_time_us,dag\n\
+             0,{session},0,100,10,0,\"{dag0}\"\n1,{session},1,100,10,1000,\"{dag1}\"\n"
+        )
+    };
+    for (dag0, dag1, session, want) in [
+        ("r0>1;x5>2;r1", "", "s", "h.csv:2: dag: node 1 (`x5>2`): a node is `rK`"),
+        ("r0>3;r1", "", "s", "h.csv:2: dag: node 0: successor 3 is out of range (2 nodes)"),
+        ("r0>1;r1>0", "", "s", "h.csv:2: dag: node 0: the nodes form a cycle"),
+        ("r0>1;t-5>2;r1", "", "s", "h.csv:2: dag: node 1 (`t-5>2`): `-5` is not a whole number of µs (duration)"),
+        ("r0;r0", "", "s", "h.csv:2: dag: session s: round 0 is named twice"),
+        ("r0>1;t5", "", "s", "h.csv:2: dag: session s: round 1 is not a node of the DAG"),
+        ("r0>1;r2", "", "s", "h.csv:2: dag: session s: round 2: the session has 2 rounds"),
+        ("", "r0>1;r1", "s", "h.csv:3: dag: session s: only round 0 carries the session's DAG"),
+        ("r0>1;r1", "", "", "h.csv:2: dag: a request DAG is a session's: this record has no session_id"),
+    ] {
+        dir.create("h.csv", &csv(dag0, dag1, session));
+        let err = TestCommand::new(
+            &dir.path,
+            &["run", "-s", S8B, "--input", "tracev2:h.yaml", "--session-mode", "closed-loop", "-o", "r.jsonl"],
+        )
+        .fails();
+        assert!(err.contains(want), "{dag0} {dag1}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // Round 1 beside round 0 (both roots, 2 ms apart), then a tool call of
+    // 5 ms after round 0 only.
+    dir.create("h.csv", &csv("r0>2;r1+2000;t5000", "", "s"));
+    TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", S8B, "--input", "tracev2:h.yaml", "--session-mode", "closed-loop", "-o", "r.jsonl"],
+    )
+    .stdout();
+    let r: serde_json::Value = serde_json::from_str(dir.read("r.jsonl").lines().next().unwrap()).unwrap();
+    assert_eq!(r["initial"], serde_json::json!([0, 1]), "{r}");
+    let nodes = r["sub_requests"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{r}");
+    assert_eq!((nodes[1]["interval"].as_f64(), nodes[2]["duration"].as_f64()), (Some(0.002), Some(0.005)), "{r}");
+    assert_eq!(nodes[0]["next"], serde_json::json!([2]), "{r}");
+}
+
 /// A small deterministic generator (SplitMix64) for the random round trips.
 struct Rng(u64);
 
@@ -299,10 +369,14 @@ impl Rng {
     }
 }
 
-/// A random workload of chains: 1–4 llm calls, intervals (0 included, at
-/// the root too), tool calls before, between and after the calls; prompts
-/// that open with one of a few shared prefixes, or with an earlier
-/// request's prompt and output (nested sharing), with or without token ids.
+/// A random workload of chains and of DAGs that fork and join: 1–4 llm
+/// calls, intervals (0 included, at the root too), tool calls before,
+/// between and after the calls; half the requests of more than one node
+/// wired as a random DAG (0–2 predecessors each, so several roots, forks
+/// and joins), and half of all requests' nodes numbered in a random order
+/// (not topological); prompts that open with one of a few shared prefixes,
+/// or with an earlier request's prompt and output (nested sharing), with or
+/// without token ids.
 fn random_workload(rng: &mut Rng, requests: usize) -> String {
     let prefixes: Vec<Vec<u64>> =
         (0..3).map(|g| (0..(16 * (g + 1) + 5)).map(|k| 20_000 + 100 * g + k).collect()).collect();
@@ -350,30 +424,69 @@ fn random_workload(rng: &mut Rng, requests: usize) -> String {
                     "duration": rng.below(200) as f64 / 1000.0}));
             }
         }
-        // A trailing tool call would be warned about; keep the chain's end
-        // an llm call.
+        // A trailing tool call of a chain would be warned about; keep the
+        // last node an llm call.
         while nodes.last().unwrap()["kind"] == "tool_call" {
             nodes.pop();
         }
         let n = nodes.len();
-        for (k, node) in nodes.iter_mut().enumerate() {
-            node["next"] = if k + 1 < n { serde_json::json!([k + 1]) } else { serde_json::json!([]) };
+        let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
+        if n > 1 && rng.below(2) == 0 {
+            for k in 1..n {
+                let preds = if rng.below(6) == 0 { 0 } else { 1 + rng.below(2) };
+                for _ in 0..preds {
+                    let p = rng.below(k as u64) as usize;
+                    if !next[p].contains(&k) {
+                        next[p].push(k);
+                    }
+                }
+            }
+            // (A tool call that ends a branch is followed by the last call,
+            // so that a DAG that happens to be a chain does not end in one.)
+            for k in 0..n - 1 {
+                if next[k].is_empty() && nodes[k]["kind"] == "tool_call" {
+                    next[k].push(n - 1);
+                }
+            }
+        } else {
+            for (k, next) in next.iter_mut().enumerate().take(n - 1) {
+                next.push(k + 1);
+            }
         }
+        // Node k is numbered place[k].
+        let mut place: Vec<usize> = (0..n).collect();
+        if rng.below(2) == 0 {
+            for i in (1..n).rev() {
+                place.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let mut numbered = vec![serde_json::Value::Null; n];
+        let mut has_pred = vec![false; n];
+        for (k, mut node) in nodes.into_iter().enumerate() {
+            let succ: Vec<usize> = next[k].iter().map(|&j| place[j]).collect();
+            for &j in &succ {
+                has_pred[j] = true;
+            }
+            node["next"] = serde_json::json!(succ);
+            numbered[place[k]] = node;
+        }
+        let initial: Vec<usize> = (0..n).filter(|&i| !has_pred[i]).collect();
         let request = serde_json::json!({"request_id": id, "arrival_time": (t * 1e6).round() / 1e6,
-            "initial": [0], "sub_requests": nodes});
+            "initial": initial, "sub_requests": numbered});
         out += &format!("{request}\n");
     }
     out
 }
 
-/// Random chains, shared and nested prefixes, intervals and tool calls, run
-/// open-loop and behind a client cap: every round trip gives the same
-/// TTFT, ITL, E2E and hit rate, and the export warns of nothing.
+/// Random chains and DAGs that fork and join, shared and nested prefixes,
+/// intervals and tool calls, run open-loop and behind a client cap: every
+/// round trip gives the same TTFT, ITL, E2E and hit rate, and the export
+/// warns of nothing.
 #[test]
 fn tracev2_random_round_trips_are_identical() {
     let dir = Dir::new("rt-random");
     let mut rng = Rng(22);
-    let mut hits = 0;
+    let (mut hits, mut dags) = (0, 0);
     for case in 0..24 {
         dir.create("w.jsonl", &random_workload(&mut rng, 12 + case));
         let cap = (case % 3 == 2).then(|| (1 + case % 5).to_string());
@@ -385,6 +498,8 @@ fn tracev2_random_round_trips_are_identical() {
         assert_same(&format!("case {case}"), &a, &b);
         assert!(!stderr.contains("warning"), "case {case}: {stderr}");
         hits += usize::from(a["kv_cache_hit_rate"].as_f64().unwrap() > 0.0);
+        dags += dir.read("tr.csv").lines().filter(|l| l.contains(">")).count();
     }
     assert!(hits >= 20, "most cases share prefixes: {hits}");
+    assert!(dags >= 100, "many requests fork or join: {dags}");
 }

@@ -380,14 +380,32 @@ fn a_run_written_as_tracev2_replays_to_the_same_metrics() {
     // (Every record but the session's second round, which the replay runs
     // as a node of the first's request.)
     assert_eq!(report["trace_info"]["matched_pairs"], 201, "{}", report["trace_info"]);
-    // A DAG that forks cannot be a trace.
-    dir.create("fork.jsonl", r#"{"request_id":0,"arrival_time":0.0,"initial":[0,1],"sub_requests":[{"kind":"llm","input_tokens":30,"output_tokens":2,"next":[]},{"kind":"llm","input_tokens":30,"output_tokens":2,"next":[]}]}
+    // A DAG that forks (two roots) and joins (into a tool call that ends
+    // it) is a session whose round 0 carries the DAG: replayed as it ran.
+    dir.create("fork.jsonl", r#"{"request_id":0,"arrival_time":0.0,"initial":[0,1],"sub_requests":[{"kind":"llm","input_tokens":30,"output_tokens":2,"next":[2]},{"kind":"llm","input_tokens":30,"output_tokens":2,"next":[2],"interval":0.1},{"kind":"tool_call","input_tokens":0,"output_tokens":0,"duration":0.25,"next":[]}]}
 "#);
-    let err =
-        TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "fork.jsonl", "-o", "f.jsonl", "--trace-output", "f"])
-            .fails();
-    assert!(err.contains("request 0 forks or joins"), "{err}");
-    assert!(!dir.join("f.csv").exists() && !dir.join("f.jsonl").exists());
+    let fork = ["run", "-q", "-s", "s.yaml"];
+    TestCommand::new(
+        &dir.path,
+        &[&fork[..], &["fork.jsonl", "-o", "f.jsonl", "--metrics", "f.json", "--trace-output", "f"]].concat(),
+    )
+    .stdout();
+    assert!(dir.read("f.csv").contains(",r0>2;r1+100000>2;t250000\n"), "{}", dir.read("f.csv"));
+    let replay = ["--trace-header", "f.yaml", "--trace-data", "f.csv", "--session-mode", "closed-loop"];
+    TestCommand::new(&dir.path, &[&fork[..], &replay[..], &["-o", "f2.jsonl", "--metrics", "f2.json"]].concat())
+        .stdout();
+    let (a, b) = (metrics("f.json"), metrics("f2.json"));
+    for key in ["ttft_mean_ms", "itl_mean_ms", "e2e_mean_ms", "completed_requests"] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    let replayed = &rows(&dir.read("f2.jsonl"))[0];
+    assert_eq!(replayed["initial"], serde_json::json!([0, 1]));
+    let nodes = replayed["sub_requests"].as_array().unwrap();
+    assert_eq!(
+        nodes.iter().map(|n| n["next"].clone()).collect::<Vec<_>>(),
+        [serde_json::json!([2]), serde_json::json!([2]), serde_json::json!([])]
+    );
+    assert_eq!((nodes[1]["interval"].as_f64(), nodes[2]["duration"].as_f64()), (Some(0.1), Some(0.25)));
 }
 
 #[test]

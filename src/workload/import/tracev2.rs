@@ -26,6 +26,15 @@
 //!   shared prefixes replays as it ran. A third, `token_ids` (`prompt+output`
 //!   when absent, `prompt` or `none`), says which ids the engine knows (the
 //!   prefix cache hashes only those): the others are left out of the call.
+//! - blis-sweep's trailing `dag` column (on a session's round 0, written by
+//!   `run --trace-output` for a request that forks or joins): in
+//!   `closed-loop` the session is that DAG — its nodes in order,
+//!   `;`-separated, each `rK` (round K's llm call) or `tD` (a tool call of
+//!   D µs), then `+I` (an interval of I µs), then `>J|J…` (successors' node
+//!   indices) — instead of a chain of its rounds; every round is named once,
+//!   the roots are the nodes nothing points to, and the think times of
+//!   rounds after the first are not used (BLIS, which ignores the column,
+//!   replays the rounds as a chain).
 //! - It arrives at `send_time_us` when positive, else `arrival_time_us`;
 //!   a first round's `think_time_us` (ignored by BLIS) is a wait before the
 //!   call: the request arrives that much earlier, its first call that much
@@ -138,9 +147,76 @@ pub struct TraceRecord {
     /// are known to the engine (`prompt+output`, the default, `prompt`,
     /// `none`); the prefix cache hashes only known ones.
     ids: (bool, bool),
+    /// blis-sweep's `dag`: the session's request DAG.
+    dag: Option<Vec<DagNode>>,
 }
 
 type Record = TraceRecord;
+
+/// One node of a `dag` column.
+#[derive(Debug, Clone, PartialEq)]
+struct DagNode {
+    /// `Some(K)`: the llm call of round K; `None`: a tool call.
+    round: Option<u32>,
+    /// A tool call's duration, µs.
+    duration_us: u64,
+    interval_us: u64,
+    next: Vec<u32>,
+}
+
+/// A `dag` column's nodes, checked alone (successors in range, no node
+/// its own successor or one listed twice, no cycle, times within the
+/// clock); its rounds are checked against the session's in [`build`].
+fn parse_dag(text: &str) -> Result<Vec<DagNode>, String> {
+    let time = |v: &str, what: &str| -> Result<u64, String> {
+        let us: u64 = v.parse().map_err(|_| format!("`{v}` is not a whole number of µs ({what})"))?;
+        crate::workload::checked_seconds_to_us(us as f64 / 1e6).map_err(|e| format!("{what} {us} µs: {e}"))
+    };
+    let mut nodes = Vec::new();
+    for (i, item) in text.split(';').enumerate() {
+        let at = |reason: String| format!("node {i} (`{item}`): {reason}");
+        let (head, next) = item.split_once('>').unwrap_or((item, ""));
+        let (what, interval) = head.split_once('+').unwrap_or((head, "0"));
+        let (round, duration_us) = match what.trim().split_at_checked(1) {
+            Some(("r", k)) => (Some(k.parse::<u32>().map_err(|_| at(format!("`{k}` is not a round index")))?), 0),
+            Some(("t", d)) => (None, time(d, "duration").map_err(at)?),
+            _ => return Err(at("a node is `rK` (round K's llm call) or `tD` (a tool call of D µs)".to_owned())),
+        };
+        let next = match next.trim() {
+            "" => Vec::new(),
+            list => list
+                .split('|')
+                .map(|j| j.trim().parse::<u32>().map_err(|_| at(format!("`{j}` is not a node index"))))
+                .collect::<Result<Vec<u32>, String>>()?,
+        };
+        nodes.push(DagNode { round, duration_us, interval_us: time(interval.trim(), "interval").map_err(at)?, next });
+    }
+    let n = nodes.len();
+    let mut listed_by = vec![usize::MAX; n];
+    for (i, node) in nodes.iter().enumerate() {
+        for &j in &node.next {
+            let j = j as usize;
+            if j >= n || j == i || listed_by[j] == i {
+                return Err(format!("node {i}: successor {j} is out of range ({n} nodes), itself or listed twice"));
+            }
+            listed_by[j] = i;
+        }
+    }
+    let subs: Vec<SubRequest> = nodes.iter().map(|d| d.sub_request(NodeKind::ToolCall { duration: 0.0 })).collect();
+    if let Some(i) = crate::workload::reader::find_cycle(&subs) {
+        return Err(format!("node {i}: the nodes form a cycle"));
+    }
+    let subs: Vec<SubRequest> =
+        nodes.iter().map(|d| d.sub_request(NodeKind::ToolCall { duration: d.duration_us as f64 / 1e6 })).collect();
+    crate::workload::reader::check_path_times(&subs).map_err(|(_, reason)| reason)?;
+    Ok(nodes)
+}
+
+impl DagNode {
+    fn sub_request(&self, kind: NodeKind) -> SubRequest {
+        SubRequest { next: self.next.clone(), interval: self.interval_us as f64 / 1e6, kind, result: None }
+    }
+}
 
 /// The spellings of microseconds a header may give: BLIS's `run` and
 /// `replay` write `microseconds`, its `observe` writes `us`
@@ -364,6 +440,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let c_reset = find("input_tokens_reset");
     let (c_parent, c_parent_len) = (find("prefix_parent"), find("prefix_parent_length"));
     let c_ids = find("token_ids");
+    let c_dag = find("dag");
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
@@ -430,6 +507,13 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
                 "prompt" => (true, false),
                 "none" => (false, false),
                 v => return Err(at("token_ids", format!("`{v}`: prompt+output, prompt or none"))),
+            },
+            dag: match c_dag.map_or("", field) {
+                "" => None,
+                _ if c_session.map_or("", field).is_empty() => {
+                    return Err(at("dag", "a request DAG is a session's: this record has no session_id".to_owned()));
+                }
+                text => Some(parse_dag(text).map_err(|e| at("dag", e))?),
             },
         });
     }
@@ -695,7 +779,19 @@ fn build(
                 ));
             }
         }
+        if let Some(&i) = rounds[1..].iter().find(|&&i| records[i].dag.is_some()) {
+            return Err(ImportError::new(
+                file,
+                records[i].line,
+                "dag",
+                format!("session {name}: only round 0 carries the session's DAG"),
+            ));
+        }
         let first = &records[rounds[0]];
+        if let Some(dag) = &first.dag {
+            out.push((first.line, dag_request(records, &rounds, dag, &mut ids, file, name)?));
+            continue;
+        }
         // As BLIS (`sessionHasRecordedThinkTime`): the recorded think times,
         // 0 included, when a round after the first has one; else the gaps
         // between the rounds' `arrival_time_us`.
@@ -732,6 +828,60 @@ fn build(
     Ok(out)
 }
 
+/// The session of `rounds` (in round order) as the request DAG its round
+/// 0's `dag` column gives: every round named once, the roots the nodes no
+/// successor list names (ascending), the request sent when the chain's
+/// would be (round 0's time less its root wait).
+fn dag_request(
+    records: &[Record],
+    rounds: &[usize],
+    dag: &[DagNode],
+    ids: &mut [(Vec<u32>, Vec<u32>)],
+    file: &str,
+    name: &str,
+) -> Result<Request, ImportError> {
+    let first = &records[rounds[0]];
+    let at = |reason: String| ImportError::new(file, first.line, "dag", format!("session {name}: {reason}"));
+    let mut named = vec![false; rounds.len()];
+    for node in dag {
+        if let Some(k) = node.round {
+            match named.get_mut(k as usize) {
+                None => return Err(at(format!("round {k}: the session has {} rounds", rounds.len()))),
+                Some(true) => return Err(at(format!("round {k} is named twice"))),
+                Some(seen) => *seen = true,
+            }
+        }
+    }
+    if let Some(k) = named.iter().position(|seen| !seen) {
+        return Err(at(format!("round {k} is not a node of the DAG")));
+    }
+    let mut has_predecessor = vec![false; dag.len()];
+    for node in dag {
+        for &j in &node.next {
+            has_predecessor[j as usize] = true;
+        }
+    }
+    let sub_requests = dag
+        .iter()
+        .map(|node| {
+            node.sub_request(match node.round {
+                Some(k) => {
+                    let i = rounds[k as usize];
+                    let (prompt, output) = std::mem::take(&mut ids[i]);
+                    NodeKind::Llm(call(prompt, output, records[i].ids))
+                }
+                None => NodeKind::ToolCall { duration: node.duration_us as f64 / 1e6 },
+            })
+        })
+        .collect();
+    Ok(Request {
+        request_id: RequestId::Int(first.request_id),
+        arrival_time: (first.arrival_us - root_wait(first)) as f64 / 1e6,
+        initial: (0..dag.len() as u32).filter(|&i| !has_predecessor[i as usize]).collect(),
+        sub_requests,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,6 +908,7 @@ mod tests {
             reset: 0,
             parent: None,
             ids: (true, true),
+            dag: None,
         }
     }
 
@@ -779,6 +930,22 @@ mod tests {
         let mut r = vec![record(2, 5, 100, 300), record(3, 0, 0, 0)];
         rebase_epoch(&mut r, "t.csv").unwrap();
         assert_eq!((r[0].send_us, r[0].arrival_us, r[1].arrival_us), (100, 100, 0));
+    }
+
+    #[test]
+    fn a_dag_column_reads_its_nodes_and_refuses_a_cycle() {
+        let dag = parse_dag("r0>1|2;t956842+2000>3;t636920>3;r1+10000").unwrap();
+        assert_eq!(dag.len(), 4);
+        assert_eq!(dag[0], DagNode { round: Some(0), duration_us: 0, interval_us: 0, next: vec![1, 2] });
+        assert_eq!(dag[1], DagNode { round: None, duration_us: 956_842, interval_us: 2_000, next: vec![3] });
+        assert_eq!(dag[3], DagNode { round: Some(1), duration_us: 0, interval_us: 10_000, next: vec![] });
+        assert!(parse_dag("r0>1;t5>0").unwrap_err().contains("cycle"));
+        assert!(parse_dag("r0>0").unwrap_err().contains("itself"));
+        assert!(parse_dag("r0>1|1;r1").unwrap_err().contains("listed twice"));
+        assert!(parse_dag("r0+1e3").unwrap_err().contains("not a whole number"));
+        // Each time within the clock, and their sum along a path.
+        assert!(parse_dag("t100000000000001").unwrap_err().contains("beyond"));
+        assert!(parse_dag("t90000000000000>1;t90000000000000").unwrap_err().contains("add up"));
     }
 
     #[test]

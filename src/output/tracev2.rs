@@ -40,11 +40,12 @@
 //!   `+I` for an interval of I µs when positive, then `>J|J…` for its
 //!   successors' node indices. blis-sweep's reader rebuilds that DAG (same
 //!   nodes, edges, order, intervals and tool-call durations), so a fork or
-//!   a join replays as it ran. A chain's `dag` is empty.
-//! - What TraceV2 cannot hold is named: a wait after a chain's last llm call
-//!   (counted in the run's E2E, not in the replay's), a request with no llm
-//!   call, and seeded progress are warnings naming the first such request
-//!   and the count ([`TraceV2Writer::warnings`]).
+//!   a join replays as it ran. A chain that goes on after its last llm call
+//!   (a trailing tool call, counted in its E2E) is written the same way;
+//!   any other chain's `dag` is empty.
+//! - What TraceV2 cannot hold is named: a request with no llm call and
+//!   seeded progress are warnings naming the first such request and the
+//!   count ([`TraceV2Writer::warnings`]).
 //!
 //! The data is held until the run ends (a group's first record learns its
 //! prefix length from the records after it); a record is a few dozen bytes.
@@ -164,7 +165,6 @@ pub struct TraceV2Writer<'a> {
     /// Chained hash of a sequence's first `k` whole blocks → the first record
     /// whose prompt (and output) opens with them.
     blocks: HashMap<u64, u32>,
-    trailing_wait: Lossy,
     no_llm: Lossy,
     seeded: Lossy,
 }
@@ -192,7 +192,6 @@ impl<'a> TraceV2Writer<'a> {
             server,
             rows: Vec::new(),
             blocks: HashMap::new(),
-            trailing_wait: Lossy::default(),
             no_llm: Lossy::default(),
             seeded: Lossy::default(),
         }
@@ -209,10 +208,6 @@ impl<'a> TraceV2Writer<'a> {
                 out.push(format!("{file}: request {first} (and {} more) {what}", lossy.count - 1));
             }
         };
-        say(
-            &self.trailing_wait,
-            "waits after its last llm call (a tool call or interval), which TraceV2 cannot hold: its replay ends that much sooner",
-        );
         say(&self.no_llm, "has no llm call, so no TraceV2 record: its replay leaves it out");
         say(
             &self.seeded,
@@ -351,19 +346,16 @@ impl Sink for TraceV2Writer<'_> {
             self.no_llm.note(r);
             return Ok(());
         };
-        // What runs after a chain's last llm call is in the run's E2E only
-        // (a DAG's `dag` holds it).
-        if chain.is_some()
-            && let (Some(end), Some(llm_end)) = (r.finish_us, r.nodes[last_llm].finish_us)
-            && end != llm_end
-        {
-            self.trailing_wait.note(r);
-        }
+        // A chain that goes on after its last llm call (a tool call) has that
+        // wait in its E2E, which no round can hold: it is written with its
+        // `dag` too, as a forked request is.
+        let trailing = chain.as_ref().is_some_and(|c| c.last() != Some(&last_llm));
         if llm.iter().any(|&i| matches!(&r.request.sub_requests[i].kind, NodeKind::Llm(c) if c.seeded.is_some())) {
             self.seeded.note(r);
         }
-        let session = (llm.len() > 1 || chain.is_none()).then(|| r.request.request_id.to_string());
-        let mut dag = chain.is_none().then(|| encode_dag(r, &llm));
+        let with_dag = chain.is_none() || trailing;
+        let session = (llm.len() > 1 || with_dag).then(|| r.request.request_id.to_string());
+        let mut dag = with_dag.then(|| encode_dag(r, &llm));
         let mut previous: Option<(u64, u64)> = None; // (end, arrival) of the round before
         for (round, &i) in llm.iter().enumerate() {
             let NodeKind::Llm(call) = &r.request.sub_requests[i].kind else { unreachable!("filtered") };

@@ -175,10 +175,10 @@ fn tracev2_round_trip_of_small_example_workloads() {
 }
 
 /// A wait after a request's last llm call (a trailing tool call) is in the
-/// run's E2E and cannot be in a TraceV2 record: a one-line warning names
-/// the request.
+/// run's E2E: the chain is written with its `dag`, and the closed-loop
+/// replay keeps the wait (same E2E), with no warning.
 #[test]
-fn tracev2_export_warns_of_a_trailing_tool_call() {
+fn tracev2_a_trailing_tool_call_replays_exactly() {
     let dir = Dir::new("rt-tail");
     dir.create(
         "w.jsonl",
@@ -189,12 +189,42 @@ fn tracev2_export_warns_of_a_trailing_tool_call() {
             "\n"
         ),
     );
-    let out =
-        TestCommand::new(&dir.path, &["run", "-q", "-s", S8B, "w.jsonl", "-o", "/dev/null", "--trace-output", "tr"])
-            .output();
+    let out = TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", S8B, "w.jsonl", "-o", "/dev/null", "--metrics", "a.json", "--trace-output", "tr"],
+    )
+    .output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("warning: tr.csv: request t-1 (and 0 more) waits after its last llm call"), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let csv = std::fs::read_to_string(dir.path.join("tr.csv")).unwrap();
+    assert!(csv.contains("r0>1;t250000"), "{csv}");
+    TestCommand::new(
+        &dir.path,
+        &[
+            "run",
+            "-q",
+            "-s",
+            S8B,
+            "--trace-header",
+            "tr.yaml",
+            "--trace-data",
+            "tr.csv",
+            "--session-mode",
+            "closed-loop",
+            "-o",
+            "/dev/null",
+            "--metrics",
+            "b.json",
+        ],
+    )
+    .stdout();
+    let e2e = |f: &str| {
+        let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path.join(f)).unwrap()).unwrap();
+        m["e2e_mean_ms"].as_f64().unwrap()
+    };
+    assert!(e2e("a.json") > 250.0, "{}", e2e("a.json"));
+    assert_eq!(e2e("a.json"), e2e("b.json"));
 }
 
 const HEADER_US: &str = "trace_version: 3\ntime_unit: us\nmode: real\nwarm_up_requests: 0\n";
@@ -424,9 +454,9 @@ fn random_workload(rng: &mut Rng, requests: usize) -> String {
                     "duration": rng.below(200) as f64 / 1000.0}));
             }
         }
-        // A trailing tool call of a chain would be warned about; keep the
-        // last node an llm call.
-        while nodes.last().unwrap()["kind"] == "tool_call" {
+        // A trailing tool call of a chain (written with its `dag`) stays,
+        // unless the request would have no llm call.
+        while nodes.len() > 1 && nodes.last().unwrap()["kind"] == "tool_call" && rng.below(2) == 0 {
             nodes.pop();
         }
         let n = nodes.len();

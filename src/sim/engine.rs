@@ -52,6 +52,28 @@ pub struct EngineConfig {
     pub free_uncached_blocks_first: bool,
 }
 
+#[cfg(test)]
+impl EngineConfig {
+    /// A small engine for the simulator's unit tests: `max_num_seqs`
+    /// sequences, steps of `max_num_batched_tokens`, `num_gpu_blocks` blocks
+    /// of 16, prefix caching on, every version-dependent behaviour off.
+    pub(crate) fn for_tests(max_num_seqs: u32, max_num_batched_tokens: u32, num_gpu_blocks: u32) -> EngineConfig {
+        EngineConfig {
+            max_num_seqs,
+            max_num_batched_tokens,
+            max_model_len: max_num_batched_tokens.max(256),
+            block_size: 16,
+            num_gpu_blocks,
+            enable_prefix_caching: true,
+            long_prefill_token_threshold: 0,
+            async_scheduling: false,
+            scheduler_reserve_full_isl: false,
+            lone_request_skips_prefill_threshold: false,
+            free_uncached_blocks_first: false,
+        }
+    }
+}
+
 /// Counters over the whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineStats {

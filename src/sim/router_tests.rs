@@ -21,19 +21,7 @@ impl LatencyModel for Fixed {
 }
 
 fn engine(max_num_seqs: u32) -> EngineConfig {
-    EngineConfig {
-        max_num_seqs,
-        max_num_batched_tokens: 4096,
-        max_model_len: 4096,
-        block_size: 16,
-        num_gpu_blocks: 1000,
-        enable_prefix_caching: true,
-        long_prefill_token_threshold: 0,
-        async_scheduling: false,
-        scheduler_reserve_full_isl: false,
-        lone_request_skips_prefill_threshold: false,
-        free_uncached_blocks_first: false,
-    }
+    EngineConfig { max_model_len: 4096, ..EngineConfig::for_tests(max_num_seqs, 4096, 1000) }
 }
 
 fn call(prompt: Vec<u32>, output_tokens: u32) -> NodeKind {

@@ -241,19 +241,7 @@ mod tests {
 
     fn config() -> RunConfig<StepPricer> {
         RunConfig {
-            engine: EngineConfig {
-                max_num_seqs: 4,
-                max_num_batched_tokens: 64,
-                max_model_len: 256,
-                block_size: 16,
-                num_gpu_blocks: 64,
-                enable_prefix_caching: true,
-                long_prefill_token_threshold: 0,
-                async_scheduling: false,
-                scheduler_reserve_full_isl: false,
-                lone_request_skips_prefill_threshold: false,
-                free_uncached_blocks_first: false,
-            },
+            engine: EngineConfig::for_tests(4, 64, 64),
             replicas: 1,
             router: RouterConfig::default(),
             lockstep: false,

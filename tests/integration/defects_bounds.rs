@@ -4,10 +4,7 @@
 //! `../shared/defects`), each asserting the fixed behaviour. Inputs are under
 //! `tests/data/defects/NN-*/`.
 
-use std::path::Path;
-use std::process::Command;
-
-use crate::util::{Dir, TestCommand, rows};
+use crate::util::{Dir, TestCommand, rows, sh};
 
 /// The folder of a defect's inputs.
 fn data(folder: &str) -> String {
@@ -22,18 +19,6 @@ fn copy_of(folder: &str) -> Dir {
         std::fs::copy(&path, dir.join(path.file_name().unwrap().to_str().unwrap())).unwrap();
     }
     dir
-}
-
-/// Runs a shell line in `dir` (`$BIN` is the binary); returns (exit code, stderr).
-fn sh(dir: &Path, line: &str) -> (Option<i32>, String) {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(line)
-        .env("BIN", env!("CARGO_BIN_EXE_blis-sweep"))
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn metrics(dir: &Dir, name: &str) -> serde_json::Value {

@@ -4,28 +4,15 @@
 //! line and field, with no output left behind.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows, sh};
 
 const CHAT: &str = include_str!("../../sweeps/workloads/chat-200.jsonl");
 
 fn metrics(dir: &Dir, name: &str) -> serde_json::Value {
     serde_json::from_str(&dir.read(name)).unwrap()
-}
-
-/// Runs a shell line in `dir`; returns (exit code, stderr).
-fn sh(dir: &Path, line: &str) -> (Option<i32>, String) {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(line)
-        .env("BIN", env!("CARGO_BIN_EXE_blis-sweep"))
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// 9.1: a KV capacity no GPU holds is refused with its field; a tiny custom

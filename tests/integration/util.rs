@@ -125,3 +125,16 @@ pub fn latencies_us(row: &serde_json::Value, node: usize) -> Vec<u64> {
         .map(|v| (v.as_f64().unwrap() * 1e6).round() as u64)
         .collect()
 }
+
+/// Runs a shell line in `dir` (`$BIN` is the binary); returns (exit code,
+/// stderr).
+pub fn sh(dir: &Path, line: &str) -> (Option<i32>, String) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .env("BIN", env!("CARGO_BIN_EXE_blis-sweep"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -174,6 +174,15 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
         }
     }
     let total = options.total_sessions.map_or(corpus.len(), |m| m as usize);
+    if corpus.is_empty() && total > 0 {
+        // Nothing to clone (a data file of the header row alone).
+        return Err(ImportError::new(
+            &file,
+            0,
+            "total_sessions",
+            format!("{total} sessions asked of a trace with no records"),
+        ));
+    }
     let mut clones: Vec<Vec<Request>> = vec![corpus];
     let mut out = Vec::with_capacity(total);
     for k in 0..total {

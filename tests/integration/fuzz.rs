@@ -550,11 +550,18 @@ fn report_folder(dir: &Path) -> bool {
 /// Whether `trace_pair` asserts that a replayed export measures what the
 /// run measured (TTFT, ITL and E2E means, prefix-cache hit rate). Off until
 /// the exact TraceV2 round trip (issue 22, item 5) is merged; the lead
-/// switches it on then. Only acceptance is asserted meanwhile.
+/// switches it on then. Only acceptance is asserted meanwhile. (Switched on
+/// before that work, 198 of the brief run's 200 pairs differ, e.g. TTFT
+/// mean 1.36 ms run, 1.43 ms replayed: the shared prefixes are lost.)
 const ASSERT_ROUND_TRIP_EQUAL: bool = false;
 
+/// The replay compared with the run: closed loop, where a session is one
+/// request again (replayed at recorded times, each record is its own
+/// request, so E2E and the request count differ by construction).
+const ROUND_TRIP_MODE: Option<SessionMode> = Some(SessionMode::ClosedLoop);
+
 /// The run and its replay measure the same, within 0.5 % (the issue's
-/// bound) or 1 µs for a mean near zero.
+/// bound) plus 0.001 (1 µs of a mean in ms; 0.1 point of a hit rate).
 fn assert_round_trip_equal(run: &Metrics, replay: &Metrics) {
     let close = |what: &str, a: f64, b: f64| {
         assert!((a - b).abs() <= 0.005 * a.abs().max(b.abs()) + 1e-3, "{what}: run {a}, replay {b}");
@@ -677,7 +684,7 @@ fn trace_pair(dir: &Path) -> bool {
         let replayed = import_trace(&header_path, &options)
             .unwrap_or_else(|e| panic!("the reader rejects the exported pair ({mode:?}): {e}"));
         let replay = simulate_counted(replay_config(&replayed, &options), &replayed, &mut None::<Rows>);
-        if ASSERT_ROUND_TRIP_EQUAL && mode.is_none() {
+        if ASSERT_ROUND_TRIP_EQUAL && mode == ROUND_TRIP_MODE {
             assert_round_trip_equal(&run, &replay);
         }
     }

@@ -986,6 +986,27 @@ fn a_pool_of_an_empty_trace_is_refused() {
     assert!(e.ends_with("t.csv: total_sessions: 7 sessions asked of a trace with no records"), "{e}");
 }
 
+/// What the 1M run found in `blis-trainval` (seed 1): stages of 2^32 s
+/// loaded into arrivals the workload reader refuses (beyond the clock); the
+/// loader now refuses the stages.
+#[test]
+fn trainval_stages_past_the_clock_are_refused() {
+    use blis_sweep::workload::import::blis_trainval;
+    let dir = Dir::new("fuzz-trainval-clock");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz");
+    copy_dir(&data.join("blis-trainval"), &dir.path);
+    let configs = dir.join("trainval15_experiment_configs.json");
+    std::fs::copy(data.join("known/trainval-stages-past-the-clock.json"), &configs).unwrap();
+    let names = blis_trainval::list(&dir.path).unwrap();
+    let errors: Vec<String> =
+        names.iter().filter_map(|n| blis_trainval::load(&dir.path, n).err()).map(|e| e.to_string()).collect();
+    assert!(
+        errors.iter().any(|e| e.starts_with(&configs.display().to_string())
+            && e.contains("stages: in all 4294967306 s is beyond the simulator's clock")),
+        "{errors:?}"
+    );
+}
+
 /// What the report-folder target found when it mutated `capacity.parquet`
 /// (`tests/data/fuzz/known/corrupt-capacity.parquet`, seed 7): the parquet
 /// crate's decoder panics ("offset + len out of bounds", arrow-buffer's

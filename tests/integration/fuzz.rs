@@ -464,7 +464,7 @@ fn pool(dir: &Path) -> bool {
 }
 
 /// One accepted, cheap search plan in this many is run end to end.
-const SEARCH_ONE_IN: u64 = 4;
+const SEARCH_ONE_IN: u64 = 16;
 
 /// Searches started, those that answered (the others refused the mutated
 /// workload or plan on the way) and their probes, for the long run's report.

@@ -281,13 +281,8 @@ fn run_metrics(dir: &Path, run_id: &str) -> Result<Metrics, ReportError> {
 fn read_rows(path: &Path) -> Result<Vec<BTreeMap<String, Value>>, ReportError> {
     use arrow_array::types::Int32Type;
     use arrow_array::{Array, BooleanArray, DictionaryArray, Float64Array, Int64Array, StringArray};
-    let file = std::fs::File::open(path).map_err(|e| file_err(path, e))?;
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .map_err(|e| file_err(path, e))?;
     let mut rows = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| file_err(path, e))?;
+    for batch in decode(path)? {
         for i in 0..batch.num_rows() {
             let mut row = BTreeMap::new();
             for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
@@ -316,23 +311,47 @@ fn read_rows(path: &Path) -> Result<Vec<BTreeMap<String, Value>>, ReportError> {
     Ok(rows)
 }
 
+/// The record batches of the Parquet file at `path`. The parquet crate
+/// (60.1) can panic on a corrupt file rather than fail (a mutated table's
+/// null bitmap read out of bounds in arrow-buffer's bit-chunk iterator,
+/// found by fuzzing, about one table in 600): that panic is caught and
+/// reported as the file's error. Its message is kept off stderr while the
+/// decode runs by a silent panic hook, the previous one put back after: a
+/// report is written on one thread, after a sweep's workers have finished.
+fn decode(path: &Path) -> Result<Vec<arrow_array::RecordBatch>, ReportError> {
+    let read = || -> Result<Vec<arrow_array::RecordBatch>, ReportError> {
+        let file = std::fs::File::open(path).map_err(|e| file_err(path, e))?;
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|b| b.build())
+            .map_err(|e| file_err(path, e))?;
+        reader.map(|batch| batch.map_err(|e| file_err(path, e))).collect()
+    };
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(read);
+    std::panic::set_hook(previous);
+    result.unwrap_or_else(|_| Err(file_err(path, "not a readable Parquet table (its data is corrupt)")))
+}
+
 fn capacity_section(path: &Path, html: &mut String) -> Result<(), ReportError> {
     let rows = read_rows(path)?;
     let users = rows.first().is_some_and(|r| r.contains_key("max_concurrency"));
     let key = if users { "max_concurrency" } else { "max_rate" };
     let mut bars = Vec::new();
     for r in &rows {
-        let mut label = r["scenario"].as_str().unwrap_or_default().to_owned();
-        let overrides = r["overrides"].as_str().and_then(|o| serde_json::from_str::<Value>(o).ok());
+        // A column the table lacks reads as null (a table from elsewhere).
+        let r = |k: &str| r.get(k).unwrap_or(&Value::Null);
+        let mut label = r("scenario").as_str().unwrap_or_default().to_owned();
+        let overrides = r("overrides").as_str().and_then(|o| serde_json::from_str::<Value>(o).ok());
         for (k, v) in overrides.as_ref().and_then(Value::as_object).into_iter().flatten() {
             let _ = write!(label, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
         }
-        let gpus = r["gpus"].as_i64().unwrap_or(0);
-        let cost = r["cost_per_mtok"].as_f64().map_or_else(String::new, |c| format!(", ${c:.2}/M tok"));
-        let more = if r["at_least"].as_bool() == Some(true) { "≥ " } else { "" };
-        let max = r[key].as_f64();
+        let gpus = r("gpus").as_i64().unwrap_or(0);
+        let cost = r("cost_per_mtok").as_f64().map_or_else(String::new, |c| format!(", ${c:.2}/M tok"));
+        let more = if r("at_least").as_bool() == Some(true) { "≥ " } else { "" };
+        let max = r(key).as_f64();
         // The search's verdict (capacity.parquet from before it had one: none).
-        let verdict = r.get("verdict").and_then(Value::as_str).unwrap_or("capacity");
+        let verdict = r("verdict").as_str().unwrap_or("capacity");
         let note = match (max, verdict) {
             (Some(m), "too_short") => format!("≥ {m:.2} (workload too short for more) · {gpus} GPUs"),
             (Some(m), _) => format!("{more}{m:.2} · {gpus} GPU{}{cost}", if gpus == 1 { "" } else { "s" }),

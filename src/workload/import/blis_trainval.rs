@@ -192,12 +192,17 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
     if p.output_len == 0 {
         return Err(err(&configs_path, 0, "output_len", "must be at least 1 token"));
     }
-    let mut total = 0.0;
+    let (mut total, mut span) = (0.0, 0.0);
     for (k, s) in ip.stages.iter().enumerate() {
         if !(s.rate.is_finite() && s.rate > 0.0 && s.duration.is_finite() && s.duration > 0.0) {
             return Err(err(&configs_path, 0, &format!("stages[{k}]"), "rate and duration must be positive numbers"));
         }
         total += s.rate * s.duration;
+        span += s.duration;
+    }
+    // Arrivals fall within the stages: they must fit the simulator's clock.
+    if let Err(reason) = crate::workload::checked_seconds_to_us(span) {
+        return Err(err(&configs_path, 0, "stages", format!("in all {reason}")));
     }
     let tokens = f64::from(ip.shared_prefix.system_prompt_len) + f64::from(ip.shared_prefix.question_len);
     if total > MAX_REQUESTS || total * tokens > MAX_TOKENS {

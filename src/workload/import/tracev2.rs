@@ -323,6 +323,15 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
             format!("{total} is more than a pool replays (at most {})", super::MAX_POOL_SESSIONS),
         ));
     }
+    if corpus.is_empty() && total > 0 {
+        // Nothing to clone (a data file of the header row alone).
+        return Err(ImportError::new(
+            &file,
+            0,
+            "total_sessions",
+            format!("{total} sessions asked of a trace with no records"),
+        ));
+    }
     let (mut cycle, mut clone, mut k) = (0u64, corpus, 0u64);
     let mut failed = false;
     Ok(Box::new(std::iter::from_fn(move || {

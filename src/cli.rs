@@ -38,24 +38,33 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Simulate one deployment serving a workload; write result JSONL and metrics.
+    // Commands with numeric flags: a negative number is a value (`--horizon
+    // -1`), refused by the flag's own check naming it, not clap's
+    // "unexpected argument".
+    #[command(allow_negative_numbers = true)]
     Run(run::RunArgs),
     /// Reconstruct absolute token times from a result JSONL, as CSV.
     Results(results::ResultsArgs),
     /// Print the runs a sweep plan expands to.
     Plan(sweep::PlanArgs),
     /// Find each deployment's capacity under an SLO (a plan with search:).
+    #[command(allow_negative_numbers = true)]
     Capacity(sweep::CapacityArgs),
     /// Write OUTPUT_DIR/report.html: latency, throughput, capacity and calibration charts.
     Report(sweep::ReportArgs),
     /// Write a synthetic workload (JSONL) from a spec or a preset.
+    #[command(allow_negative_numbers = true)]
     Generate(generate::GenerateArgs),
     /// Compare real and simulated latencies; write a calibration report.
+    #[command(allow_negative_numbers = true)]
     Calibrate(calibrate::CalibrateArgs),
     /// Turn real vLLM runs into a workload, a baseline and a scenario.
     Convert(convert::ConvertArgs),
     /// Write a trace in another format (mooncake, azure, agent-calls) as workload JSONL.
+    #[command(allow_negative_numbers = true)]
     Import(import::ImportArgs),
     /// Fit a latency model's per-GPU constants to converted real runs.
+    #[command(allow_negative_numbers = true)]
     Fit(fit::FitArgs),
 }
 

@@ -449,3 +449,21 @@ fn plan_semantic_errors_name_plan_line_and_field() {
     let err = stderr(&out);
     assert!(err.contains(": p.yaml:7: grid.overrides.engine.max_num_seqs: must be positive (scenario "), "{err}");
 }
+
+/// A negative number after a numeric flag is that flag's value, refused by
+/// its own check in one line naming it (was clap's "unexpected argument").
+#[test]
+fn a_negative_flag_value_is_named_by_its_flag() {
+    let dir = crate::util::Dir::new("negative-flag");
+    dir.create("S.yaml", crate::util::LINEAR_SCENARIO);
+    dir.create("w.jsonl", "{\"request_id\":0,\"arrival_time\":0,\"initial\":[0],\"sub_requests\":[{\"kind\":\"llm\",\"input_tokens\":10,\"output_tokens\":2,\"next\":[]}]}\n");
+    for (flag, value) in [("--horizon", "-1"), ("--timeout", "-5"), ("--rate-scale", "-2")] {
+        let err = crate::util::TestCommand::new(
+            &dir.path,
+            &["run", "-s", "S.yaml", "w.jsonl", flag, value, "-o", "/dev/null"],
+        )
+        .fails();
+        assert!(err.starts_with(&format!("blis-sweep: {flag}: {value} ")), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

@@ -521,12 +521,13 @@ fn bad_aggregate_sources_get_one_line_errors() {
     dir.create("si/silicon_sample.csv", &fixture.replace(",fp8,fp8,2,2,,,2,1,", ",fp8,fp8,2,2,,,two,1,"));
     let err = TestCommand::new(&dir.path, &["si.yaml"]).fails();
     assert!(err.contains("si/silicon_sample.csv:7: moe_tp_size: `two` is not a count"), "{err}");
-    // A training run asking for 10^18 requests fails on its own, named.
+    // A training run asking for 10^16 requests (its stages within the
+    // clock) fails on its own, named.
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
     let configs = std::fs::read_to_string(format!("{fixture}/trainval15_experiment_configs.json")).unwrap();
     dir.create(
         "tv/trainval15_experiment_configs.json",
-        &configs.replace(r#"{"duration": 10, "rate": 4.0}"#, r#"{"duration": 1e9, "rate": 1e9}"#),
+        &configs.replace(r#"{"duration": 10, "rate": 4.0}"#, r#"{"duration": 1e7, "rate": 1e9}"#),
     );
     dir.create(
         "tv/aggregates_trainval.csv",

@@ -7,6 +7,15 @@
 //! the file, line and field where there is one). A closed stdout (e.g.
 //! `| head`) is not an error.
 
+/// `eprintln!` that never panics: a message stderr cannot take (a full
+/// disk behind `2>file`) is dropped, not a reason to abort the command.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod atomic;
 mod calibrate;
 mod convert;
@@ -96,7 +105,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("blis-sweep: {}", one_line(&e));
+            say!("blis-sweep: {}", one_line(&e));
             ExitCode::from(2)
         }
     }

@@ -90,7 +90,7 @@ pub(crate) fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             )
         })
     };
-    eprintln!(
+    say!(
         "{} matched requests ({} warm-up, {} unmatched real, {} unmatched sim, {} token mismatches)\n{}\n{}{}",
         report.trace_info.matched_pairs,
         report.trace_info.warm_up_excluded,

@@ -114,9 +114,9 @@ fn write(out: &Path, runs: &[Replay]) -> anyhow::Result<()> {
     }
     atomic::commit_all(written)?;
     for r in runs {
-        eprintln!("{}: {} requests -> {}", r.name, r.workload.len(), out.display());
+        say!("{}: {} requests -> {}", r.name, r.workload.len(), out.display());
         for note in &r.notes {
-            eprintln!("  note: {note}");
+            say!("  note: {note}");
         }
     }
     Ok(())
@@ -139,7 +139,7 @@ fn trainval(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
                 baseline: None,
                 notes: r.notes,
             }),
-            Err(e) if all => eprintln!("{name}: skipped: {e}"),
+            Err(e) if all => say!("{name}: skipped: {e}"),
             Err(e) => return Err(e.into()),
         }
     }

@@ -201,6 +201,9 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
         let _ = writeln!(text, "{key}: {value}");
     }
     write_file(&args.out, text.as_bytes())?;
-    eprint!("{text}");
+    {
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), "{text}");
+    }
     Ok(())
 }

@@ -127,10 +127,10 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     }
     out.write_all(&buf).with_context(|| format!("{name}: write failed"))?;
     atomic::commit(out)?;
-    eprintln!("{}: {n} requests -> {name}", args.path.display());
+    say!("{}: {n} requests -> {name}", args.path.display());
     if format == ImportFormat::Mooncake {
         let reuse = import::mooncake::block_reuse(&args.path)?;
-        eprintln!("  block reuse: {:.1} % of hash ids were seen in an earlier request", reuse * 100.0);
+        say!("  block reuse: {:.1} % of hash ids were seen in an earlier request", reuse * 100.0);
     }
     Ok(())
 }

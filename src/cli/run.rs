@@ -199,12 +199,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         io::stdout().write_all(json.as_bytes()).context("stdout")?;
     }
     if !args.quiet {
-        eprintln!("{}", summary(&deployment, &outcome, rows, wall_s));
+        say!("{}", summary(&deployment, &outcome, rows, wall_s));
         if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
             let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
             let unmodelled = import::tracev2::unmodelled_columns(&data)?;
             if !unmodelled.is_empty() {
-                eprintln!("TraceV2 columns present, not modelled (read and ignored): {}", unmodelled.join(", "));
+                say!("TraceV2 columns present, not modelled (read and ignored): {}", unmodelled.join(", "));
             }
         }
     }
@@ -410,7 +410,7 @@ fn simulate(
     })?;
     // What the TraceV2 pair could not hold, said once the run is done.
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {
-        eprintln!("blis-sweep: warning: {warning}");
+        say!("blis-sweep: warning: {warning}");
     }
     Ok(metrics.finish(&end).priced_by(d))
 }

@@ -167,7 +167,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             let (to_run, reused) = (progress.to_run.load(Relaxed), progress.reused.load(Relaxed));
             bar.set_length(to_run);
             if !terminal && !quiet {
-                eprintln!("{name}: {} runs: {reused} done before, {to_run} to run", to_run + reused);
+                say!("{name}: {} runs: {reused} done before, {to_run} to run", to_run + reused);
             }
         }
     };
@@ -179,7 +179,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         if !terminal && !quiet {
             let to_run = progress.to_run.load(std::sync::atomic::Ordering::Relaxed);
             let error = r.error.map_or_else(String::new, |e| format!(": {e}"));
-            eprintln!("[{done}/{to_run}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
+            say!("[{done}/{to_run}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
         }
     };
     let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
@@ -217,7 +217,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     })?;
     bar.finish_and_clear();
     if !quiet {
-        eprintln!(
+        say!(
             "{}: {} runs ({} run now, {} already done), {} failed, {:.1} s -> {}",
             name,
             report.total,
@@ -233,7 +233,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         crate::report::write(&output)?;
     }
     if let Some((run_id, error)) = &report.first_failure {
-        eprintln!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed, report.total);
+        say!("blis-sweep: {} of {} runs failed; first: {run_id}: {error}", report.failed, report.total);
         return Ok(Outcome::SomeFailed);
     }
     Ok(Outcome::AllOk)
@@ -249,8 +249,8 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
             return;
         }
         match &o.report {
-            Ok(c) => eprintln!("{}: {}", o.experiment.name, c.describe()),
-            Err(why) => eprintln!("{}: failed: {why}", o.experiment.name),
+            Ok(c) => say!("{}: {}", o.experiment.name, c.describe()),
+            Err(why) => say!("{}: failed: {why}", o.experiment.name),
         }
     })?;
     calibration::write(&plan, &outcomes)?;
@@ -259,7 +259,7 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
     }
     let failed: Vec<&calibration::Outcome> = outcomes.iter().filter(|o| o.report.is_err()).collect();
     if !quiet {
-        eprintln!(
+        say!(
             "{}: {} experiments, {} failed, {:.1} s -> {}",
             plan.name,
             outcomes.len(),
@@ -270,7 +270,7 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
     }
     if let Some(o) = failed.first() {
         let why = o.report.as_ref().err().map_or("", String::as_str);
-        eprintln!(
+        say!(
             "blis-sweep: {} of {} experiments failed; first: {}: {why}",
             failed.len(),
             outcomes.len(),
@@ -318,7 +318,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
         probes += 1;
         if !quiet {
             let error = r.error.map_or_else(String::new, |e| format!(": {e}"));
-            eprintln!("[probe {probes}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
+            say!("[probe {probes}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
         }
     };
     let options = SweepOptions { keep_other_runs: true, ..args.options(jobs) };
@@ -330,7 +330,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
     }
     super::print(&table)?;
     if !quiet {
-        eprintln!(
+        say!(
             "{name}: capacity of {} deployments ({} runs now), {:.1} s -> {}",
             rows.len(),
             probes,
@@ -371,6 +371,6 @@ pub(crate) struct ReportArgs {
 /// `blis-sweep report OUTPUT_DIR`: writes OUTPUT_DIR/report.html.
 pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
     let path = crate::report::write(&args.dir)?;
-    eprintln!("{}", path.display());
+    say!("{}", path.display());
     Ok(())
 }

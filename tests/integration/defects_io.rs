@@ -467,3 +467,18 @@ fn a_negative_flag_value_is_named_by_its_flag() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// Stderr on a full disk (`2>/dev/full`): the summary and the error lines
+/// are dropped, never a panic; the exit status is the command's own.
+#[test]
+fn a_full_stderr_is_not_a_panic() {
+    let dir = crate::util::Dir::new("full-stderr");
+    dir.create("S.yaml", crate::util::LINEAR_SCENARIO);
+    dir.create("w.jsonl", "{\"request_id\":0,\"arrival_time\":0,\"initial\":[0],\"sub_requests\":[{\"kind\":\"llm\",\"input_tokens\":10,\"output_tokens\":2,\"next\":[]}]}\n");
+    let (code, _) =
+        crate::util::sh(&dir.path, "\"$BIN\" run -s S.yaml w.jsonl -o r.jsonl --metrics m.json 2>/dev/full");
+    assert_eq!(code, Some(0));
+    assert!(dir.join("r.jsonl").exists() && dir.join("m.json").exists());
+    let (code, _) = crate::util::sh(&dir.path, "\"$BIN\" run -s missing.yaml w.jsonl -o x.jsonl 2>/dev/full");
+    assert_eq!(code, Some(2));
+}

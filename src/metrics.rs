@@ -233,6 +233,8 @@ impl MetricsCollector {
             latency_model: None,
             latency_model_reason: None,
             window,
+            // Known to the caller, which knows the trace.
+            trace_columns_not_modelled: Vec::new(),
         }
     }
 }
@@ -444,6 +446,12 @@ pub struct Metrics {
     /// The measurement window (with an SLO, or a warm-up or ramp set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowMetrics>,
+    /// A replayed TraceV2 trace's columns that BLIS acts on and this engine
+    /// does not model (`slo_class`, `vllm_priority`, `adapter`, …), where a
+    /// record gives one a value: read and ignored, so the run is not what
+    /// BLIS would have simulated there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_columns_not_modelled: Vec<String>,
 }
 
 impl Metrics {

@@ -187,6 +187,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let wall_s = wall.elapsed().as_secs_f64();
+    let mut outcome = outcome;
+    if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
+        let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
+        outcome.trace_columns_not_modelled =
+            import::tracev2::unmodelled_columns(&data)?.into_iter().map(str::to_owned).collect();
+    }
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');
     if let (Some(f), Some(path)) = (&mut metrics_file, &args.metrics) {
@@ -200,12 +206,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if !args.quiet {
         say!("{}", summary(&deployment, &outcome, rows, wall_s));
-        if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
-            let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
-            let unmodelled = import::tracev2::unmodelled_columns(&data)?;
-            if !unmodelled.is_empty() {
-                say!("TraceV2 columns present, not modelled (read and ignored): {}", unmodelled.join(", "));
-            }
+        let unmodelled = &outcome.trace_columns_not_modelled;
+        if !unmodelled.is_empty() {
+            say!("TraceV2 columns present, not modelled (read and ignored): {}", unmodelled.join(", "));
         }
     }
     Ok(())

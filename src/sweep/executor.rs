@@ -429,5 +429,16 @@ fn simulate_cell(
     let (parts, rows, encode_s) = sink.parts.finish().map_err(CellError::Io)?;
     ctx.rows.fetch_add(rows, Ordering::Relaxed);
     ctx.encode_ns.fetch_add((encode_s * 1e9) as u64, Ordering::Relaxed);
-    Ok((sink.metrics.finish(&end).priced_by(&d), parts))
+    let mut metrics = sink.metrics.finish(&end).priced_by(&d);
+    if let WorkloadSource::Import { format: crate::workload::import::ImportFormat::TraceV2, path, options } =
+        ctx.plan.workload_of(cell)
+    {
+        let data = options.trace_data.clone().unwrap_or_else(|| crate::workload::import::tracev2::data_path(path));
+        metrics.trace_columns_not_modelled = crate::workload::import::tracev2::unmodelled_columns(&data)
+            .map_err(|e| CellError::Failed(e.to_string()))?
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+    }
+    Ok((metrics, parts))
 }

@@ -276,6 +276,9 @@ fn tracev2_observe_header_epoch_times_and_unmodelled_columns() {
     assert!(a["sim_duration_s"].as_f64().unwrap() < 5.0, "{a}");
     assert!(!quiet.contains("not modelled"), "{quiet}");
     assert!(noted.contains("TraceV2 columns present, not modelled (read and ignored): slo_class, adapter"), "{noted}");
+    // The metrics JSON says so too (and nothing when no record gives one).
+    assert_eq!(b["trace_columns_not_modelled"], serde_json::json!(["slo_class", "adapter"]), "{b}");
+    assert!(a.get("trace_columns_not_modelled").is_none(), "{a}");
     // Another unit is refused, naming the line.
     dir.create("ms.yaml", &HEADER_US.replace("time_unit: us", "time_unit: ms"));
     dir.create("ms.csv", &observed(0, "", ""));

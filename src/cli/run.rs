@@ -377,14 +377,7 @@ fn simulate(
     }
     let replayed = matches!(input, Input::Import(ImportFormat::TraceV2, ..));
     let mut trace = extra.trace.as_mut().map(|(h, hn, data, dn)| {
-        let server = TraceV2Server {
-            model: d.model.name.clone(),
-            tensor_parallel: d.tp,
-            max_num_seqs: d.engine.max_num_seqs,
-            block_size: d.engine.block_size,
-            gpu_memory_utilization: d.gpu_memory_utilization,
-            max_model_len: d.engine.max_model_len,
-        };
+        let server = TraceV2Server::from(d);
         TraceV2Writer::new((h as &mut dyn Write, hn.clone()), (data as &mut dyn Write, dn.clone()), replayed, server)
     });
     let config = RunConfig {

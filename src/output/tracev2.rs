@@ -113,6 +113,19 @@ pub struct TraceV2Server {
     pub max_model_len: u32,
 }
 
+impl From<&crate::scenario::Deployment> for TraceV2Server {
+    fn from(d: &crate::scenario::Deployment) -> TraceV2Server {
+        TraceV2Server {
+            model: d.model.name.clone(),
+            tensor_parallel: d.tp,
+            max_num_seqs: d.engine.max_num_seqs,
+            block_size: d.engine.block_size,
+            gpu_memory_utilization: d.gpu_memory_utilization,
+            max_model_len: d.engine.max_model_len,
+        }
+    }
+}
+
 /// One record, held until the end.
 #[derive(Debug)]
 struct Row {

@@ -711,14 +711,7 @@ fn trace_pair(dir: &Path) -> bool {
     let (mut header, mut data) = (Vec::new(), Vec::new());
     let (header_path, data_path) = (dir.join("t.yaml"), dir.join("t.csv"));
     let run = {
-        let server = TraceV2Server {
-            model: d.model.name.clone(),
-            tensor_parallel: d.tp,
-            max_num_seqs: d.engine.max_num_seqs,
-            block_size: d.engine.block_size,
-            gpu_memory_utilization: d.gpu_memory_utilization,
-            max_model_len: d.engine.max_model_len,
-        };
+        let server = TraceV2Server::from(d);
         let mut writer = TraceV2Writer::new(
             (&mut header as &mut dyn std::io::Write, header_path.display().to_string()),
             (&mut data as &mut dyn std::io::Write, data_path.display().to_string()),

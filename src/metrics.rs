@@ -229,7 +229,7 @@ impl MetricsCollector {
             slo_met: slo.map(|o| o.met),
             slo_attainment: slo.map(|o| o.attainment),
             goodput_rps: slo.map(|o| o.goodput_rps),
-            // Known to the caller, which knows the deployment (`priced_by`).
+            // Known to the caller, which knows the deployment ([`Metrics::priced_by`]).
             latency_model: None,
             latency_model_reason: None,
             window,
@@ -455,14 +455,10 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The same metrics, naming the latency model of `d` and why it priced
-    /// the run.
-    pub fn priced_by(self, d: &crate::scenario::Deployment) -> Metrics {
-        Metrics {
-            latency_model: Some(d.latency.kind().to_owned()),
-            latency_model_reason: Some(d.latency_reason.clone()),
-            ..self
-        }
+    /// The same metrics, naming the latency model that priced the run
+    /// (`kernels`, `roofline`, `linear`) and why.
+    pub fn priced_by(self, kind: &str, reason: &str) -> Metrics {
+        Metrics { latency_model: Some(kind.to_owned()), latency_model_reason: Some(reason.to_owned()), ..self }
     }
 
     /// The scalar metrics, in their JSON order, each with its kind: the

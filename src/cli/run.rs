@@ -408,7 +408,7 @@ fn simulate(
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {
         say!("blis-sweep: warning: {warning}");
     }
-    Ok(metrics.finish(&end).priced_by(d))
+    Ok(metrics.finish(&end).priced_by(d.latency.kind(), &d.latency_reason))
 }
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {

@@ -183,7 +183,11 @@ impl<L: LatencyModel> Simulation<L> {
             Client::ClosedLoop { users, .. } => u64::from(users.max(1)),
             _ => 0,
         };
-        self.window = WindowState::new(self.measurement, client);
+        let closed_users = match client {
+            Client::ClosedLoop { users, .. } => Some(u64::from(users.max(1))),
+            _ => None,
+        };
+        self.window = WindowState::new(self.measurement, closed_users);
     }
 
     /// When the next closed-loop user that has not sent yet starts: user k

@@ -18,8 +18,6 @@
 //! Whether a request is in the window is decided when it is sent, from what
 //! has happened by then, so it needs no look-ahead and no buffering.
 
-use super::client::Client;
-
 /// What a run leaves out as warm-up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Warmup {
@@ -100,13 +98,10 @@ enum Rule {
 }
 
 impl WindowState {
-    /// The window of `measurement` for `client`.
-    pub(super) fn new(measurement: Measurement, client: Client) -> WindowState {
+    /// The window of `measurement` for a client of `closed_users` users
+    /// (a closed loop), or an open one (`None`).
+    pub(super) fn new(measurement: Measurement, closed_users: Option<u64>) -> WindowState {
         let mut s = WindowState { explicit: !measurement.is_default(), ..WindowState::default() };
-        let closed_users = match client {
-            Client::ClosedLoop { users, .. } => Some(u64::from(users.max(1))),
-            _ => None,
-        };
         match (measurement.warmup, closed_users) {
             (Warmup::Auto, Some(users)) => {
                 s.rule = Rule::Requests(users);
@@ -171,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_closed_loop_opens_when_every_first_request_has_left() {
-        let mut w = WindowState::new(Measurement::default(), Client::ClosedLoop { users: 2, think_time_us: 0 });
+        let mut w = WindowState::new(Measurement::default(), Some(2));
         assert!(!w.on_send(0) && !w.on_send(0));
         w.on_leave(0, 10, true);
         assert!(!w.on_send(10), "user 2's first request is still out");
@@ -187,13 +182,13 @@ mod tests {
 
     #[test]
     fn an_open_loop_measures_everything_unless_told() {
-        let mut w = WindowState::new(Measurement::default(), Client::OpenLoop);
+        let mut w = WindowState::new(Measurement::default(), None);
         assert!(w.on_send(0));
-        let mut w = WindowState::new(Measurement { warmup: Warmup::Micros(5), ramp_us: 0 }, Client::OpenLoop);
+        let mut w = WindowState::new(Measurement { warmup: Warmup::Micros(5), ramp_us: 0 }, None);
         assert!(!w.on_send(4) && w.on_send(5));
         assert_eq!(w.summary().start_us, Some(5));
         // Never reached: no window.
-        let mut w = WindowState::new(Measurement { warmup: Warmup::Micros(50), ramp_us: 0 }, Client::OpenLoop);
+        let mut w = WindowState::new(Measurement { warmup: Warmup::Micros(50), ramp_us: 0 }, None);
         assert!(!w.on_send(4));
         assert_eq!(w.summary().start_us, None);
         assert_eq!(w.summary().duration_us(), 0);
@@ -202,7 +197,7 @@ mod tests {
     #[test]
     fn a_ramp_holds_the_window_until_it_ends() {
         let m = Measurement { warmup: Warmup::Auto, ramp_us: 100 };
-        let mut w = WindowState::new(m, Client::ClosedLoop { users: 1, think_time_us: 0 });
+        let mut w = WindowState::new(m, Some(1));
         w.on_send(0);
         w.on_leave(0, 10, true);
         assert!(!w.on_send(50) && w.on_send(100));

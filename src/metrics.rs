@@ -97,8 +97,10 @@ impl MetricsCollector {
         if good {
             self.good += 1;
         }
-        if r.in_window && !self.skip_window {
-            self.window.observe(r, good);
+        // The window's latencies are recorded in the same pass below.
+        let in_window = r.in_window && !self.skip_window;
+        if in_window {
+            self.window.count(r, good);
         }
         match r.status {
             RequestStatus::Completed => self.completed += 1,
@@ -144,11 +146,18 @@ impl MetricsCollector {
                 if times.len() >= 2 {
                     self.tpot.record((last - first) / (times.len() as u64 - 1));
                 }
+                if in_window {
+                    self.window.ttft.record(first - start);
+                    self.window.itl.record_gaps(times);
+                }
             }
         }
         if let Some(finish) = r.finish_us {
             self.e2e.record(finish - r.send_us);
             self.send_wait.record(r.send_us - r.arrival_us);
+            if in_window && completed {
+                self.window.e2e.record(finish - r.send_us);
+            }
         }
     }
 
@@ -252,25 +261,12 @@ impl WindowCollector {
         }
     }
 
-    fn observe(&mut self, r: &FinishedRequest, good: bool) {
+    /// Counts a request sent in the window (its latencies are recorded by
+    /// [`MetricsCollector::observe`]'s one pass over its nodes).
+    fn count(&mut self, r: &FinishedRequest, good: bool) {
         self.requests += 1;
         self.good += u64::from(good);
-        if r.status != RequestStatus::Completed {
-            return;
-        }
-        self.completed += 1;
-        for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
-            if !matches!(sub.kind, NodeKind::Llm(_)) {
-                continue;
-            }
-            if let (Some(start), Some(&first)) = (node.start_us, node.token_times_us.first()) {
-                self.ttft.record(first - start);
-                self.itl.record_gaps(&node.token_times_us);
-            }
-        }
-        if let Some(finish) = r.finish_us {
-            self.e2e.record(finish - r.send_us);
-        }
+        self.completed += u64::from(r.status == RequestStatus::Completed);
     }
 
     fn metrics(&self, w: &crate::sim::Window, slo: Option<Slo>) -> WindowMetrics {

@@ -6,12 +6,12 @@
 
 use super::engine::Owner;
 use super::outcome::{
-    CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, clock_add,
+    ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, later_or_overflow,
 };
 use super::router::Affinity;
 use super::simulation::{Event, Simulation};
 use crate::latency::LatencyModel;
-use crate::workload::{NodeKind, Request};
+use crate::workload::{NodeKind, Request, seconds_to_us};
 
 /// A request in flight: its DAG's progress and what was measured so far.
 pub(super) struct Active {
@@ -53,14 +53,9 @@ impl<L: LatencyModel> Simulation<L> {
         a.nodes[node as usize].start_us = Some(now);
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
-                let end = match clock_add(now, crate::workload::seconds_to_us(*duration)) {
-                    Some(end) => end,
-                    None => {
-                        let request_id = a.request.request_id.to_string();
-                        self.clock_overflow.get_or_insert(ClockOverflow::Node { request_id, node, field: "duration" });
-                        CLOCK_LIMIT_US
-                    }
-                };
+                let end = later_or_overflow(&mut self.clock_overflow, now, seconds_to_us(*duration), || {
+                    ClockOverflow::Node { request_id: a.request.request_id.to_string(), node, field: "duration" }
+                });
                 let generation = a.generation;
                 self.queue.push(end, Event::ToolDone { slot, generation, node });
             }
@@ -139,19 +134,14 @@ impl<L: LatencyModel> Simulation<L> {
                     a.unresolved -= 1;
                     stack.push((s as u32, true));
                 } else {
-                    let at = match clock_add(progress.ready_us, a.request.sub_requests[s].interval_us()) {
-                        Some(at) => at,
-                        None => {
-                            let request_id = a.request.request_id.to_string();
-                            let node = s as u32;
-                            self.clock_overflow.get_or_insert(ClockOverflow::Node {
-                                request_id,
-                                node,
-                                field: "interval",
-                            });
-                            CLOCK_LIMIT_US
+                    let interval = a.request.sub_requests[s].interval_us();
+                    let at = later_or_overflow(&mut self.clock_overflow, progress.ready_us, interval, || {
+                        ClockOverflow::Node {
+                            request_id: a.request.request_id.to_string(),
+                            node: s as u32,
+                            field: "interval",
                         }
-                    };
+                    });
                     self.queue.push(at, Event::NodeStart { slot, generation: a.generation, node: s as u32 });
                 }
             }

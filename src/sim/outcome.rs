@@ -157,3 +157,17 @@ pub enum ClockOverflow {
 pub(crate) fn clock_add(t: u64, d: u64) -> Option<u64> {
     t.checked_add(d).filter(|&s| s <= CLOCK_LIMIT_US)
 }
+
+/// `t + d`, or the clock's end with `what` kept in `overflow` as the run's
+/// first error (the run stops with it; its later times would be wrong).
+pub(crate) fn later_or_overflow(
+    overflow: &mut Option<ClockOverflow>,
+    t: u64,
+    d: u64,
+    what: impl FnOnce() -> ClockOverflow,
+) -> u64 {
+    clock_add(t, d).unwrap_or_else(|| {
+        overflow.get_or_insert_with(what);
+        CLOCK_LIMIT_US
+    })
+}

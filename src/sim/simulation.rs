@@ -22,7 +22,7 @@ use super::client::Client;
 use super::dag::Active;
 use super::engine::{Batch, Departure, EngineConfig, EngineEvent, EngineStats};
 use super::instance::Instance;
-use super::outcome::{ClockOverflow, NodeError, RequestStatus, ResultSink, clock_add};
+use super::outcome::{ClockOverflow, NodeError, RequestStatus, ResultSink, later_or_overflow};
 use super::queue::EventQueue;
 use super::router::{Router, RouterConfig};
 use super::step_trace::NodeRef;
@@ -179,14 +179,11 @@ impl<L: LatencyModel> Simulation<L> {
         // Users are a count, not a queue entry each (a run never allocates
         // for users that have not sent); user k of n starts at k · ramp / n
         // (all at 0 without a ramp), see `next_user_start`.
-        self.users_not_started = match client {
-            Client::ClosedLoop { users, .. } => u64::from(users.max(1)),
-            _ => 0,
-        };
         let closed_users = match client {
             Client::ClosedLoop { users, .. } => Some(u64::from(users.max(1))),
             _ => None,
         };
+        self.users_not_started = closed_users.unwrap_or(0);
         self.window = WindowState::new(self.measurement, closed_users);
     }
 
@@ -218,10 +215,7 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// `t + d`, or the clock's end with `what` kept as the run's error.
     pub(super) fn later(&mut self, t: u64, d: u64, what: impl FnOnce() -> ClockOverflow) -> u64 {
-        clock_add(t, d).unwrap_or_else(|| {
-            self.clock_overflow.get_or_insert_with(what);
-            super::outcome::CLOCK_LIMIT_US
-        })
+        later_or_overflow(&mut self.clock_overflow, t, d, what)
     }
 
     /// Makes the replicas data-parallel ranks of one MoE engine that step

@@ -126,12 +126,15 @@ pub(crate) fn commit_all(mut files: Vec<AtomicFile>) -> Result<(), (PathBuf, io:
     // (index, the old target's link) of each file renamed so far.
     let mut renamed: Vec<(usize, Option<PathBuf>)> = Vec::with_capacity(files.len());
     let mut failure = None;
+    let n = files.len();
     for (i, f) in files.iter_mut().enumerate() {
         let Some(tmp) = &f.tmp else {
             f.committed = true;
             continue;
         };
-        let old = keep_old(&f.path);
+        // Only a later rename's failure puts this one back: the last file
+        // (a lone one: every sweep part) needs no link to its old target.
+        let old = if i + 1 < n { keep_old(&f.path) } else { None };
         match std::fs::rename(tmp, &f.path) {
             Ok(()) => {
                 f.committed = true;

@@ -106,14 +106,14 @@ def grid2(rows, xs, ys):
     return [v for line in g for v in line], filled
 
 
-def read(name):
-    with open(os.path.join(src, name), newline="") as f:
+def read(name, folder=None):
+    with open(os.path.join(folder or src, name), newline="") as f:
         return list(csv.DictReader(f))
 
 
-def gemm(prefix, dtype="bfloat16"):
+def gemm(prefix, dtype="bfloat16", folder=None, version="0.24"):
     if dtype == "bfloat16":
-        rows = read(f"{prefix}_vllm0.24_gemm_bf16.csv")
+        rows = read(f"{prefix}_vllm{version}_gemm_bf16.csv", folder)
         t = {(int(r["m"]), int(r["n"]), int(r["k"])): us(float(r["latency_ms"])) for r in rows}
     else:
         d = parquet(prefix, "gemm/vllm/0.24.0/gemm_perf.parquet")
@@ -146,8 +146,8 @@ def gemm(prefix, dtype="bfloat16"):
     return {"m": ms, "n": ns, "k": ks, "us": flat, "measured": len(t), "filled": filled, "envelope": lowered}
 
 
-def attention(prefix, kind, length_col):
-    rows = read(f"{prefix}_vllm0.24_{kind}_attention_kvbf16.csv")
+def attention(prefix, kind, length_col, folder=None, version="0.24"):
+    rows = read(f"{prefix}_vllm{version}_{kind}_attention_kvbf16.csv", folder)
     by_shape = defaultdict(dict)
     for r in rows:
         shape = (int(r["num_heads"]), int(r["num_kv_heads"]), int(r["head_dim"]))
@@ -162,13 +162,14 @@ def attention(prefix, kind, length_col):
     return {"batch": batches, "len": lengths, "shapes": shapes}
 
 
-def parquet(prefix, rel):
+def parquet(prefix, rel, folder=None):
     import pyarrow.parquet as pq
-    return pq.read_table(os.path.join(src, "..", "parquet", prefix, rel)).to_pydict()
+    return pq.read_table(os.path.join(folder or src, "..", "parquet", prefix, rel)).to_pydict()
 
 
-def moe(prefix, dtype="bfloat16", kernel="vllm_unquantizedfusedmoe_triton_tritonexperts", routing="power_law_1.01"):
-    d = parquet(prefix, "moe/vllm/0.24.0/moe_perf.parquet")
+def moe(prefix, dtype="bfloat16", kernel="vllm_unquantizedfusedmoe_triton_tritonexperts", routing="power_law_1.01",
+        folder=None, version="0.24"):
+    d = parquet(prefix, f"moe/vllm/{version}.0/moe_perf.parquet", folder)
     lines = defaultdict(dict)
     for i in range(len(d["latency"])):
         if d["moe_dtype"][i] != dtype or d["distribution"][i] != routing or d["kernel_source"][i] != kernel:
@@ -186,8 +187,8 @@ def moe(prefix, dtype="bfloat16", kernel="vllm_unquantizedfusedmoe_triton_triton
     return {"tokens": tokens, "shapes": shapes, "filled": filled}
 
 
-def allreduce(prefix):
-    rows = [r for r in read(f"{prefix}_vllm0.24_custom_allreduce.csv") if r["backend"] == "vllm_graph"]
+def allreduce(prefix, folder=None, version="0.24"):
+    rows = [r for r in read(f"{prefix}_vllm{version}_custom_allreduce.csv", folder) if r["backend"] == "vllm_graph"]
     by_tp = defaultdict(dict)
     for r in rows:
         by_tp[int(r["num_gpus"])][int(r["message_size_elems"])] = us(float(r["latency_ms"]))
@@ -231,3 +232,48 @@ for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h20
           f"{len(table['context_attention']['shapes'])} shapes, {ca} filled; generation attention "
           f"{len(table['generation_attention']['shapes'])} shapes, {ga} filled; "
           f"{os.path.getsize(path) / 1e6:.2f} MB")
+
+
+# --- A100 SXM and L40S: vLLM 0.14.0 tables ------------------------------------
+#
+# Input: ../shared/data/aiconfigurator-vllm-a100-l40s (aiconfigurator @ 095f58a,
+# the same producer and formats as above; its README). vLLM 0.14.0 is the one
+# version collected on both GPUs and the closest to the 0.15.1 that BLIS's
+# A100/L40S runs used. Imported: BF16 GEMMs (`vllm_default`), FlashAttention
+# prefill and decode over a BF16 KV cache, vLLM's `tensor_model_parallel_all_
+# reduce` under CUDA graphs, and BF16 fused MoE (`vllm_fused_moe`, power law
+# 1.01; no balanced routing was collected). Not imported: FP8 (A100 has no FP8
+# tensor cores; L40S's 0.14 FP8 table is a single `vllm_default` kernel), so the
+# `gemm_fp8`, `moe_fp8_block` and `*_balanced` tables are absent and the model
+# refuses FP8 on these GPUs. L40S has no NVLink: its 2-GPU rows are vLLM's
+# custom all-reduce over PCIe P2P, and at 4 and 8 GPUs vLLM disables the custom
+# all-reduce on PCIe-only GPUs, so those rows time its NCCL fallback (0.84 and
+# 2.08 ms at 1 M elements, against 0.026/0.028 on A100): what vLLM runs there.
+def a100_l40s(shared_dir):
+    folder = os.path.join(shared_dir, "data", "aiconfigurator-vllm-a100-l40s", "csv_bf16")
+    for gpu, prefix, device in [("a100", "a100_sxm", "NVIDIA A100-SXM4-80GB"), ("l40s", "l40s", "NVIDIA L40S")]:
+        v = dict(folder=folder, version="0.14")
+        table = {
+            "source": f"aiconfigurator @ 095f58a measured vLLM 0.14.0 kernels, {device} "
+            "(../shared/data/aiconfigurator-vllm-a100-l40s/csv_bf16), compacted by scripts/import-kernel-tables.py",
+            "gemm": gemm(prefix, **v),
+            "moe": moe(prefix, kernel="vllm_fused_moe", **v),
+            "context_attention": attention(prefix, "context", "isl", **v),
+            "generation_attention": attention(prefix, "generation", "kv_len_step", **v),
+            "allreduce": allreduce(prefix, **v),
+        }
+        path = os.path.join(dest, f"{gpu}.json")
+        with open(path, "w") as f:
+            json.dump(table, f, separators=(",", ":"))
+            f.write("\n")
+        g, m = table["gemm"], table["moe"]
+        ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
+        ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
+        print(f"{path}: gemm {g['measured']} measured + {g['filled']} filled, {g['envelope']} lowered; "
+              f"moe {len(m['shapes'])} shapes, {m['filled']} filled; context attention "
+              f"{len(table['context_attention']['shapes'])} shapes, {ca} filled; generation attention "
+              f"{len(table['generation_attention']['shapes'])} shapes, {ga} filled; all-reduce tp "
+              f"{[t['tp'] for t in table['allreduce']['by_tp']]}; {os.path.getsize(path) / 1e6:.2f} MB")
+
+
+a100_l40s(shared)

@@ -340,7 +340,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         None => {
             let covered = KernelConstants::fitted(gpu.name)
                 .ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))
-                .and_then(|_| Kernels::check(&model, &gpu, tp, kv_dtype_bytes));
+                .and_then(|_| Kernels::check(&model, &gpu, tp, dtype, kv_dtype_bytes));
             match covered {
                 Ok(()) => (
                     LatencySpec::Kernels { constants_file: None, constants: None },
@@ -546,7 +546,8 @@ mod tests {
             ("model: Llama-2-7b\nhardware: H100\ntp: 3\n", "tp"),
             ("model: Llama-2-70b\nhardware: RTX4090\n", "tp"),
             ("model: Llama-2-7b\nhardware: H100\nlatency_model: vidur\n", "latency_model"),
-            ("model: Llama-2-7b\nhardware: A100\nlatency_model: kernels\n", "latency_model"),
+            ("model: Llama-2-7b\nhardware: B200\nlatency_model: kernels\n", "latency_model"),
+            ("model: Llama-2-7b\nhardware: A100\ndtype: fp8\nlatency_model: kernels\n", "latency_model"),
             (
                 "model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n",
                 "engine.max_num_batched_tokens",
@@ -619,9 +620,14 @@ mod tests {
             why("model: Llama-3.1-70B\nhardware: H100\ntp: 16\n")
                 .starts_with("roofline: no measured all-reduce across nodes: tp 16 spans 2 nodes of 8 H100")
         );
+        assert_eq!(why("model: Llama-3.1-8B\nhardware: A100\n"), "kernels: measured A100-80G kernel tables");
+        assert_eq!(why("model: Llama-3.1-8B\nhardware: L40S\n"), "kernels: measured L40S kernel tables");
+        assert_eq!(
+            why("model: Llama-3.1-8B\nhardware: A100\ndtype: fp8\n"),
+            "roofline: no measured fp8 GEMMs on A100-80G: its tables hold BF16 only"
+        );
         assert!(
-            why("model: Llama-3.1-8B\nhardware: A100\n")
-                .starts_with("roofline: no measured kernel tables for A100-80G")
+            why("model: Llama-3.1-8B\nhardware: B200\n").starts_with("roofline: no measured kernel tables for B200")
         );
         let e = resolve(
             spec("model: Llama-3.1-70B\nhardware: H100\ntp: 16\nlatency_model: kernels\n"),

@@ -1,9 +1,10 @@
 //! Measured vLLM kernel timings, and interpolation between the measured
 //! points. The tables are NVIDIA aiconfigurator's kernel database for vLLM
 //! 0.24 on H100 SXM and H200 SXM (`../shared/data/aiconfigurator-vllm-h100-
-//! h200/csv_bf16`), compacted into dense grids by
-//! `python3 scripts/import-kernel-tables.py` and embedded in the binary; the
-//! JSON is parsed once per GPU per process.
+//! h200/csv_bf16`) and for vLLM 0.14.0 on A100 SXM and L40S
+//! (`../shared/data/aiconfigurator-vllm-a100-l40s/csv_bf16`; BF16 only),
+//! compacted into dense grids by `python3 scripts/import-kernel-tables.py`
+//! and embedded in the binary; the JSON is parsed once per GPU per process.
 //!
 //! Interpolation is multilinear in the axis values: GEMM time is affine in m,
 //! n and k between neighbouring grid points (bilinear in n and k reproduces
@@ -21,11 +22,17 @@ use crate::scenario::MoeRouting;
 #[derive(Deserialize)]
 pub(super) struct KernelTables {
     gemm: Gemm,
-    gemm_fp8: Gemm,
+    /// Absent on A100 and L40S (BF16 tables only), as are the block-FP8 and
+    /// balanced-routing MoE tables.
+    #[serde(default)]
+    gemm_fp8: Option<Gemm>,
     moe: Moe,
-    moe_fp8_block: Moe,
-    moe_balanced: Moe,
-    moe_fp8_block_balanced: Moe,
+    #[serde(default)]
+    moe_fp8_block: Option<Moe>,
+    #[serde(default)]
+    moe_balanced: Option<Moe>,
+    #[serde(default)]
+    moe_fp8_block_balanced: Option<Moe>,
     context_attention: Attention,
     generation_attention: Attention,
     allreduce: AllReduce,
@@ -143,15 +150,19 @@ pub(super) enum MoeDtype {
 }
 
 /// GPUs with measured kernel tables, by catalog name.
-pub(super) const MEASURED_GPUS: [&str; 2] = ["H100", "H200"];
+pub(super) const MEASURED_GPUS: [&str; 4] = ["H100", "H200", "A100-80G", "L40S"];
 
 /// The tables of `gpu` (catalog name), parsed on first use.
 pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
     static H100: OnceLock<Arc<KernelTables>> = OnceLock::new();
     static H200: OnceLock<Arc<KernelTables>> = OnceLock::new();
+    static A100: OnceLock<Arc<KernelTables>> = OnceLock::new();
+    static L40S: OnceLock<Arc<KernelTables>> = OnceLock::new();
     let (cell, text) = match gpu {
         "H100" => (&H100, include_str!("kernels/h100.json")),
         "H200" => (&H200, include_str!("kernels/h200.json")),
+        "A100-80G" => (&A100, include_str!("kernels/a100.json")),
+        "L40S" => (&L40S, include_str!("kernels/l40s.json")),
         _ => return None,
     };
     Some(cell.get_or_init(|| Arc::new(serde_json::from_str(text).expect("embedded kernel tables parse"))).clone())
@@ -181,10 +192,20 @@ fn bilinear(xs: &[f64], ys: &[f64], values: &[f64], x: f64, y: f64) -> f64 {
 }
 
 impl KernelTables {
+    /// The GEMM table of `dtype`. Callers check [`Self::has_gemm`] first
+    /// ([`super::Kernels::check`] does); a missing one falls back to BF16.
     fn gemm_table(&self, dtype: GemmDtype) -> &Gemm {
         match dtype {
             GemmDtype::Bf16 => &self.gemm,
-            GemmDtype::Fp8 => &self.gemm_fp8,
+            GemmDtype::Fp8 => self.gemm_fp8.as_ref().unwrap_or(&self.gemm),
+        }
+    }
+
+    /// Whether GEMMs of `dtype` were measured on this GPU.
+    pub(super) fn has_gemm(&self, dtype: GemmDtype) -> bool {
+        match dtype {
+            GemmDtype::Bf16 => true,
+            GemmDtype::Fp8 => self.gemm_fp8.is_some(),
         }
     }
 
@@ -224,7 +245,7 @@ impl KernelTables {
         experts: u64,
         moe_tp: u64,
     ) -> Option<MoeLine> {
-        self.moe_table(dtype, routing)
+        self.moe_table(dtype, routing)?
             .shapes
             .iter()
             .position(|s| {
@@ -233,19 +254,22 @@ impl KernelTables {
             .map(|i| MoeLine(dtype, routing, i))
     }
 
-    fn moe_table(&self, dtype: MoeDtype, routing: MoeRouting) -> &Moe {
+    /// `None` where the GPU's tables lack this precision or routing (A100
+    /// and L40S: BF16 with skewed routing only); its experts are then priced
+    /// per expert.
+    fn moe_table(&self, dtype: MoeDtype, routing: MoeRouting) -> Option<&Moe> {
         match (dtype, routing) {
-            (MoeDtype::Bf16, MoeRouting::Skewed) => &self.moe,
-            (MoeDtype::Fp8Block, MoeRouting::Skewed) => &self.moe_fp8_block,
-            (MoeDtype::Bf16, MoeRouting::Balanced) => &self.moe_balanced,
-            (MoeDtype::Fp8Block, MoeRouting::Balanced) => &self.moe_fp8_block_balanced,
+            (MoeDtype::Bf16, MoeRouting::Skewed) => Some(&self.moe),
+            (MoeDtype::Fp8Block, MoeRouting::Skewed) => self.moe_fp8_block.as_ref(),
+            (MoeDtype::Bf16, MoeRouting::Balanced) => self.moe_balanced.as_ref(),
+            (MoeDtype::Fp8Block, MoeRouting::Balanced) => self.moe_fp8_block_balanced.as_ref(),
         }
     }
 
     /// One fused-MoE layer (every routed expert's gate-up, activation and
     /// down projection) over `tokens` tokens, µs.
     pub(super) fn moe_us(&self, line: MoeLine, tokens: f64) -> f64 {
-        let table = self.moe_table(line.0, line.1);
+        let table = self.moe_table(line.0, line.1).expect("a MoeLine is made only from a table that exists");
         let (i0, i1, t) = bracket(&table.tokens, tokens);
         let us = &table.shapes[line.2].us;
         lerp(us[i0], us[i1], t).max(0.0)

@@ -71,6 +71,15 @@ impl KernelConstants {
                 crate::yaml::parse(include_str!("kernels/h100.constants.yaml"))
                     .expect("embedded kernel constants parse")
             })),
+            // No real per-request vLLM runs on A100 or L40S in ../shared/data
+            // to fit on: the H100 fit's host-side constants (step and
+            // per-sequence overheads, the CPU side, the front end) stand in,
+            // as BLIS's A100/L40S runs used the same vLLM 0.15.1 and client.
+            // Its GEMM and attention scales adjusted H100's vLLM 0.24 tables;
+            // these GPUs' tables (vLLM 0.14.0) are taken as measured.
+            "A100-80G" | "L40S" => {
+                Some(KernelConstants { gemm_scale: 1.0, attention_scale: 1.0, ..KernelConstants::fitted("H100")? })
+            }
             _ => None,
         }
     }
@@ -127,6 +136,15 @@ pub enum KernelsError {
     /// Something the tables hold no kernel for.
     #[error("{0}")]
     Unmeasured(&'static str),
+    /// The GPU's tables hold no GEMMs of this precision (A100 and L40S:
+    /// BF16 only).
+    #[error("no measured {dtype} GEMMs on {gpu}: its tables hold BF16 only")]
+    Precision {
+        /// The GPU.
+        gpu: String,
+        /// The weights' precision.
+        dtype: Dtype,
+    },
 }
 
 /// The measured-kernel latency model for one deployment.
@@ -181,10 +199,14 @@ const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
 
 impl Kernels {
-    /// Whether the tables can price `model` on `tp` GPUs of kind `gpu` with
-    /// a KV cache of `kv_bytes` an element, and if not, what is missing.
-    pub fn check(model: &ModelArch, gpu: &Gpu, tp: u64, kv_bytes: u64) -> Result<(), KernelsError> {
+    /// Whether the tables can price `model` in `weights` on `tp` GPUs of kind
+    /// `gpu` with a KV cache of `kv_bytes` an element, and if not, what is
+    /// missing.
+    pub fn check(model: &ModelArch, gpu: &Gpu, tp: u64, weights: Dtype, kv_bytes: u64) -> Result<(), KernelsError> {
         let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
+        if weights.is_fp8() && !tables.has_gemm(GemmDtype::Fp8) {
+            return Err(KernelsError::Precision { gpu: gpu.name.to_owned(), dtype: weights });
+        }
         if model.attention != Attention::Grouped {
             return Err(KernelsError::Unmeasured(
                 "no measured latent-attention (MLA) kernels: the tables hold FlashAttention with grouped KV heads",
@@ -232,7 +254,7 @@ impl Kernels {
         routing: MoeRouting,
         c: KernelConstants,
     ) -> Result<Kernels, KernelsError> {
-        Self::check(model, gpu, tp, kv_bytes)?;
+        Self::check(model, gpu, tp, weights, kv_bytes)?;
         let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
         let (dtype, moe_dtype) = match weights {
             Dtype::Fp16 | Dtype::Bf16 => (GemmDtype::Bf16, Some(MoeDtype::Bf16)),
@@ -530,11 +552,19 @@ mod tests {
     #[test]
     fn uncovered_deployments_are_refused() {
         let m = model("Llama-3.1-8B");
-        let a100 = hardware::lookup("A100-80G").unwrap();
+        let b200 = hardware::lookup("B200").unwrap();
         assert_eq!(
-            Kernels::new(&m, &a100, 1, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap_err(),
-            KernelsError::Gpu("A100-80G".into())
+            Kernels::new(&m, &b200, 1, Dtype::Bf16, 2, MoeRouting::Skewed, bare()).unwrap_err(),
+            KernelsError::Gpu("B200".into())
         );
+        // A100 and L40S were measured in BF16 only.
+        for gpu in ["A100-80G", "L40S"] {
+            let g = hardware::lookup(gpu).unwrap();
+            for dtype in [Dtype::Fp8, Dtype::Fp8Block] {
+                let e = Kernels::new(&m, &g, 1, dtype, 2, MoeRouting::Skewed, bare()).unwrap_err();
+                assert_eq!(e.to_string(), format!("no measured {dtype} GEMMs on {gpu}: its tables hold BF16 only"));
+            }
+        }
         let h100 = hardware::lookup("H100").unwrap();
         assert!(matches!(
             Kernels::new(&m, &h100, 6, Dtype::Bf16, 2, MoeRouting::Skewed, bare()),
@@ -578,5 +608,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every catalog model with grouped attention that fits prices on A100
+    /// and L40S in BF16 at every TP degree that divides its heads (the
+    /// vLLM 0.14.0 tables: GEMMs, attention, all-reduce at TP 2/4/8, fused
+    /// MoE where its shape was measured), with the constants these GPUs get.
+    #[test]
+    fn every_catalog_model_prices_on_a100_and_l40s() {
+        for gpu in ["A100-80G", "L40S"] {
+            let c = KernelConstants::fitted(gpu).unwrap();
+            let h100 = KernelConstants::fitted("H100").unwrap();
+            assert_eq!(c, KernelConstants { gemm_scale: 1.0, attention_scale: 1.0, ..h100 });
+            let g = hardware::lookup(gpu).unwrap();
+            for id in catalog::model_ids() {
+                let m = model(id);
+                if m.attention != Attention::Grouped {
+                    continue;
+                }
+                for tp in [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp)) {
+                    let k = Kernels::new(&m, &g, tp, Dtype::Bf16, 2, MoeRouting::Skewed, c)
+                        .unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
+                    let prefill = StepBatch {
+                        prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
+                        ..StepBatch::default()
+                    };
+                    let (d, p) = (k.step_time_us(&decode(32, 1000)), k.step_time_us(&prefill));
+                    assert!(d > 1_000 && p > d, "{id} {gpu} tp{tp}: decode {d} µs, prefill {p} µs");
+                }
+            }
+        }
+    }
+
+    /// A100 and L40S against H100, same shapes: a lone decode of Llama-3.1-8B
+    /// streams 16 GB of weights, so it takes about the bandwidth ratio longer
+    /// (H100 3.35 TB/s, A100 2.04, L40S 0.86); Mixtral-8x7B's experts on one
+    /// A100 are the measured fused MoE kernel.
+    #[test]
+    fn a100_and_l40s_are_slower_than_h100_by_their_bandwidth() {
+        let lone = |gpu: &str| kernels("Llama-3.1-8B", gpu, 1).step_time_us(&decode(1, 500)) as f64;
+        let (h100, a100, l40s) = (lone("H100"), lone("A100-80G"), lone("L40S"));
+        assert!((1.3..2.0).contains(&(a100 / h100)), "{h100} {a100}");
+        assert!((2.8..4.5).contains(&(l40s / h100)), "{h100} {l40s}");
+        let k = kernels("Mixtral-8x7B", "A100-80G", 2);
+        assert!(matches!(k.moe.as_ref().unwrap().routed, Routed::Fused(_)));
+        // L40S at TP4 pays NCCL's all-reduce over PCIe (vLLM disables its
+        // custom one on more than two PCIe-only GPUs): more than TP2's.
+        let t = |tp| kernels("Llama-3.1-70B", "L40S", tp).tables.allreduce_us(tp, 8192.0 * 256.0);
+        assert!(t(4) > 2.0 * t(2), "{} {}", t(2), t(4));
     }
 }

@@ -567,7 +567,11 @@ mod tests {
         let pro = RooflineConstants::for_gpu("RTXPRO6000");
         pro.validate().unwrap();
         assert!(pro.allreduce_floor_us > 10.0 * RooflineConstants::default().allreduce_floor_us);
-        assert_eq!(RooflineConstants::for_gpu("A100-80G"), RooflineConstants::default());
+        assert_eq!(RooflineConstants::for_gpu("B200"), RooflineConstants::default());
+        // A100 and L40S take the kernels model's CPU side (the H100 fit's).
+        let (a100, k) =
+            (RooflineConstants::for_gpu("A100-80G"), crate::latency::KernelConstants::fitted("H100").unwrap());
+        assert_eq!((a100.cpu_step_us, a100.cpu_per_sequence_us), (k.cpu_step_us, k.cpu_per_sequence_us));
     }
 
     /// The roofline's CPU side works as the kernels model's: on H100 it is

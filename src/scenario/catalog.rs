@@ -46,6 +46,11 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         &["mistralai/Mixtral-8x7B-v0.1", "Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-Instruct-v0.1"],
         include_str!("catalog/models/Mixtral-8x7B.json"),
     ),
+    (
+        "Mixtral-8x22B",
+        &["mistralai/Mixtral-8x22B-v0.1", "Mixtral-8x22B-v0.1", "mistralai/Mixtral-8x22B-Instruct-v0.1"],
+        include_str!("catalog/models/Mixtral-8x22B.json"),
+    ),
     ("Qwen2.5-7B", &["Qwen/Qwen2.5-7B"], include_str!("catalog/models/Qwen2.5-7B.json")),
     (
         "Qwen2.5-7B-Instruct",

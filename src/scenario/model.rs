@@ -485,6 +485,10 @@ mod tests {
         // × 1536, attention 64 + 2 × 4 heads of 128, untied 151,936 × 4096
         // embeddings).
         assert!((size(include_str!("catalog/models/Qwen3-235B-A22B.json")) - 235.09).abs() < 0.05);
+        // Mixtral-8x22B: 141 B published (Mistral's announcement); by hand 56
+        // layers of 8 experts of 3 × 6144 × 16384, attention 48 + 2 × 8 heads
+        // of 128, untied 32,000 × 6144 embeddings: 140.62 B.
+        assert!((size(include_str!("catalog/models/Mixtral-8x22B.json")) - 140.62).abs() < 0.05);
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! BLIS's published prediction where there is one), `calibration.md` (the
 //! same as a table) and `reports/<experiment>.json` (`calibrate`'s report).
 //!
-//! Runs known only by their aggregates (`source: blis-trainval`) are compared
-//! on those, whole run and per load stage ([`aggregates`]).
+//! Runs known only by their aggregates (`source: blis-trainval`, and
+//! `source: blis-eval`, whose workloads are assumed from the profile each
+//! names) are compared on those, whole run and per load stage
+//! ([`aggregates`]).
 //!
 //! ```yaml
 //! name: calibration
@@ -40,7 +42,7 @@ use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
 use crate::workload::import::convert::{self, Published, Source};
-use crate::workload::import::{blis_trainval, silicon};
+use crate::workload::import::{blis_eval, blis_trainval, silicon};
 
 pub use crate::calibrate::aggregates::AggregateComparison;
 
@@ -213,9 +215,14 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         })();
         return outcome;
     }
-    if e.source == Source::BlisTrainval {
+    if matches!(e.source, Source::BlisTrainval | Source::BlisEval) {
         outcome.report = (|| {
-            let run = blis_trainval::load(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let run = if e.source == Source::BlisEval {
+                blis_eval::load(&e.data, &e.name)
+            } else {
+                blis_trainval::load(&e.data, &e.name)
+            };
+            let run = run.map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
             outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
             let sim = replay(&d, d.latency.clone(), &run.workload, None);
@@ -425,8 +432,10 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
     let _ = writeln!(out, "## {name}: simulated vs real (sim / real - 1; MAPE per request)\n");
     let _ = writeln!(
         out,
-        "BLIS's published error in parentheses where it has one (`blis-trained-physics` for the per-request runs, \
-         `blis-evolved` for the training runs known by their aggregates).\n"
+        "BLIS's published error in parentheses where it has one (`blis-trained-physics` for the per-request runs \
+         and the held-out eval runs, `blis-evolved` for the training runs known by their aggregates). \
+         `(assumed workload)`: a blis-eval run, replayed with the spec its profile has in BLIS's other runs \
+         (its own was not published).\n"
     );
     // (A measured deployment reports TPOT, vLLM's per-request mean ITL, in the ITL column.)
     let cols = [
@@ -450,7 +459,8 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
             continue;
         }
         let rows = rows(o);
-        let _ = write!(out, "| {} | {deployment} |", o.experiment.name);
+        let assumed = if o.experiment.source == Source::BlisEval { " (assumed workload)" } else { "" };
+        let _ = write!(out, "| {}{assumed} | {deployment} |", o.experiment.name);
         for (_, key) in cols {
             let row = rows.iter().find(|r| r.metric == key);
             let row = row.or_else(|| rows.iter().find(|r| key == "itl_mean" && r.metric == "tpot_mean"));

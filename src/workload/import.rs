@@ -20,6 +20,7 @@
 
 pub mod agent_calls;
 pub mod azure;
+pub mod blis_eval;
 pub mod blis_trainval;
 mod blis_vllm_h100;
 pub mod convert;

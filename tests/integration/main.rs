@@ -18,6 +18,7 @@ mod defects_latency;
 mod defects_tables;
 mod defects_trace;
 mod engine;
+mod eval_runs;
 mod fuzz;
 mod golden;
 mod hardening;

@@ -59,17 +59,19 @@ pub struct Stage {
     pub duration: f64,
 }
 
+/// inference-perf's `shared_prefix` data spec: prompt and output lengths.
 #[derive(Debug, Clone, Deserialize)]
-struct SharedPrefix {
-    system_prompt_len: u32,
-    question_len: u32,
-    output_len: u32,
+pub(super) struct SharedPrefix {
+    pub(super) system_prompt_len: u32,
+    pub(super) question_len: u32,
+    pub(super) output_len: u32,
 }
 
+/// An inference-perf run: its data spec and load stages.
 #[derive(Debug, Clone, Deserialize)]
-struct InferencePerf {
-    shared_prefix: SharedPrefix,
-    stages: Vec<Stage>,
+pub(super) struct InferencePerf {
+    pub(super) shared_prefix: SharedPrefix,
+    pub(super) stages: Vec<Stage>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -216,7 +218,17 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         ));
     }
     let (workload, stages) = inference_perf(ip, x.workload.seed);
-    let mut notes = vec![
+    let mut notes = workload_notes(p);
+    if x.cpu_kv_blocks > 0 {
+        notes.push(format!("the real server offloaded KV to {} CPU blocks; not modelled", x.cpu_kv_blocks));
+    }
+    let aggregates = read_aggregates(&data.join("aggregates_trainval.csv"), name, "pred_ms_blis-evolved")?;
+    Ok(TrainvalRun { scenario_yaml, workload, stages, aggregates, notes })
+}
+
+/// What a replay of `p` assumes about the workload, for the run's notes.
+pub(super) fn workload_notes(p: &SharedPrefix) -> Vec<String> {
+    vec![
         format!(
             "inference-perf shared_prefix as its defaults resolved it: request i sends prompt i mod {} ({GROUPS} system \
              prompts of {} tokens x {PROMPTS_PER_GROUP}), {} + {} + {} tokens, {} output tokens (ignore_eos); no multi-turn context",
@@ -228,15 +240,11 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
             p.output_len
         ),
         "arrivals: each stage's rate x duration requests, exponential gaps rescaled to the stage".to_owned(),
-    ];
-    if x.cpu_kv_blocks > 0 {
-        notes.push(format!("the real server offloaded KV to {} CPU blocks; not modelled", x.cpu_kv_blocks));
-    }
-    Ok(TrainvalRun { scenario_yaml, workload, stages, aggregates: aggregates(data, name)?, notes })
+    ]
 }
 
 /// The requests of an inference-perf `shared_prefix` run, and its stages.
-fn inference_perf(spec: &InferencePerf, seed: u64) -> (Vec<Request>, Vec<(f64, f64)>) {
+pub(super) fn inference_perf(spec: &InferencePerf, seed: u64) -> (Vec<Request>, Vec<(f64, f64)>) {
     let p = &spec.shared_prefix;
     let (groups, pool) = (GROUPS, GROUPS * PROMPTS_PER_GROUP);
     let question = (p.question_len + extra_prompt_tokens(p.system_prompt_len)) as usize;
@@ -266,21 +274,22 @@ fn inference_perf(spec: &InferencePerf, seed: u64) -> (Vec<Request>, Vec<(f64, f
     (requests, stages)
 }
 
-/// The measured aggregates of `name`, with BLIS's predictions.
-fn aggregates(data: &Path, name: &str) -> Result<Vec<Aggregate>, ConvertError> {
-    let path = data.join("aggregates_trainval.csv");
-    let (headers, rows) = read_csv(&path)?;
-    let col = |name: &str| column(&path, &headers, name);
+/// The measured aggregates of `name` in `path` (an `aggregates_*.csv` of
+/// BLIS's: one row per experiment, stage and metric), with BLIS's
+/// prediction from column `blis_column`.
+pub(super) fn read_aggregates(path: &Path, name: &str, blis_column: &str) -> Result<Vec<Aggregate>, ConvertError> {
+    let (headers, rows) = read_csv(path)?;
+    let col = |name: &str| column(path, &headers, name);
     let (c_name, c_stage, c_metric, c_actual, c_blis) =
-        (col("experiment")?, col("stage_index")?, col("metric")?, col("actual_ms")?, col("pred_ms_blis-evolved")?);
+        (col("experiment")?, col("stage_index")?, col("metric")?, col("actual_ms")?, col(blis_column)?);
     let mut out = Vec::new();
     for (i, r) in rows.iter().enumerate().filter(|(_, r)| r[c_name] == name) {
         let line = i as u64 + 2;
         let number = |c: usize, field: &str| {
-            r[c].trim().parse::<f64>().map_err(|_| err(&path, line, field, format!("`{}` is not a number", r[c])))
+            r[c].trim().parse::<f64>().map_err(|_| err(path, line, field, format!("`{}` is not a number", r[c])))
         };
-        let stage = r[c_stage].trim().parse::<i32>().map_err(|_| err(&path, line, "stage_index", "not an integer"))?;
-        let blis = if r[c_blis].trim().is_empty() { None } else { Some(number(c_blis, "pred_ms_blis-evolved")?) };
+        let stage = r[c_stage].trim().parse::<i32>().map_err(|_| err(path, line, "stage_index", "not an integer"))?;
+        let blis = if r[c_blis].trim().is_empty() { None } else { Some(number(c_blis, blis_column)?) };
         out.push(Aggregate {
             stage,
             metric: r[c_metric].clone(),

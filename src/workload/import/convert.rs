@@ -84,6 +84,11 @@ pub enum Source {
     /// only by their aggregates: see [`super::blis_trainval`] (calibration
     /// plans only; nothing to convert).
     BlisTrainval,
+    /// BLIS's held-out evaluation runs in `../shared/data/blis-vllm-h100`
+    /// known only by their aggregates, replayed with the workload their
+    /// profile names (assumed): see [`super::blis_eval`] (calibration plans
+    /// only).
+    BlisEval,
     /// aiconfigurator's measured deployments (`silicon_sample.csv`): see
     /// [`super::silicon`] (calibration plans only).
     Silicon,
@@ -96,6 +101,7 @@ impl Source {
             Source::BlisVllmH100 => "blis-vllm-h100",
             Source::Llmservingsim => "llmservingsim",
             Source::BlisTrainval => "blis-trainval",
+            Source::BlisEval => "blis-eval",
             Source::Silicon => "silicon",
         }
     }
@@ -108,6 +114,7 @@ pub fn list(source: Source, data: &Path) -> Result<Vec<String>, ConvertError> {
         Source::BlisVllmH100 => (data.join("requests"), ".csv"),
         Source::Llmservingsim => (data.join("runs"), ""),
         Source::BlisTrainval => return super::blis_trainval::list(data),
+        Source::BlisEval => return super::blis_eval::list(data),
         Source::Silicon => return super::silicon::list(data),
     };
     let entries = std::fs::read_dir(&dir).map_err(|e| ConvertError {
@@ -129,7 +136,7 @@ pub fn convert(source: Source, data: &Path, name: &str) -> Result<Converted, Con
     match source {
         Source::BlisVllmH100 => blis_vllm_h100(data, name),
         Source::Llmservingsim => llmservingsim(data, name),
-        Source::BlisTrainval | Source::Silicon => Err(ConvertError {
+        Source::BlisTrainval | Source::BlisEval | Source::Silicon => Err(ConvertError {
             file: data.display().to_string(),
             line: 0,
             field: "source".to_owned(),

@@ -48,6 +48,10 @@ filled from its own row: linearly in the axis value from the two nearest
 measured points on that axis (interpolating between them, or extrapolating
 past the last ones). The count of filled points per table is printed and
 stored (`filled`), so a reader can see how much of a table is measured.
+
+A100 SXM and L40S (src/latency/kernels/{a100,l40s}.json) come from
+../shared/data/aiconfigurator-vllm-a100-l40s, vLLM 0.14.0, BF16 only: see
+`a100_l40s` at the end.
 """
 import csv
 import json

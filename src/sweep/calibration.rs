@@ -15,6 +15,7 @@
 //! calibration:
 //!   - {source: blis-vllm-h100, data: ../../shared/data/blis-vllm-h100}
 //!   - {source: blis-trainval, data: ../../shared/data/blis-vllm-h100}
+//!   - {source: blis-eval, data: ../../shared/data/blis-vllm-h100, experiments: [38-llama-3-1-8b-tp1-general-lite-1-1]}
 //!   - {source: llmservingsim, data: ../../shared/data/llmservingsim-vllm-bench, experiments: [RTX4090__Llama-3.1-8B]}
 //! overrides: {latency_model: {kind: kernels, constants_file: fit.yaml}}   # optional, every scenario
 //! output: ../results/calibration

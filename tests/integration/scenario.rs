@@ -60,8 +60,12 @@ fn refusals_name_the_file_line_and_key() {
     dir.create("w.jsonl", &format!("{ONE}\n"));
     for (yaml, expected) in [
         (
-            "model: Llama-2-7b\nhardware: L40S\nlatency_model: {kind: kernels}\n",
-            "s.yaml:3: latency_model: no measured kernel tables for L40S",
+            "model: Llama-2-7b\nhardware: B200\nlatency_model: {kind: kernels}\n",
+            "s.yaml:3: latency_model: no measured kernel tables for B200",
+        ),
+        (
+            "model: Llama-2-7b\nhardware: L40S\ndtype: fp8\nlatency_model: {kind: kernels}\n",
+            "s.yaml:4: latency_model: no measured fp8 GEMMs on L40S: its tables hold BF16 only",
         ),
         (
             "model: Llama-2-7b\nhardware: H100\nlatency_model: {kind: kernels, constants: {gemm_scale: 0}}\n",

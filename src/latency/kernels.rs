@@ -130,8 +130,9 @@ pub enum KernelsError {
 }
 
 /// Whose measured FP8 GEMMs price FP8 linear layers: the vLLM release a run
-/// used, for the two tables aiconfigurator measured (its 0.14 CUTLASS path
-/// is up to 2× slower at prefill sizes than 0.24's).
+/// used, for the two tables aiconfigurator measured (0.14's `vllm_default`
+/// FP8 GEMMs take 1.2-2× the time of 0.24's CUTLASS ones at the shapes of a
+/// 70B model; median ratio 0.613, ../shared/data/aiconfigurator-vllm-a100-l40s).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Fp8GemmRelease {
     /// vLLM 0.14.0's (H100 only): for runs on releases before 0.20.

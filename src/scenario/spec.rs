@@ -29,8 +29,8 @@ pub struct ScenarioSpec {
     /// benchmark of random tokens routes).
     pub moe_routing: Option<MoeRouting>,
     /// Whose measured FP8 GEMMs price FP8 linear layers under the kernels
-    /// model: `"0.24"` (default) or `"0.14"` (H100 only; vLLM's FP8 path
-    /// before 0.20 was slower), the release the run used.
+    /// model: `"0.24"` (default) or `"0.14"` (H100 only; measured slower),
+    /// the table nearest the release the run used.
     pub fp8_gemm_release: Option<String>,
     /// vLLM engine arguments.
     #[serde(default)]

@@ -351,8 +351,9 @@ fn engine_release(r: &Row) -> Option<String> {
 }
 
 /// Whose measured FP8 GEMMs price the row: vLLM 0.14's (H100 only) for a
-/// release before 0.20 — the nearest measured release at or below it —
-/// else 0.24's.
+/// release before 0.20 (nearer 0.14 than 0.24, the two releases measured;
+/// the silicon rows' 0.10.2 and 0.12.0 both), else 0.24's. H200 has no
+/// 0.14 table: its rows stay on 0.24's.
 fn fp8_gemm_release(r: &Row) -> Option<&'static str> {
     let old = engine_release(r).as_deref().and_then(release).is_some_and(|v| v < (0, 20));
     (r.fp8.is_some() && old && r.gpu == "H100").then_some("0.14")

@@ -205,6 +205,41 @@ def allreduce(prefix, folder=None, version="0.24"):
     return {"elements": sizes, "by_tp": out}
 
 
+# --- H100 FP8 GEMMs as vLLM 0.14 ran them --------------------------------------
+# aiconfigurator's vLLM 0.14.0 H100 table (../shared/data/aiconfigurator-vllm-a100-l40s/
+# parquet/h100_sxm/gemm/vllm/0.14.0, kernel `vllm_default`): its FP8 GEMMs are ~39 % slower
+# than the 0.24 table's CUTLASS ones, so a run on a release before 0.20 (the silicon rows of
+# vLLM 0.10-0.12) is priced on them (scenario key `fp8_gemm_release: "0.14"`). Stored on its
+# own, measured axes (21 m x 21 n x 21 k); the simulator resamples it onto the 0.24 axes
+# when it loads the table. Same hole filling and monotone envelope in m as `gemm`.
+def h100_vllm014_fp8_gemm():
+    import pyarrow.parquet as pq
+    path = os.path.join(shared, "data", "aiconfigurator-vllm-a100-l40s", "parquet", "h100_sxm", "gemm", "vllm",
+                        "0.14.0", "gemm_perf.parquet")
+    d = pq.read_table(path).to_pydict()
+    t = {(d["m"][i], d["n"][i], d["k"][i]): us(d["latency"][i])
+         for i in range(len(d["latency"])) if d["gemm_dtype"][i] == "fp8"}
+    ms, ns, ks = (sorted({key[i] for key in t}) for i in range(3))
+    grid = [[[t.get((m, n, k)) for k in ks] for n in ns] for m in ms]
+    filled = sum(fill_line(ks, line) for plane in grid for line in plane)
+    lowered = 0
+    for a in range(len(ns)):
+        for b in range(len(ks)):
+            line = [grid[i][a][b] for i in range(len(ms))]
+            filled += fill_line(ms, line)
+            for i in range(len(ms) - 2, -1, -1):
+                if line[i + 1] is not None and line[i] is not None and line[i + 1] < line[i]:
+                    line[i] = line[i + 1]
+                    lowered += 1
+            for i in range(len(ms)):
+                grid[i][a][b] = line[i]
+    flat = [v for plane in grid for line in plane for v in line]
+    if any(v is None for v in flat):
+        raise SystemExit("vLLM 0.14 fp8 gemm grid has holes that cannot be filled")
+    print(f"h100 vLLM 0.14 fp8 gemm: {len(t)} measured + {filled} filled, {lowered} lowered")
+    return {"m": ms, "n": ns, "k": ks, "us": flat, "measured": len(t), "filled": filled, "envelope": lowered}
+
+
 for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h200", "h200_sxm", "NVIDIA H200")]:
     table = {
         "source": f"aiconfigurator-core 0.12.0 measured vLLM 0.24 kernels, {device} "
@@ -219,6 +254,8 @@ for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h20
         "generation_attention": attention(prefix, "generation", "kv_len_step"),
         "allreduce": allreduce(prefix),
     }
+    if gpu == "h100":
+        table["gemm_fp8_vllm014"] = h100_vllm014_fp8_gemm()
     os.makedirs(dest, exist_ok=True)
     path = os.path.join(dest, f"{gpu}.json")
     with open(path, "w") as f:

@@ -8,7 +8,7 @@ mod kernels;
 mod linear;
 mod roofline;
 
-pub use kernels::{KernelConstants, Kernels, KernelsError};
+pub use kernels::{Fp8GemmRelease, KernelConstants, Kernels, KernelsError};
 pub use linear::Linear;
 pub use roofline::{Roofline, RooflineConstants};
 

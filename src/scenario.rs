@@ -18,7 +18,9 @@ pub use model::{Attention, ModelArch};
 pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
-use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
+use crate::latency::{
+    Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer,
+};
 use crate::sim::{Client, EngineConfig, RouterConfig, RunConfig};
 
 /// A resolved deployment, ready to simulate.
@@ -329,6 +331,12 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         None => DEFAULT_VLLM_VERSION,
     };
     let release = vllm_version.behaviour();
+    let fp8_gemm_release = match &spec.fp8_gemm_release {
+        Some(r) => Some(
+            Fp8GemmRelease::parse(r).map_err(|reason| InvalidValue { field: "fp8_gemm_release".to_owned(), reason })?,
+        ),
+        None => None,
+    };
     let async_scheduling = e.async_scheduling.unwrap_or(true);
     let fp8 = dtype.is_fp8();
     // The most accurate model is the default: measured kernels with the
@@ -351,6 +359,19 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         }
     };
     let latency = match chosen {
+        LatencySpec::Roofline { .. } | LatencySpec::Linear { .. } if fp8_gemm_release.is_some() => {
+            return invalid(
+                "fp8_gemm_release",
+                format!(
+                    "only the kernels latency model has per-release FP8 GEMM tables; this deployment is priced by {}",
+                    if matches!(chosen, LatencySpec::Linear { .. }) {
+                        "linear".to_owned()
+                    } else {
+                        format!("the roofline ({latency_reason})")
+                    }
+                ),
+            );
+        }
         LatencySpec::Roofline { constants_file, constants } => {
             let defaults = RooflineConstants::for_gpu(gpu.name);
             let c = constants_layered(base, defaults, constants_file.as_deref(), constants)?;
@@ -368,14 +389,31 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                 field: "latency_model".to_owned(),
                 reason: format!("{e}; set latency_model: {{kind: roofline}}"),
             };
+            if let Some(r) = fp8_gemm_release
+                && !r.measured_on(gpu.name)
+            {
+                return invalid(
+                    "fp8_gemm_release",
+                    format!("{r}: no FP8 GEMMs of that release measured on {}", gpu.name),
+                );
+            }
             let fitted =
                 KernelConstants::fitted(gpu.name).ok_or_else(|| bad(KernelsError::Gpu(gpu.name.to_owned())))?;
             let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
             c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
             StepPricer::Kernels(Box::new(
-                Kernels::new(&model, &gpu, tp, dtype, kv_dtype_bytes, spec.moe_routing.unwrap_or_default(), c)
-                    .map_err(bad)?
-                    .with_async_scheduling(async_scheduling),
+                Kernels::new_for_release(
+                    &model,
+                    &gpu,
+                    tp,
+                    dtype,
+                    kv_dtype_bytes,
+                    spec.moe_routing.unwrap_or_default(),
+                    c,
+                    fp8_gemm_release.unwrap_or_default(),
+                )
+                .map_err(bad)?
+                .with_async_scheduling(async_scheduling),
             ))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(

@@ -143,6 +143,54 @@ pub fn replay_with(
     observe.0
 }
 
+/// Replays a benchmark that first sends `warmups` and waits for every one
+/// of them (InferenceX's and genai-perf's warm-up phase), then `measured`,
+/// all at most `limit` in flight, and observes the measured requests only:
+/// the run's measurement window opens when the warm-ups have all left
+/// ([`crate::sim::Warmup::Requests`]) and the measured requests are sent
+/// 1 µs after the last of them finished (found by simulating the warm-ups
+/// alone first: nothing else runs before then, so the time is the same).
+pub fn replay_after_warmups(
+    deployment: &Deployment,
+    latency: StepPricer,
+    warmups: &[Request],
+    measured: &[Request],
+    limit: u32,
+) -> Observations {
+    let client = crate::sim::Client::Capped { limit };
+    if warmups.is_empty() {
+        return replay_with(deployment, latency, measured, None, client);
+    }
+    let phase = replay_with(deployment, latency.clone(), warmups, None, client);
+    let done_us = phase.requests.values().filter_map(|r| r.e2e_us.map(|e| r.send_us + e)).fold(0.0, f64::max);
+    let start_s = (done_us + 1.0) / 1e6;
+    let requests: Vec<Request> = warmups
+        .iter()
+        .cloned()
+        .chain(measured.iter().cloned().map(|mut r| {
+            r.arrival_time = start_s;
+            r
+        }))
+        .collect();
+    let measurement =
+        crate::sim::Measurement { warmup: crate::sim::Warmup::Requests(warmups.len() as u64), ramp_us: 0 };
+    let config = RunConfig { latency, client, measurement, ..deployment.run_config() };
+    let mut observe = InWindow(Observe::default());
+    let source = requests.into_iter().map(Ok::<_, std::convert::Infallible>);
+    // Neither the source nor observing can fail.
+    let _ = sim::run(config, source, &mut observe);
+    observe.0.0
+}
+
+/// Observes only the requests sent in the measurement window.
+struct InWindow(Observe);
+
+impl Sink for InWindow {
+    fn request_done(&mut self, r: &FinishedRequest) -> std::io::Result<()> {
+        if r.in_window { self.0.request_done(r) } else { Ok(()) }
+    }
+}
+
 /// Simulates `run` with its latency model's constants replaced by `c`, and
 /// measures its errors.
 pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {

@@ -153,14 +153,17 @@ fn silicon(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
     let mut runs = Vec::with_capacity(names.len());
     for name in names {
         let r = silicon::load(data, &name)?;
-        let note = format!("replay with `blis-sweep run --concurrency {}`, the benchmark's", r.concurrency);
-        runs.push(Replay {
-            name,
-            workload: r.workload,
-            scenario_yaml: r.scenario_yaml,
-            baseline: None,
-            notes: vec![note],
-        });
+        let mut notes = vec![format!("replay with `blis-sweep run --concurrency {}`, the benchmark's", r.concurrency)];
+        notes.push(format!("protocol {}: {}", r.protocol.class(), r.notes.join("; ")));
+        if !r.warmups.is_empty() {
+            // Behind the harness's barrier the warm-ups leave the server as
+            // they found it (nothing cached that a measured prompt hits).
+            notes.push(format!(
+                "{} warm-ups, awaited before the measured requests, left out: the workload is the measured requests",
+                r.warmups.len()
+            ));
+        }
+        runs.push(Replay { name, workload: r.workload, scenario_yaml: r.scenario_yaml, baseline: None, notes });
     }
     Ok(runs)
 }

@@ -11,6 +11,12 @@
 //! a cost in n·k exactly), attention time in batch and length likewise. Below
 //! an axis's first point a lookup uses that point (a kernel's launch floor);
 //! past its last it extrapolates from the last two points.
+//!
+//! H100 also has FP8 GEMMs as vLLM 0.14 ran them (aiconfigurator's vLLM
+//! 0.14.0 table, `../shared/data/aiconfigurator-vllm-a100-l40s`), for runs
+//! on releases before 0.20: stored on their own measured axes and resampled
+//! onto the 0.24 table's axes when parsed, so every GEMM column of a step
+//! shares one m axis.
 
 use std::sync::{Arc, OnceLock};
 
@@ -26,6 +32,10 @@ pub(super) struct KernelTables {
     /// balanced-routing MoE tables.
     #[serde(default)]
     gemm_fp8: Option<Gemm>,
+    /// FP8 GEMMs as vLLM 0.14 ran them (H100 only), on the `gemm` axes once
+    /// parsed ([`for_gpu`]).
+    #[serde(default)]
+    gemm_fp8_vllm014: Option<Gemm>,
     moe: Moe,
     #[serde(default)]
     moe_fp8_block: Option<Moe>,
@@ -81,6 +91,8 @@ pub(super) enum GemmDtype {
     Bf16,
     /// FP8 weights and activations, per-tensor scales.
     Fp8,
+    /// The same, as vLLM 0.14 ran them (slower kernels; H100 only).
+    Fp8Vllm014,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,7 +177,35 @@ pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
         "L40S" => (&L40S, include_str!("kernels/l40s.json")),
         _ => return None,
     };
-    Some(cell.get_or_init(|| Arc::new(serde_json::from_str(text).expect("embedded kernel tables parse"))).clone())
+    Some(
+        cell.get_or_init(|| {
+            let mut tables: KernelTables = serde_json::from_str(text).expect("embedded kernel tables parse");
+            tables.gemm_fp8_vllm014 = tables.gemm_fp8_vllm014.take().map(|g| resample(&g, &tables.gemm));
+            Arc::new(tables)
+        })
+        .clone(),
+    )
+}
+
+/// `g` at every (m, n, k) point of `onto`'s axes: trilinear in its own
+/// measured points, clamped below its first point and extrapolated past its
+/// last, as every lookup is.
+fn resample(g: &Gemm, onto: &Gemm) -> Gemm {
+    let plane = g.n.len() * g.k.len();
+    let at = |m: f64, n: f64, k: f64| {
+        let (m0, m1, tm) = bracket(&g.m, m);
+        let at_m = |i: usize| bilinear(&g.n, &g.k, &g.us[i * plane..(i + 1) * plane], n, k);
+        lerp(at_m(m0), at_m(m1), tm).max(0.0)
+    };
+    let mut us = Vec::with_capacity(onto.us.len());
+    for &m in &onto.m {
+        for &n in &onto.n {
+            for &k in &onto.k {
+                us.push(at(m, n, k));
+            }
+        }
+    }
+    Gemm { m: onto.m.clone(), n: onto.n.clone(), k: onto.k.clone(), us }
 }
 
 /// Index pair and weight for `x` on `axis`: clamped below, extrapolated above.
@@ -192,21 +232,20 @@ fn bilinear(xs: &[f64], ys: &[f64], values: &[f64], x: f64, y: f64) -> f64 {
 }
 
 impl KernelTables {
-    /// The GEMM table of `dtype`. Callers check [`Self::has_gemm`] first
-    /// ([`super::Kernels::check`] does); a missing one falls back to BF16.
-    fn gemm_table(&self, dtype: GemmDtype) -> &Gemm {
+    /// The table of `dtype`; `None` where this GPU's tables hold no GEMMs of
+    /// it (A100 and L40S: BF16 only; vLLM 0.14's FP8: H100 only; see
+    /// [`Self::has_gemm`]).
+    fn gemm_table(&self, dtype: GemmDtype) -> Option<&Gemm> {
         match dtype {
-            GemmDtype::Bf16 => &self.gemm,
-            GemmDtype::Fp8 => self.gemm_fp8.as_ref().unwrap_or(&self.gemm),
+            GemmDtype::Bf16 => Some(&self.gemm),
+            GemmDtype::Fp8 => self.gemm_fp8.as_ref(),
+            GemmDtype::Fp8Vllm014 => self.gemm_fp8_vllm014.as_ref(),
         }
     }
 
     /// Whether GEMMs of `dtype` were measured on this GPU.
     pub(super) fn has_gemm(&self, dtype: GemmDtype) -> bool {
-        match dtype {
-            GemmDtype::Bf16 => true,
-            GemmDtype::Fp8 => self.gemm_fp8.is_some(),
-        }
+        self.gemm_table(dtype).is_some()
     }
 
     /// BF16 GEMM of an m×k activation by a k×n weight, µs.
@@ -221,14 +260,16 @@ impl KernelTables {
     /// GEMM times of an n×k weight at every measured m, to sum with other
     /// shapes and read back with [`Self::at_m`]: a deployment's GEMM shapes are
     /// fixed, so a step's layer needs one lookup in m, not one per GEMM.
+    /// (A dtype without a table, [`Self::has_gemm`], prices as BF16;
+    /// callers check first, as [`super::Kernels::check`] does.)
     pub(super) fn gemm_column(&self, dtype: GemmDtype, n: f64, k: f64) -> Vec<f64> {
-        let g = self.gemm_table(dtype);
+        let g = self.gemm_table(dtype).unwrap_or(&self.gemm);
         let plane = g.n.len() * g.k.len();
         (0..g.m.len()).map(|i| bilinear(&g.n, &g.k, &g.us[i * plane..(i + 1) * plane], n, k)).collect()
     }
 
     /// A column of [`Self::gemm_column`] (or a sum of them) at `m` rows.
-    /// (Both GEMM tables share their m axis.)
+    /// (Every GEMM table shares its m axis.)
     pub(super) fn at_m(&self, column: &[f64], m: f64) -> f64 {
         let (m0, m1, t) = bracket(&self.gemm.m, m);
         lerp(column[m0], column[m1], t).max(0.0)
@@ -426,6 +467,24 @@ mod tests {
         // 322.5 µs against 190.2 (balanced vs power law 1.01).
         let balanced = line(MoeDtype::Fp8Block, MoeRouting::Balanced);
         assert_eq!((h200.moe_us(balanced, 16.0), h200.moe_us(block, 16.0)), (322.5, 190.2));
+    }
+
+    #[test]
+    fn vllm_0_14_fp8_gemms_are_measured_on_h100_only() {
+        let t = h100();
+        assert!(t.has_gemm(GemmDtype::Fp8Vllm014));
+        assert!(!for_gpu("H200").unwrap().has_gemm(GemmDtype::Fp8Vllm014));
+        // vllm_default fp8, m = 1024, n = k = 8192 on vLLM 0.14.0: 0.1899 ms
+        // (h100_sxm/gemm/vllm/0.14.0/gemm_perf.parquet; m 1024 is on both
+        // tables' axes), against 117.9 µs on vLLM 0.24.
+        let old = t.gemm_column(GemmDtype::Fp8Vllm014, 8192.0, 8192.0);
+        let new = t.gemm_column(GemmDtype::Fp8, 8192.0, 8192.0);
+        assert_eq!(t.at_m(&old, 1024.0), 189.9);
+        assert_eq!(t.at_m(&new, 1024.0), 117.9);
+        // Between the 0.14 table's m points (768, 1024) the resampled column
+        // is linear.
+        let mid = t.at_m(&old, 896.0);
+        assert!((mid - (t.at_m(&old, 768.0) + 189.9) / 2.0).abs() < 1e-9, "{mid}");
     }
 
     #[test]

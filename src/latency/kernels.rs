@@ -147,6 +147,48 @@ pub enum KernelsError {
     },
 }
 
+/// Whose measured FP8 GEMMs price FP8 linear layers: the vLLM release a run
+/// used, for the two tables aiconfigurator measured (0.14's `vllm_default`
+/// FP8 GEMMs take 1.2-2× the time of 0.24's CUTLASS ones at the shapes of a
+/// 70B model; median ratio 0.613, ../shared/data/aiconfigurator-vllm-a100-l40s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Fp8GemmRelease {
+    /// vLLM 0.14.0's (H100 only): for runs on releases before 0.20.
+    Vllm014,
+    /// vLLM 0.24.0's (the default).
+    #[default]
+    Vllm024,
+}
+
+impl std::fmt::Display for Fp8GemmRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fp8GemmRelease::Vllm014 => "vLLM 0.14",
+            Fp8GemmRelease::Vllm024 => "vLLM 0.24",
+        })
+    }
+}
+
+impl Fp8GemmRelease {
+    /// Whether the tables of `gpu` (catalog name) hold this release's FP8 GEMMs.
+    pub fn measured_on(self, gpu: &str) -> bool {
+        let dtype = match self {
+            Fp8GemmRelease::Vllm014 => GemmDtype::Fp8Vllm014,
+            Fp8GemmRelease::Vllm024 => GemmDtype::Fp8,
+        };
+        kernel_tables::for_gpu(gpu).is_some_and(|t| t.has_gemm(dtype))
+    }
+
+    /// `"0.14"` or `"0.24"`.
+    pub fn parse(text: &str) -> Result<Fp8GemmRelease, String> {
+        match text.trim() {
+            "0.14" => Ok(Fp8GemmRelease::Vllm014),
+            "0.24" => Ok(Fp8GemmRelease::Vllm024),
+            other => Err(format!("`{other}` is not a measured release: 0.14 (H100 only) or 0.24")),
+        }
+    }
+}
+
 /// The measured-kernel latency model for one deployment.
 #[derive(Debug, Clone)]
 pub struct Kernels {
@@ -254,14 +296,38 @@ impl Kernels {
         routing: MoeRouting,
         c: KernelConstants,
     ) -> Result<Kernels, KernelsError> {
+        Self::new_for_release(model, gpu, tp, weights, kv_bytes, routing, c, Fp8GemmRelease::default())
+    }
+
+    /// [`Self::new`] with the FP8 GEMMs of vLLM release `fp8_gemms` (the
+    /// 0.14 table exists on H100 only; BF16 GEMMs are the 0.24 table's,
+    /// which 0.14's match within ~2 %, see ../shared/data/aiconfigurator-vllm-a100-l40s).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_for_release(
+        model: &ModelArch,
+        gpu: &Gpu,
+        tp: u64,
+        weights: Dtype,
+        kv_bytes: u64,
+        routing: MoeRouting,
+        c: KernelConstants,
+        fp8_gemms: Fp8GemmRelease,
+    ) -> Result<Kernels, KernelsError> {
         Self::check(model, gpu, tp, weights, kv_bytes)?;
         let tables = kernel_tables::for_gpu(gpu.name).ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))?;
+        let fp8 = match fp8_gemms {
+            Fp8GemmRelease::Vllm024 => GemmDtype::Fp8,
+            Fp8GemmRelease::Vllm014 => GemmDtype::Fp8Vllm014,
+        };
+        if !tables.has_gemm(fp8) {
+            return Err(KernelsError::Unmeasured("no FP8 GEMMs measured on vLLM 0.14 for this GPU (H100 only)"));
+        }
         let (dtype, moe_dtype) = match weights {
             Dtype::Fp16 | Dtype::Bf16 => (GemmDtype::Bf16, Some(MoeDtype::Bf16)),
             // No trustworthy per-tensor FP8 fused MoE was measured: those
             // experts are priced as FP8 GEMMs.
-            Dtype::Fp8 => (GemmDtype::Fp8, None),
-            Dtype::Fp8Block => (GemmDtype::Fp8, Some(MoeDtype::Fp8Block)),
+            Dtype::Fp8 => (fp8, None),
+            Dtype::Fp8Block => (fp8, Some(MoeDtype::Fp8Block)),
         };
         let heads = model.num_heads / tp;
         let kv_heads = model.num_kv_heads.div_ceil(tp);
@@ -517,6 +583,25 @@ mod tests {
         let moe = kernels("Qwen3-30B-A3B", "H100", 1);
         assert!(moe.step_time_us(&decode(1, 100)) < moe.step_time_us(&decode(64, 100)));
         assert!(kernels("Qwen2.5-7B", "H100", 1).step_time_us(&decode(4, 100)) > 0);
+    }
+
+    #[test]
+    fn vllm_0_14_fp8_gemms_price_fp8_layers_slower_and_only_on_h100() {
+        let m = model("Llama-3.1-70B");
+        let (h100, h200) = (hardware::lookup("H100").unwrap(), hardware::lookup("H200").unwrap());
+        let build =
+            |g: &Gpu, dtype, release| Kernels::new_for_release(&m, g, 4, dtype, 2, MoeRouting::Skewed, bare(), release);
+        // 256 decodes: m = 256, where 0.14's FP8 GEMMs are 1.3-1.7x 0.24's.
+        let step = |k: Kernels| k.step_time_us(&decode(256, 500));
+        let new = step(build(&h100, Dtype::Fp8, Fp8GemmRelease::Vllm024).unwrap());
+        let old = step(build(&h100, Dtype::Fp8, Fp8GemmRelease::Vllm014).unwrap());
+        assert!(old > new * 11 / 10, "{old} {new}");
+        // BF16 layers do not move.
+        let bf16 = |r| step(build(&h100, Dtype::Bf16, r).unwrap());
+        assert_eq!(bf16(Fp8GemmRelease::Vllm014), bf16(Fp8GemmRelease::Vllm024));
+        assert!(build(&h200, Dtype::Fp8, Fp8GemmRelease::Vllm014).is_err());
+        assert_eq!(Fp8GemmRelease::parse("0.14"), Ok(Fp8GemmRelease::Vllm014));
+        assert!(Fp8GemmRelease::parse("0.12").is_err());
     }
 
     #[test]

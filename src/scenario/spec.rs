@@ -28,6 +28,10 @@ pub struct ScenarioSpec {
     /// as text routes) or `balanced` (every expert equally likely, as a
     /// benchmark of random tokens routes).
     pub moe_routing: Option<MoeRouting>,
+    /// Whose measured FP8 GEMMs price FP8 linear layers under the kernels
+    /// model: `"0.24"` (default) or `"0.14"` (H100 only; measured slower),
+    /// the table nearest the release the run used.
+    pub fp8_gemm_release: Option<String>,
     /// vLLM engine arguments.
     #[serde(default)]
     pub engine: EngineSpec,

@@ -38,7 +38,7 @@ use super::executor::SweepError;
 use super::grid::{PlanError, set_path};
 use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;
-use crate::calibrate::fit::{replay, replay_with};
+use crate::calibrate::fit::{replay, replay_after_warmups};
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
@@ -147,6 +147,21 @@ pub struct Outcome {
     pub report: Result<Comparison, String>,
     /// BLIS's published predictions for it.
     pub blis: Vec<Published>,
+    /// A measured deployment's protocol and what its replay found.
+    pub silicon: Option<SiliconInfo>,
+}
+
+/// How a measured deployment (`source: silicon`) was replayed.
+#[derive(Debug, Clone)]
+pub struct SiliconInfo {
+    /// The protocol that most probably measured it.
+    pub protocol: silicon::Protocol,
+    /// Its concurrent requests cannot all hold their KV at once in the
+    /// replayed deployment's cache ([`silicon::kv_bound`]): a capacity row,
+    /// scored on TTFT (the queue for KV), not on TPOT.
+    pub capacity: bool,
+    /// What the replay assumed beyond the row.
+    pub notes: Vec<String>,
 }
 
 /// How a replayed run compares with the real one.
@@ -204,14 +219,26 @@ fn deployment(plan: &CalibrationPlan, name: &str, scenario_yaml: &str) -> Result
 }
 
 fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
-    let mut outcome = Outcome { experiment: e.clone(), deployment: None, report: Err(String::new()), blis: Vec::new() };
+    let mut outcome = Outcome {
+        experiment: e.clone(),
+        deployment: None,
+        report: Err(String::new()),
+        blis: Vec::new(),
+        silicon: None,
+    };
     if e.source == Source::Silicon {
         outcome.report = (|| {
             let run = silicon::load(&e.data, &e.name).map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
             outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
-            let client = crate::sim::Client::Capped { limit: run.concurrency };
-            let sim = replay_with(&d, d.latency.clone(), &run.workload, None, client);
+            let capacity = silicon::kv_bound(
+                u64::from(run.concurrency),
+                run.max_request_tokens,
+                d.engine.num_gpu_blocks,
+                d.engine.block_size,
+            );
+            outcome.silicon = Some(SiliconInfo { protocol: run.protocol, capacity, notes: run.notes.clone() });
+            let sim = replay_after_warmups(&d, d.latency.clone(), &run.warmups, &run.workload, run.concurrency);
             Ok(Comparison::Aggregates(crate::calibrate::aggregates::compare(&sim, &[], &run.aggregates)))
         })();
         return outcome;
@@ -453,7 +480,10 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
     for o in outcomes {
         let deployment = o.deployment.as_ref().map_or_else(String::new, |(m, g, tp, kind, dp)| {
             let dp = if *dp > 1 { format!(" DP{dp} EP{}", tp * u64::from(*dp)) } else { String::new() };
-            format!("{} / {g} / TP{tp}{dp} / {kind}", m.rsplit('/').next().unwrap_or(m))
+            let protocol = o.silicon.as_ref().map_or_else(String::new, |s| {
+                format!(" / {}{}", s.protocol.class(), if s.capacity { " capacity" } else { "" })
+            });
+            format!("{} / {g} / TP{tp}{dp} / {kind}{protocol}", m.rsplit('/').next().unwrap_or(m))
         });
         if let Err(why) = &o.report {
             let _ = writeln!(out, "| {} | {deployment} | failed: {why} | | | | |", o.experiment.name);
@@ -480,5 +510,108 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
             .map_or_else(|| "–".to_owned(), |r| format!("{:.1} %", r.error * 100.0));
         let _ = writeln!(out, " {mape} |");
     }
+    silicon_summary(&mut out, outcomes);
     out
+}
+
+/// |error| of mean TPOT (median, 90th percentile, bias) and of mean TTFT
+/// (median) per protocol class and group (model, weights, GPU) of the
+/// measured deployments, capacity rows apart, and the rows the TPOT target
+/// is judged on: a known protocol (A or B), not a capacity row.
+fn silicon_summary(out: &mut String, outcomes: &[Outcome]) {
+    struct Scored {
+        class: &'static str,
+        known: bool,
+        capacity: bool,
+        group: String,
+        tpot: Option<f64>,
+        ttft: Option<f64>,
+        real_ttft_ms: f64,
+        name: String,
+    }
+    let mut all = Vec::new();
+    for o in outcomes {
+        let (Some(info), Some((model, gpu, ..))) = (&o.silicon, &o.deployment) else { continue };
+        let rows = rows(o);
+        let error = |metric: &str| rows.iter().find(|r| r.metric == metric).map(|r| r.error);
+        let dtype = ["fp8_block", "fp8", "bf16"].into_iter().find(|d| o.experiment.name.contains(&format!("-{d}-")));
+        all.push(Scored {
+            class: info.protocol.class(),
+            known: info.protocol.known(),
+            capacity: info.capacity,
+            group: format!("{} {} {gpu}", model.rsplit('/').next().unwrap_or(model), dtype.unwrap_or("?")),
+            tpot: error("tpot_mean"),
+            ttft: error("ttft_mean"),
+            real_ttft_ms: rows.iter().find(|r| r.metric == "ttft_mean").and_then(|r| r.real_ms).unwrap_or(0.0),
+            name: o.experiment.name.clone(),
+        });
+    }
+    if all.is_empty() {
+        return;
+    }
+    let pct = |v: f64| format!("{:.1} %", v * 100.0);
+    let line = |out: &mut String, class: &str, group: &str, rows: &[&Scored]| {
+        let mut tpot: Vec<f64> = rows.iter().filter_map(|r| r.tpot).map(f64::abs).collect();
+        let mut ttft: Vec<f64> = rows.iter().filter_map(|r| r.ttft).map(f64::abs).collect();
+        let signed: Vec<f64> = rows.iter().filter_map(|r| r.tpot).collect();
+        tpot.sort_by(f64::total_cmp);
+        ttft.sort_by(f64::total_cmp);
+        let _ = writeln!(
+            out,
+            "| {class} | {group} | {} | {} | {} | {:+.1} % | {} |",
+            rows.len(),
+            pct(crate::calibrate::stats::percentile(&tpot, 50.0)),
+            pct(crate::calibrate::stats::percentile(&tpot, 90.0)),
+            crate::calibrate::stats::mean(&signed) * 100.0,
+            pct(crate::calibrate::stats::percentile(&ttft, 50.0)),
+        );
+    };
+    let _ = writeln!(
+        out,
+        "\n### Measured deployments by protocol\n\n\
+         Classes (../shared/data/protocols/README.md §1): A InferenceX, B aiconfigurator's gap analysis, C protocol \
+         unknown (a Dynamo job, or no rule matched). |error| of mean TPOT, median / 90th percentile, its bias (mean \
+         signed error), and |error| of mean TTFT, median. Capacity rows — the replayed KV cache cannot hold every \
+         concurrent request's prompt and output at once — are scored on TTFT, not TPOT, and listed apart.\n"
+    );
+    let _ = writeln!(out, "| class | group | rows | TPOT median | TPOT p90 | TPOT bias | TTFT median |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let mut groups: Vec<(&str, &str)> =
+        all.iter().filter(|r| !r.capacity).map(|r| (r.class, r.group.as_str())).collect();
+    groups.sort();
+    groups.dedup();
+    for (class, group) in groups {
+        let rows: Vec<&Scored> = all.iter().filter(|r| !r.capacity && r.class == class && r.group == group).collect();
+        line(out, class, group, &rows);
+    }
+    let target: Vec<&Scored> = all.iter().filter(|r| r.known && !r.capacity).collect();
+    line(
+        out,
+        "A+B",
+        "**the TPOT target's rows** (known protocol, not capacity; target median ≤ 5 %, p90 ≤ 10 %)",
+        &target,
+    );
+    let unknown: Vec<&Scored> = all.iter().filter(|r| !r.known && !r.capacity).collect();
+    if !unknown.is_empty() {
+        line(out, "C", "protocol unknown (not in the target)", &unknown);
+    }
+    let capacity: Vec<&Scored> = all.iter().filter(|r| r.capacity).collect();
+    if !capacity.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCapacity rows (scored on TTFT):\n\n| row | class | measured TTFT | TTFT error | TPOT error (not scored) |\n|---|---|---|---|---|"
+        );
+        for r in capacity {
+            let e = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{:+.1} %", v * 100.0));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.0} ms | {} | {} |",
+                r.name,
+                r.class,
+                r.real_ttft_ms,
+                e(r.ttft),
+                e(r.tpot)
+            );
+        }
+    }
 }

@@ -27,6 +27,7 @@ mod properties;
 mod reject;
 mod report;
 mod scenario;
+mod silicon_protocols;
 mod slo;
 mod sweep;
 mod sweep_resume;

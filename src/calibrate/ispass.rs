@@ -147,3 +147,59 @@ pub fn compare(deployment: &Deployment, run: &IspassRun) -> IspassComparison {
         notes: run.notes.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::import::ispass26::IspassRun;
+
+    /// Two requests on an engine whose every step takes 1 ms (linear model,
+    /// steps taking turns with nothing else): the scores are the artifact's
+    /// definitions applied to simulated token times.
+    #[test]
+    fn means_throughput_and_curve_follow_the_artifacts_definitions() {
+        let spec = serde_saphyr::from_str(
+            "model: Llama-3.1-8B\nhardware: H100\nengine: {num_gpu_blocks: 100, async_scheduling: false}\n\
+             latency_model: {kind: linear, beta: [1000, 0, 0]}\n",
+        )
+        .unwrap();
+        let d = crate::scenario::resolve(spec, std::path::Path::new("."), "t").unwrap();
+        let request = |id: u64, at: f64, out: u32| {
+            use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+            let call = LlmCall {
+                input_tokens: 2,
+                output_tokens: out,
+                input_token_ids: None,
+                output_token_ids: None,
+                seeded: None,
+                model: None,
+                prompt_blocks: None,
+            };
+            let node = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
+            Request { request_id: RequestId::Int(id), arrival_time: at, initial: vec![0], sub_requests: vec![node] }
+        };
+        let measured = Means { throughput_tok_s: 500.0, ttft_ms: 2.0, tpot_ms: 1.0 };
+        let run = IspassRun {
+            scenario_yaml: String::new(),
+            // The first runs alone; the second arrives at 1.0005 s.
+            workload: vec![request(0, 0.0, 3), request(1, 1.0005, 1)],
+            measured: Some(measured),
+            simulators: vec![("APEX".to_owned(), measured)],
+            curve: Some(vec![3.0, 0.0]),
+            notes: Vec::new(),
+        };
+        let c = compare(&d, &run);
+        // Request 0: first token after one 1-ms step, then one a step.
+        // Request 1: its one token 1 ms after it arrives (at 1.0015 s), so
+        // the run ends there with 4 tokens.
+        assert_eq!(c.simulated.ttft_ms, 1.0);
+        assert_eq!(c.simulated.tpot_ms, 1.0, "averaged over requests of two or more tokens");
+        assert!((c.simulated.throughput_tok_s - 4.0 / 1.0015).abs() < 1e-9);
+        let curve = c.curve.unwrap();
+        assert_eq!(curve.simulated, vec![3.0, 1.0]);
+        assert_eq!(curve.normalized_abs_error, 1.0 / 3.0);
+        let metrics: Vec<(&str, f64, f64)> =
+            c.aggregates.iter().map(|a| (a.metric.as_str(), a.real_ms, a.sim_ms)).collect();
+        assert_eq!(metrics, [("ttft_mean", 2.0, 1.0), ("tpot_mean", 1.0, 1.0), ("run_time", 8.0, 1001.5)]);
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod aggregates;
 pub mod fit;
+pub mod ispass;
 pub mod observed;
 pub mod report;
 pub mod stats;

@@ -413,7 +413,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                     fp8_gemm_release.unwrap_or_default(),
                 )
                 .map_err(bad)?
-                .with_async_scheduling(async_scheduling),
+                .with_async_scheduling(async_scheduling)
+                .with_enforce_eager(e.enforce_eager.unwrap_or(false)),
             ))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(
@@ -427,6 +428,15 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             );
         }
     };
+    if e.enforce_eager == Some(true) && !matches!(latency, StepPricer::Kernels(_)) {
+        return invalid(
+            "engine.enforce_eager",
+            format!(
+                "eager launches are priced by the kernels model only (it counts the kernels a step launches), not the {} model",
+                latency.kind()
+            ),
+        );
+    }
     if dp > 1 && model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
         return invalid(
             "dp",
@@ -590,6 +600,8 @@ mod tests {
                 "model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n",
                 "engine.max_num_batched_tokens",
             ),
+            // Eager launches are counted from the kernels model's kernels.
+            ("model: Llama-2-7b\nhardware: A100\nengine: {enforce_eager: true}\n", "engine.enforce_eager"),
         ];
         for (yaml, field) in cases {
             let e = resolve(spec(yaml), Path::new("."), "x").unwrap_err();

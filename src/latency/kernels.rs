@@ -210,6 +210,9 @@ pub struct Kernels {
     kernel_floor_us: f64,
     /// Whether the engine overlaps a step's CPU side with the GPU.
     async_scheduling: bool,
+    /// vLLM's `enforce_eager`: no CUDA graphs, every kernel launched from the
+    /// host each step ([`Kernels::eager_launch_us`]).
+    enforce_eager: bool,
     c: KernelConstants,
 }
 
@@ -220,6 +223,8 @@ struct MoeShape {
     routed: Routed,
     /// The router and the shared expert (if any), at each measured m.
     router_and_shared: Arc<[f64]>,
+    /// GEMMs in `router_and_shared`: the router, and the shared expert's two.
+    router_and_shared_kernels: f64,
 }
 
 /// How the routed experts are priced.
@@ -239,6 +244,17 @@ enum Routed {
 /// kernels (see roofline.rs) and never less than the shortest measured kernel.
 const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
+
+/// Host time to launch kernels without CUDA graphs (vLLM `enforce_eager`),
+/// µs: per kernel and per layer. The BLIS registry's
+/// `host_launch_per_kernel` (3.2 µs, the residual of two Granite TP8 runs at
+/// concurrency 1) and `host_launch_eager_per_layer` (7.0 µs, "conventional
+/// 5–10 µs"), both labelled `method: assumed` there
+/// (inference-sim/blis-registry@b3789be2,
+/// `coefficients/cost-model-host-overheads.yaml`; see
+/// `../shared/data/protocols/README.md` §5). Not measured on vLLM V1 and not
+/// fitted here.
+const EAGER_LAUNCH_US: (f64, f64) = (3.2, 7.0);
 
 impl Kernels {
     /// Whether the tables can price `model` in `weights` on `tp` GPUs of kind
@@ -366,6 +382,7 @@ impl Kernels {
                         Some(line) => Routed::Fused(line),
                         None => Routed::PerExpert(sum(&mlp(m.expert_intermediate_size as f64 / tpf))),
                     },
+                    router_and_shared_kernels: router.len() as f64,
                     router_and_shared: sum(&router),
                 })
             }
@@ -383,8 +400,40 @@ impl Kernels {
             tp,
             bandwidth: gpu.memory_bandwidth,
             async_scheduling: true,
+            enforce_eager: false,
             c,
         })
+    }
+
+    /// The same model for an engine that runs without CUDA graphs (vLLM
+    /// `enforce_eager`; off unless set).
+    pub fn with_enforce_eager(self, enforce_eager: bool) -> Kernels {
+        Kernels { enforce_eager, ..self }
+    }
+
+    /// The host time to launch one step's kernels one by one (no CUDA graph),
+    /// µs: [`EAGER_LAUNCH_US`] for each kernel this model prices in a layer
+    /// — the GEMMs (QKV, O, and the MLP's two, or the router, shared expert
+    /// and the fused MoE op as one, or two a touched expert when priced per
+    /// expert), one attention kernel for the prefill chunks and one for the
+    /// decodes, the two all-reduces under TP, the elementwise kernels — and
+    /// per layer, then the LM head. Part of the step's CPU side.
+    fn eager_launch_us(&self, batch: &StepBatch, m: f64) -> f64 {
+        let gemms = match &self.moe {
+            None => 4.0,
+            Some(e) => {
+                let routed = match &e.routed {
+                    Routed::Fused(_) => 1.0,
+                    Routed::PerExpert(_) => 2.0 * e.experts * (1.0 - (1.0 - e.top_k / e.experts).powf(m)),
+                };
+                2.0 + e.router_and_shared_kernels + routed
+            }
+        };
+        let attention = f64::from(u8::from(!batch.prefills.is_empty()) + u8::from(batch.decodes > 0));
+        let allreduce = if self.tp > 1 { 2.0 } else { 0.0 };
+        let per_layer = gemms + attention + allreduce + ELEMENTWISE_KERNELS_PER_LAYER;
+        let (per_kernel, per_layer_us) = EAGER_LAUNCH_US;
+        self.layers * (per_layer * per_kernel + per_layer_us) + per_kernel
     }
 
     /// The same model for an engine with or without async scheduling (on
@@ -470,7 +519,10 @@ impl LatencyModel for Kernels {
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
         let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
-        let cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
+        let mut cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
+        if self.enforce_eager {
+            cpu += self.eager_launch_us(batch, m);
+        }
         super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
 }
@@ -556,6 +608,38 @@ mod tests {
         let cpu_bound = k.with_constants(KernelConstants { cpu_per_sequence_us: 80.0, ..c });
         assert!(gpu < 300 + 256 * 80, "{gpu}");
         assert_eq!(cpu_bound.step_time_us(&many), 300 + 256 * 80);
+    }
+
+    /// Without CUDA graphs every kernel the model prices is launched from
+    /// the host: Llama-3.1-70B at TP4 decoding launches 4 GEMMs, one
+    /// attention kernel, 2 all-reduces and 4 elementwise kernels a layer, at
+    /// 3.2 µs each plus 7 µs a layer, over 80 layers, then the LM head:
+    /// 3,379.2 µs more CPU a step. Taking turns (no async scheduling) the
+    /// step is that much longer; overlapped, it hides behind the GPU's
+    /// ~11 ms.
+    #[test]
+    fn eager_mode_adds_host_launches_to_the_cpu_side() {
+        let k = kernels("Llama-3.1-70B", "H100", 4);
+        let one = decode(8, 300);
+        let graphs = k.clone().with_async_scheduling(false).step_time_us(&one);
+        let eager = k.clone().with_async_scheduling(false).with_enforce_eager(true);
+        assert_eq!(eager.eager_launch_us(&one, 8.0), 80.0 * (11.0 * 3.2 + 7.0) + 3.2);
+        assert_eq!(eager.step_time_us(&one), (graphs as f64 + 3_379.2).round() as u64);
+        let overlapped = k.clone().with_enforce_eager(true).step_time_us(&one);
+        assert_eq!(overlapped, k.step_time_us(&one));
+        // A mixed step launches a second attention kernel; an MoE layer its
+        // router and the measured fused MoE op (one) instead of the MLP's
+        // two GEMMs: Mixtral's 32 layers launch 11 a layer too.
+        let mixed = StepBatch {
+            prefills: vec![PrefillChunk { new_tokens: 100, context_tokens: 0, samples: true }],
+            ..one.clone()
+        };
+        let second_attention = eager.eager_launch_us(&mixed, 108.0) - eager.eager_launch_us(&one, 8.0);
+        assert!((second_attention - 80.0 * 3.2).abs() < 1e-9, "{second_attention}");
+        let moe = kernels("Mixtral-8x7B", "H100", 4).with_enforce_eager(true);
+        let Some(e) = &moe.moe else { panic!("Mixtral is MoE") };
+        assert!(matches!(e.routed, Routed::Fused(_)));
+        assert!((moe.eager_launch_us(&one, 8.0) - (32.0 * (11.0 * 3.2 + 7.0) + 3.2)).abs() < 1e-9);
     }
 
     #[test]

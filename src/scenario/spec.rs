@@ -189,6 +189,9 @@ pub struct EngineSpec {
     /// `--async-scheduling` / `--no-async-scheduling` (default on, as in
     /// vLLM since vllm-project/vllm#27614, before the 0.15 the data covers).
     pub async_scheduling: Option<bool>,
+    /// `--enforce-eager`: no CUDA graphs; every kernel is launched from the
+    /// host each step (priced by the kernels model only).
+    pub enforce_eager: Option<bool>,
     /// The vLLM release whose scheduler behaviour to model (default: the
     /// newest the conformance suite checks); the next three keys override
     /// what it sets.

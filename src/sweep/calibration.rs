@@ -39,11 +39,12 @@ use super::grid::{PlanError, set_path};
 use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;
 use crate::calibrate::fit::{replay, replay_after_warmups};
+use crate::calibrate::ispass::IspassComparison;
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
 use crate::workload::import::convert::{self, Published, Source};
-use crate::workload::import::{blis_eval, blis_trainval, silicon};
+use crate::workload::import::{blis_eval, blis_trainval, ispass26, silicon};
 
 pub use crate::calibrate::aggregates::AggregateComparison;
 
@@ -171,6 +172,8 @@ pub enum Comparison {
     PerRequest(Box<Report>),
     /// Aggregate by aggregate, whole run (stage −1) and per load stage.
     Aggregates(Vec<AggregateComparison>),
+    /// An ISPASS'26 run: its means and curve, other simulators' beside ours.
+    Ispass(Box<IspassComparison>),
 }
 
 impl Comparison {
@@ -179,6 +182,7 @@ impl Comparison {
         match self {
             Comparison::PerRequest(r) => format!("{} requests compared", r.trace_info.matched_pairs),
             Comparison::Aggregates(a) => format!("{} aggregates compared", a.len()),
+            Comparison::Ispass(c) => format!("{} aggregates compared", c.aggregates.len()),
         }
     }
 }
@@ -240,6 +244,15 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             outcome.silicon = Some(SiliconInfo { protocol: run.protocol, capacity, notes: run.notes.clone() });
             let sim = replay_after_warmups(&d, d.latency.clone(), &run.warmups, &run.workload, run.concurrency);
             Ok(Comparison::Aggregates(crate::calibrate::aggregates::compare(&sim, &[], &run.aggregates)))
+        })();
+        return outcome;
+    }
+    if e.source == Source::Ispass26 {
+        outcome.report = (|| {
+            let run = ispass26::load(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let d = deployment(plan, &e.name, &run.scenario_yaml)?;
+            outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
+            Ok(Comparison::Ispass(Box::new(crate::calibrate::ispass::compare(&d, &run))))
         })();
         return outcome;
     }
@@ -325,6 +338,7 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
         let text = match &o.report {
             Ok(Comparison::PerRequest(report)) => serde_json::to_string_pretty(report),
             Ok(Comparison::Aggregates(rows)) => serde_json::to_string_pretty(rows),
+            Ok(Comparison::Ispass(c)) => serde_json::to_string_pretty(c),
             Err(_) => continue,
         };
         let path = reports.join(format!("{}.json", o.experiment.name));
@@ -381,23 +395,28 @@ fn rows(o: &Outcome) -> Vec<Row> {
                 })
             })
             .collect(),
-        Ok(Comparison::Aggregates(all)) => all
-            .iter()
-            .filter(|a| a.stage == -1)
-            .map(|a| {
-                let rel = |v: f64| if a.real_ms > 0.0 { v / a.real_ms - 1.0 } else { 0.0 };
-                Row {
-                    metric: a.metric.clone(),
-                    real_ms: Some(a.real_ms),
-                    sim_ms: Some(a.sim_ms),
-                    error: rel(a.sim_ms),
-                    blis_ms: a.blis_ms,
-                    blis_error: a.blis_ms.map(rel),
-                    pairs: a.requests as i64,
-                }
-            })
-            .collect(),
+        Ok(Comparison::Aggregates(all)) => aggregate_rows(all),
+        Ok(Comparison::Ispass(c)) => aggregate_rows(&c.aggregates),
     }
+}
+
+/// The whole-run rows of aggregates.
+fn aggregate_rows(all: &[AggregateComparison]) -> Vec<Row> {
+    all.iter()
+        .filter(|a| a.stage == -1)
+        .map(|a| {
+            let rel = |v: f64| if a.real_ms > 0.0 { v / a.real_ms - 1.0 } else { 0.0 };
+            Row {
+                metric: a.metric.clone(),
+                real_ms: Some(a.real_ms),
+                sim_ms: Some(a.sim_ms),
+                error: rel(a.sim_ms),
+                blis_ms: a.blis_ms,
+                blis_error: a.blis_ms.map(rel),
+                pairs: a.requests as i64,
+            }
+        })
+        .collect()
 }
 
 fn table(outcomes: &[Outcome]) -> RecordBatch {
@@ -510,6 +529,7 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
             .map_or_else(|| "–".to_owned(), |r| format!("{:.1} %", r.error * 100.0));
         let _ = writeln!(out, " {mape} |");
     }
+    ispass_markdown(&mut out, outcomes);
     silicon_summary(&mut out, outcomes);
     out
 }
@@ -611,6 +631,59 @@ fn silicon_summary(out: &mut String, outcomes: &[Outcome]) {
                 r.real_ttft_ms,
                 e(r.ttft),
                 e(r.tpot)
+            );
+        }
+    }
+}
+
+/// The ISPASS'26 runs' own table: each measured mean, ours and the other
+/// simulators' published ones beside it (error against vLLM in
+/// parentheses), and the per-second curve's deviation where there is one.
+fn ispass_markdown(out: &mut String, outcomes: &[Outcome]) {
+    let runs: Vec<(&str, &IspassComparison)> = outcomes
+        .iter()
+        .filter_map(|o| match &o.report {
+            Ok(Comparison::Ispass(c)) => Some((o.experiment.name.as_str(), c.as_ref())),
+            _ => None,
+        })
+        .collect();
+    if runs.is_empty() {
+        return;
+    }
+    let names = ["TokenSim", "Vidur", "APEX"];
+    let _ = writeln!(
+        out,
+        "\n### LLMServingSim 2.0 (ISPASS'26): real vLLM means, ours and the other simulators' (error against vLLM)\n"
+    );
+    let _ = writeln!(out, "| run | metric | vLLM | blis-sweep | {} |", names.join(" | "));
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let cell = |real: f64, v: f64| format!("{v:.2} ({:+.1} %)", (v / real - 1.0) * 100.0);
+    for (name, c) in runs {
+        if let Some(m) = &c.measured {
+            type Get = fn(&ispass26::Means) -> f64;
+            let metrics: [(&str, Get); 3] = [
+                ("TTFT mean, ms", |m| m.ttft_ms),
+                ("TPOT mean, ms", |m| m.tpot_ms),
+                ("output tok/s", |m| m.throughput_tok_s),
+            ];
+            for (title, get) in metrics {
+                let real = get(m);
+                let _ = write!(out, "| {name} | {title} | {real:.2} | {} |", cell(real, get(&c.simulated)));
+                for n in names {
+                    let other = c.simulators.iter().find(|(s, _)| s == n);
+                    let _ = write!(out, " {} |", other.map_or_else(|| "–".to_owned(), |(_, o)| cell(real, get(o))));
+                }
+                let _ = writeln!(out);
+            }
+        }
+        if let Some(curve) = &c.curve {
+            let end = |v: &[f64]| v.iter().rposition(|&x| x > 0.0).map_or(0, |k| k + 1);
+            let _ = writeln!(
+                out,
+                "| {name} | output tokens a second: Σ|sim − real| / Σ real; last second with output | {} s | {:.1} %; {} s | – | – | – |",
+                end(&curve.real),
+                curve.normalized_abs_error * 100.0,
+                end(&curve.simulated)
             );
         }
     }

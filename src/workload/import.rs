@@ -13,6 +13,9 @@
 //!   its recorded time).
 //! - [`tracev2`]: BLIS's trace pair (header YAML + data CSV), with its
 //!   session modes.
+//! - [`llmservingsim_dataset`]: LLMServingSim's request datasets (arrival
+//!   ns, lengths, the prompts' token ids), as the ISPASS'26 artifact ships
+//!   them.
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`) come in
 //! through [`convert`]: a workload, a baseline and a scenario each
@@ -24,7 +27,9 @@ pub mod blis_eval;
 pub mod blis_trainval;
 mod blis_vllm_h100;
 pub mod convert;
+pub mod ispass26;
 mod llmservingsim;
+pub mod llmservingsim_dataset;
 pub mod mooncake;
 pub mod silicon;
 pub mod tracev2;
@@ -44,12 +49,19 @@ pub enum ImportFormat {
     AgentCalls,
     /// See [`tracev2`]: the path is the header, the data beside it.
     TraceV2,
+    /// See [`llmservingsim_dataset`].
+    LlmservingsimDataset,
 }
 
 impl ImportFormat {
     /// Every format, as named on the command line.
-    pub const ALL: [ImportFormat; 4] =
-        [ImportFormat::Mooncake, ImportFormat::Azure, ImportFormat::AgentCalls, ImportFormat::TraceV2];
+    pub const ALL: [ImportFormat; 5] = [
+        ImportFormat::Mooncake,
+        ImportFormat::Azure,
+        ImportFormat::AgentCalls,
+        ImportFormat::TraceV2,
+        ImportFormat::LlmservingsimDataset,
+    ];
 
     /// The name `--input` and plans use.
     pub fn name(self) -> &'static str {
@@ -58,6 +70,7 @@ impl ImportFormat {
             ImportFormat::Azure => "azure",
             ImportFormat::AgentCalls => "agent-calls",
             ImportFormat::TraceV2 => "tracev2",
+            ImportFormat::LlmservingsimDataset => "llmservingsim-dataset",
         }
     }
 
@@ -166,6 +179,7 @@ pub fn open(format: ImportFormat, path: &Path, options: &ImportOptions) -> Resul
         ImportFormat::Azure => azure::open(path),
         ImportFormat::AgentCalls => agent_calls::open(path, options),
         ImportFormat::TraceV2 => tracev2::open(path, options),
+        ImportFormat::LlmservingsimDataset => llmservingsim_dataset::open(path),
     }
 }
 

@@ -23,6 +23,7 @@ mod fuzz;
 mod golden;
 mod hardening;
 mod import;
+mod ispass;
 mod properties;
 mod reject;
 mod report;

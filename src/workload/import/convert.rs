@@ -92,6 +92,10 @@ pub enum Source {
     /// aiconfigurator's measured deployments (`silicon_sample.csv`): see
     /// [`super::silicon`] (calibration plans only).
     Silicon,
+    /// LLMServingSim 2.0's ISPASS'26 runs (`../shared/data/llmservingsim-ispass26`):
+    /// see [`super::ispass26`] (calibration plans only).
+    #[serde(rename = "llmservingsim-ispass26")]
+    Ispass26,
 }
 
 impl Source {
@@ -103,6 +107,7 @@ impl Source {
             Source::BlisTrainval => "blis-trainval",
             Source::BlisEval => "blis-eval",
             Source::Silicon => "silicon",
+            Source::Ispass26 => "llmservingsim-ispass26",
         }
     }
 }
@@ -116,6 +121,7 @@ pub fn list(source: Source, data: &Path) -> Result<Vec<String>, ConvertError> {
         Source::BlisTrainval => return super::blis_trainval::list(data),
         Source::BlisEval => return super::blis_eval::list(data),
         Source::Silicon => return super::silicon::list(data),
+        Source::Ispass26 => return super::ispass26::list(data),
     };
     let entries = std::fs::read_dir(&dir).map_err(|e| ConvertError {
         file: dir.display().to_string(),
@@ -136,7 +142,7 @@ pub fn convert(source: Source, data: &Path, name: &str) -> Result<Converted, Con
     match source {
         Source::BlisVllmH100 => blis_vllm_h100(data, name),
         Source::Llmservingsim => llmservingsim(data, name),
-        Source::BlisTrainval | Source::BlisEval | Source::Silicon => Err(ConvertError {
+        Source::BlisTrainval | Source::BlisEval | Source::Silicon | Source::Ispass26 => Err(ConvertError {
             file: data.display().to_string(),
             line: 0,
             field: "source".to_owned(),

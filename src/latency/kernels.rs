@@ -335,7 +335,9 @@ impl Kernels {
             Fp8GemmRelease::Vllm024 => GemmDtype::Fp8,
             Fp8GemmRelease::Vllm014 => GemmDtype::Fp8Vllm014,
         };
-        if !tables.has_gemm(fp8) {
+        // Only FP8 weights read an FP8 table (`check` has refused FP8 on a
+        // GPU without the default one).
+        if weights.is_fp8() && !tables.has_gemm(fp8) {
             return Err(KernelsError::Unmeasured("no FP8 GEMMs measured on vLLM 0.14 for this GPU (H100 only)"));
         }
         let (dtype, moe_dtype) = match weights {

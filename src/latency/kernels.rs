@@ -40,14 +40,24 @@ pub struct KernelConstants {
     /// Further GPU time per sequence scheduled in a step (sampling over the
     /// vocabulary, per-sequence metadata), µs.
     pub per_sequence_us: f64,
-    /// The CPU side of a step (scheduling, input preparation, kernel
-    /// launches, output processing), µs; hidden behind the GPU under async
-    /// scheduling unless it is the longer (see the module docs).
+    /// The CPU side of a step (vLLM's schedule, the step's broadcast to the
+    /// workers, their input preparation, update_from_output), µs, as
+    /// measured on vLLM's own objects by scripts/vllm-host-cost; hidden
+    /// behind the GPU under async scheduling unless it is the longer (see
+    /// the module docs and `latency::overlap`).
     #[serde(default)]
     pub cpu_step_us: f64,
-    /// Further CPU time per sequence scheduled in a step, µs.
+    /// Further CPU time per sequence scheduled in a step, µs (measured).
     #[serde(default)]
     pub cpu_per_sequence_us: f64,
+    /// Further CPU time per token scheduled in a step, µs (measured).
+    #[serde(default)]
+    pub cpu_per_token_us: f64,
+    /// Multiplier on the three measured CPU terms: from the measuring host
+    /// to the real runs' hosts (and the host work it did not drive: kernel
+    /// launches, attention metadata, the sampler's setup); fitted.
+    #[serde(default = "super::one")]
+    pub cpu_scale: f64,
     /// Time from a request reaching the server to the engine seeing it (HTTP,
     /// tokenization), µs; part of its TTFT and E2E.
     pub request_overhead_us: f64,
@@ -82,13 +92,16 @@ impl KernelConstants {
             ("per_sequence_us", self.per_sequence_us),
             ("cpu_step_us", self.cpu_step_us),
             ("cpu_per_sequence_us", self.cpu_per_sequence_us),
+            ("cpu_per_token_us", self.cpu_per_token_us),
             ("request_overhead_us", self.request_overhead_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name}: {v} must be a non-negative number of microseconds"));
             }
         }
-        for (name, v) in [("gemm_scale", self.gemm_scale), ("attention_scale", self.attention_scale)] {
+        for (name, v) in
+            [("gemm_scale", self.gemm_scale), ("attention_scale", self.attention_scale), ("cpu_scale", self.cpu_scale)]
+        {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{name}: {v} must be a positive factor"));
             }
@@ -382,7 +395,8 @@ impl LatencyModel for Kernels {
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
         let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
-        let cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
+        let c = &self.c;
+        let cpu = super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch);
         super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
 }
@@ -400,6 +414,8 @@ mod tests {
             per_sequence_us: 0.0,
             cpu_step_us: 0.0,
             cpu_per_sequence_us: 0.0,
+            cpu_per_token_us: 0.0,
+            cpu_scale: 1.0,
             request_overhead_us: 0.0,
             gemm_scale: 1.0,
             attention_scale: 1.0,
@@ -468,6 +484,51 @@ mod tests {
         let cpu_bound = k.with_constants(KernelConstants { cpu_per_sequence_us: 80.0, ..c });
         assert!(gpu < 300 + 256 * 80, "{gpu}");
         assert_eq!(cpu_bound.step_time_us(&many), 300 + 256 * 80);
+    }
+
+    /// The measured CPU terms, by hand: 100 µs a step, 10 µs a scheduled
+    /// sequence, 0.5 µs a scheduled token, times a scale of 2. Eight decodes
+    /// and a 1,000-token prefill chunk: 9 sequences and 1,008 tokens, so
+    /// 2 × (100 + 90 + 504) = 1,388 µs, added to the GPU side without async
+    /// scheduling; eight decodes alone: 2 × (100 + 80 + 4) = 368 µs.
+    #[test]
+    fn the_cpu_side_prices_sequences_and_tokens_times_its_scale() {
+        let k = kernels("Llama-2-7b", "H100", 1);
+        let mut batch = decode(8, 100);
+        let decodes_only = batch.clone();
+        batch.prefills.push(PrefillChunk { new_tokens: 1000, context_tokens: 0, samples: true });
+        let c = KernelConstants {
+            cpu_step_us: 100.0,
+            cpu_per_sequence_us: 10.0,
+            cpu_per_token_us: 0.5,
+            cpu_scale: 2.0,
+            ..bare()
+        };
+        let sync = k.with_constants(c).with_async_scheduling(false);
+        assert_eq!(sync.step_time_us(&batch), k.step_time_us(&batch) + 1_388);
+        assert_eq!(sync.step_time_us(&decodes_only), k.step_time_us(&decodes_only) + 368);
+        // A scale of 1 leaves the measured terms as they are.
+        let unscaled = k.with_constants(KernelConstants { cpu_scale: 1.0, ..c }).with_async_scheduling(false);
+        assert_eq!(unscaled.step_time_us(&batch), k.step_time_us(&batch) + 694);
+    }
+
+    #[test]
+    fn the_cpu_terms_are_checked() {
+        assert_eq!(
+            KernelConstants { cpu_scale: 0.0, ..bare() }.validate().unwrap_err(),
+            "cpu_scale: 0 must be a positive factor"
+        );
+        assert_eq!(
+            KernelConstants { cpu_per_token_us: -1.0, ..bare() }.validate().unwrap_err(),
+            "cpu_per_token_us: -1 must be a non-negative number of microseconds"
+        );
+        // Older constants files (before the per-token term and the scale)
+        // still read: no per-token cost, a scale of 1.
+        let old: KernelConstants = crate::yaml::parse(
+            "step_overhead_us: 1\nper_sequence_us: 0\ncpu_step_us: 5\nrequest_overhead_us: 0\ngemm_scale: 1\nattention_scale: 1\n",
+        )
+        .unwrap();
+        assert_eq!((old.cpu_per_token_us, old.cpu_scale), (0.0, 1.0));
     }
 
     #[test]

@@ -52,7 +52,14 @@ sed -i -E -e "s/^cpu_step_us: .*/cpu_step_us: $step/" -e "s/^cpu_per_sequence_us
 "$bin" fit --silicon "$shared/data/aiconfigurator-vllm-h100-h200" "${silicon[@]}" \
   --params cpu_scale --start "$runs/gpu.yaml" --out "$runs/cpu.yaml"
 # One file: both fits' provenance, the second's constants (it kept the first's).
-{ grep '^#' "$runs/gpu.yaml"; cat "$runs/cpu.yaml"; } > "$root/src/latency/kernels/h100.constants.yaml"
+{
+    grep '^#' "$runs/gpu.yaml"
+    echo "# The CPU side's terms (cpu_step_us, cpu_per_sequence_us, cpu_per_token_us) are measured, not fitted:"
+    echo "# vLLM 0.12.0's own objects timed on the CPU by scripts/vllm-host-cost (the step_serial row of its"
+    echo "# curves/terms.csv: schedule + update_from_output + the step's broadcast + the worker's input"
+    echo "# preparation, thread CPU time on a 2.6 GHz Xeon under KVM, curves/cpu.txt); only their scale is:"
+    cat "$runs/cpu.yaml"
+} > "$root/src/latency/kernels/h100.constants.yaml"
 # shellcheck disable=SC2086
 "$bin" fit --runs "$runs" $llama $params --out "$root/sweeps/calibration/h100-fit-llama-2-7b.yaml"
 # shellcheck disable=SC2086

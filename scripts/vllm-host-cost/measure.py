@@ -340,8 +340,8 @@ def main():
                     help="tokenizer.json to reuse (written on first use)")
     ap.add_argument("--no-prepare", action="store_true",
                     help="skip the model runner's input preparation")
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=10)
     args = ap.parse_args()
 
     t0 = time.monotonic()

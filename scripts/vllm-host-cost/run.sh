@@ -14,14 +14,16 @@
 # CPU only: no GPU, weights or network beyond the installs. The model dir holds
 # only Llama-2-7b-hf's config.json from <shared>/data/blis-vllm-h100/model_configs.
 # VLLM_HOST_COST_VERSIONS="0.15.1" measures a subset; extra arguments to
-# measure.py go in VLLM_HOST_COST_ARGS (e.g. "--reps 50").
+# measure.py go in VLLM_HOST_COST_ARGS (e.g. "--reps 50");
+# VLLM_HOST_COST_OUT=DIR writes the curves there instead of curves/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/scripts/vllm-host-cost"
 shared=${1:-"$root/../shared"}
 versions=${VLLM_HOST_COST_VERSIONS:-"0.15.1 0.12.0"}
 work="$root/target/vllm-host-cost"
-mkdir -p "$work/model" "$here/curves"
+curves=${VLLM_HOST_COST_OUT:-"$here/curves"}
+mkdir -p "$work/model" "$curves"
 
 config="$shared/data/blis-vllm-h100/model_configs/Llama-2-7b-hf.json"
 [[ -f $config ]] || { echo "missing $config (pass the shared dir as the argument)" >&2; exit 1; }
@@ -56,12 +58,12 @@ for v in $versions; do
     echo "vllm $v: measuring with $dir"
     # shellcheck disable=SC2086
     "$dir/bin/python" "$here/measure.py" --model "$work/model" \
-        --tokenizer-cache "$work/tokenizer.json" --out "$here/curves/vllm-$v.csv" \
+        --tokenizer-cache "$work/tokenizer.json" --out "$curves/vllm-$v.csv" \
         ${VLLM_HOST_COST_ARGS:-} 2>&1 | grep -v "Failed to import from vllm._C"
 done
 {
     lscpu | grep -E "^(Model name|CPU family|Model:|Stepping|CPU\(s\)|Thread|Core|Socket|Hypervisor|L3|BogoMIPS)"
     grep -m1 "cpu MHz" /proc/cpuinfo
     echo "load average while measuring: $(cut -d' ' -f1-3 /proc/loadavg)"
-} > "$here/curves/cpu.txt"
-python3 "$here/fit.py" "$here"/curves/vllm-*.csv --out "$here/curves/terms.csv"
+} > "$curves/cpu.txt"
+python3 "$here/fit.py" "$curves"/vllm-*.csv --out "$curves/terms.csv"

@@ -40,14 +40,24 @@ pub struct KernelConstants {
     /// Further GPU time per sequence scheduled in a step (sampling over the
     /// vocabulary, per-sequence metadata), µs.
     pub per_sequence_us: f64,
-    /// The CPU side of a step (scheduling, input preparation, kernel
-    /// launches, output processing), µs; hidden behind the GPU under async
-    /// scheduling unless it is the longer (see the module docs).
+    /// The CPU side of a step (vLLM's schedule, the step's broadcast to the
+    /// workers, their input preparation, update_from_output), µs, as
+    /// measured on vLLM's own objects by scripts/vllm-host-cost; hidden
+    /// behind the GPU under async scheduling unless it is the longer (see
+    /// the module docs and `latency::overlap`).
     #[serde(default)]
     pub cpu_step_us: f64,
-    /// Further CPU time per sequence scheduled in a step, µs.
+    /// Further CPU time per sequence scheduled in a step, µs (measured).
     #[serde(default)]
     pub cpu_per_sequence_us: f64,
+    /// Further CPU time per token scheduled in a step, µs (measured).
+    #[serde(default)]
+    pub cpu_per_token_us: f64,
+    /// Multiplier on the three measured CPU terms: from the measuring host
+    /// to the real runs' hosts (and the host work it did not drive: kernel
+    /// launches, attention metadata, the sampler's setup); fitted.
+    #[serde(default = "super::one")]
+    pub cpu_scale: f64,
     /// Time from a request reaching the server to the engine seeing it (HTTP,
     /// tokenization), µs; part of its TTFT and E2E.
     pub request_overhead_us: f64,
@@ -91,13 +101,16 @@ impl KernelConstants {
             ("per_sequence_us", self.per_sequence_us),
             ("cpu_step_us", self.cpu_step_us),
             ("cpu_per_sequence_us", self.cpu_per_sequence_us),
+            ("cpu_per_token_us", self.cpu_per_token_us),
             ("request_overhead_us", self.request_overhead_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name}: {v} must be a non-negative number of microseconds"));
             }
         }
-        for (name, v) in [("gemm_scale", self.gemm_scale), ("attention_scale", self.attention_scale)] {
+        for (name, v) in
+            [("gemm_scale", self.gemm_scale), ("attention_scale", self.attention_scale), ("cpu_scale", self.cpu_scale)]
+        {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{name}: {v} must be a positive factor"));
             }
@@ -521,10 +534,13 @@ impl LatencyModel for Kernels {
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
         let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
-        let mut cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
-        if self.enforce_eager {
-            cpu += self.eager_launch_us(batch, m);
-        }
+        let c = &self.c;
+        let cpu = super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch);
+        // Without CUDA graphs the host launches every kernel itself, but
+        // launches are asynchronous: the host queues kernel i + 1 while the
+        // GPU runs kernel i, so the forward pass lasts the longer of the
+        // GPU's kernels and the host's launches, not their sum.
+        let gpu = if self.enforce_eager { gpu.max(self.eager_launch_us(batch, m)) } else { gpu };
         super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
 }
@@ -542,6 +558,8 @@ mod tests {
             per_sequence_us: 0.0,
             cpu_step_us: 0.0,
             cpu_per_sequence_us: 0.0,
+            cpu_per_token_us: 0.0,
+            cpu_scale: 1.0,
             request_overhead_us: 0.0,
             gemm_scale: 1.0,
             attention_scale: 1.0,
@@ -616,19 +634,23 @@ mod tests {
     /// the host: Llama-3.1-70B at TP4 decoding launches 4 GEMMs, one
     /// attention kernel, 2 all-reduces and 4 elementwise kernels a layer, at
     /// 3.2 µs each plus 7 µs a layer, over 80 layers, then the LM head:
-    /// 3,379.2 µs more CPU a step. Taking turns (no async scheduling) the
-    /// step is that much longer; overlapped, it hides behind the GPU's
-    /// ~11 ms.
+    /// 3,379.2 µs of launches a step. The host queues them while the GPU
+    /// runs the kernels before, so they hide behind the GPU's ~11 ms; with
+    /// the GEMMs and attention priced at nothing (scales 0) the GPU's part
+    /// is shorter than the launches, and the forward pass lasts as long as
+    /// the launches.
     #[test]
-    fn eager_mode_adds_host_launches_to_the_cpu_side() {
+    fn eager_mode_launches_overlap_the_gpu() {
         let k = kernels("Llama-3.1-70B", "H100", 4);
         let one = decode(8, 300);
-        let graphs = k.clone().with_async_scheduling(false).step_time_us(&one);
         let eager = k.clone().with_async_scheduling(false).with_enforce_eager(true);
         assert_eq!(eager.eager_launch_us(&one, 8.0), 80.0 * (11.0 * 3.2 + 7.0) + 3.2);
-        assert_eq!(eager.step_time_us(&one), (graphs as f64 + 3_379.2).round() as u64);
-        let overlapped = k.clone().with_enforce_eager(true).step_time_us(&one);
-        assert_eq!(overlapped, k.step_time_us(&one));
+        assert_eq!(eager.step_time_us(&one), k.clone().with_async_scheduling(false).step_time_us(&one));
+        let light = KernelConstants { gemm_scale: 0.0, attention_scale: 0.0, ..bare() };
+        let graphs = k.clone().with_constants(light).with_async_scheduling(false).step_time_us(&one);
+        let eager_light = eager.clone().with_constants(light).step_time_us(&one);
+        assert!(graphs < 3_379, "{graphs}");
+        assert_eq!(eager_light, 3_379);
         // A mixed step launches a second attention kernel; an MoE layer its
         // router and the measured fused MoE op (one) instead of the MLP's
         // two GEMMs: Mixtral's 32 layers launch 11 a layer too.
@@ -642,6 +664,51 @@ mod tests {
         let Some(e) = &moe.moe else { panic!("Mixtral is MoE") };
         assert!(matches!(e.routed, Routed::Fused(_)));
         assert!((moe.eager_launch_us(&one, 8.0) - (32.0 * (11.0 * 3.2 + 7.0) + 3.2)).abs() < 1e-9);
+    }
+
+    /// The measured CPU terms, by hand: 100 µs a step, 10 µs a scheduled
+    /// sequence, 0.5 µs a scheduled token, times a scale of 2. Eight decodes
+    /// and a 1,000-token prefill chunk: 9 sequences and 1,008 tokens, so
+    /// 2 × (100 + 90 + 504) = 1,388 µs, added to the GPU side without async
+    /// scheduling; eight decodes alone: 2 × (100 + 80 + 4) = 368 µs.
+    #[test]
+    fn the_cpu_side_prices_sequences_and_tokens_times_its_scale() {
+        let k = kernels("Llama-2-7b", "H100", 1);
+        let mut batch = decode(8, 100);
+        let decodes_only = batch.clone();
+        batch.prefills.push(PrefillChunk { new_tokens: 1000, context_tokens: 0, samples: true });
+        let c = KernelConstants {
+            cpu_step_us: 100.0,
+            cpu_per_sequence_us: 10.0,
+            cpu_per_token_us: 0.5,
+            cpu_scale: 2.0,
+            ..bare()
+        };
+        let sync = k.with_constants(c).with_async_scheduling(false);
+        assert_eq!(sync.step_time_us(&batch), k.step_time_us(&batch) + 1_388);
+        assert_eq!(sync.step_time_us(&decodes_only), k.step_time_us(&decodes_only) + 368);
+        // A scale of 1 leaves the measured terms as they are.
+        let unscaled = k.with_constants(KernelConstants { cpu_scale: 1.0, ..c }).with_async_scheduling(false);
+        assert_eq!(unscaled.step_time_us(&batch), k.step_time_us(&batch) + 694);
+    }
+
+    #[test]
+    fn the_cpu_terms_are_checked() {
+        assert_eq!(
+            KernelConstants { cpu_scale: 0.0, ..bare() }.validate().unwrap_err(),
+            "cpu_scale: 0 must be a positive factor"
+        );
+        assert_eq!(
+            KernelConstants { cpu_per_token_us: -1.0, ..bare() }.validate().unwrap_err(),
+            "cpu_per_token_us: -1 must be a non-negative number of microseconds"
+        );
+        // Older constants files (before the per-token term and the scale)
+        // still read: no per-token cost, a scale of 1.
+        let old: KernelConstants = crate::yaml::parse(
+            "step_overhead_us: 1\nper_sequence_us: 0\ncpu_step_us: 5\nrequest_overhead_us: 0\ngemm_scale: 1\nattention_scale: 1\n",
+        )
+        .unwrap();
+        assert_eq!((old.cpu_per_token_us, old.cpu_scale), (0.0, 1.0));
     }
 
     #[test]

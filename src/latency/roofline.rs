@@ -92,6 +92,12 @@ pub struct RooflineConstants {
     /// Further CPU time per sequence scheduled in a step, µs.
     #[serde(default)]
     pub cpu_per_sequence_us: f64,
+    /// Further CPU time per token scheduled in a step, µs.
+    #[serde(default)]
+    pub cpu_per_token_us: f64,
+    /// Multiplier on the three CPU terms (as the kernels model's).
+    #[serde(default = "super::one")]
+    pub cpu_scale: f64,
     /// Time from a request reaching the server to the engine seeing it
     /// (HTTP, tokenization), µs; part of its TTFT and E2E.
     pub request_overhead_us: f64,
@@ -111,6 +117,8 @@ impl Default for RooflineConstants {
             step_overhead_us: STEP_OVERHEAD_US,
             cpu_step_us: 0.0,
             cpu_per_sequence_us: 0.0,
+            cpu_per_token_us: 0.0,
+            cpu_scale: 1.0,
             // Not measured: real TTFT includes the server front end, which
             // only a fit against real runs can estimate.
             request_overhead_us: 0.0,
@@ -136,6 +144,7 @@ impl RooflineConstants {
                 let mut c = RooflineConstants::default();
                 if let Some(k) = super::KernelConstants::fitted(gpu) {
                     (c.cpu_step_us, c.cpu_per_sequence_us) = (k.cpu_step_us, k.cpu_per_sequence_us);
+                    (c.cpu_per_token_us, c.cpu_scale) = (k.cpu_per_token_us, k.cpu_scale);
                 }
                 return c;
             }
@@ -164,12 +173,16 @@ impl RooflineConstants {
             ("step_overhead_us", self.step_overhead_us),
             ("cpu_step_us", self.cpu_step_us),
             ("cpu_per_sequence_us", self.cpu_per_sequence_us),
+            ("cpu_per_token_us", self.cpu_per_token_us),
             ("request_overhead_us", self.request_overhead_us),
         ];
         for (name, v) in times {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name}: {v} must be a non-negative number of microseconds"));
             }
+        }
+        if !(self.cpu_scale.is_finite() && self.cpu_scale > 0.0) {
+            return Err(format!("cpu_scale: {} must be a positive factor", self.cpu_scale));
         }
         Ok(())
     }
@@ -463,8 +476,8 @@ impl Roofline {
 
     /// The CPU side of a step of `batch`, µs.
     fn cpu_us(&self, batch: &StepBatch) -> f64 {
-        let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
-        self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences
+        let c = &self.c;
+        super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch)
     }
 
     /// The LM head over `sampled` sequences, µs.
@@ -583,6 +596,7 @@ mod tests {
         let c = RooflineConstants::for_gpu("H100");
         let k = crate::latency::KernelConstants::fitted("H100").unwrap();
         assert_eq!((c.cpu_step_us, c.cpu_per_sequence_us), (k.cpu_step_us, k.cpu_per_sequence_us));
+        assert_eq!((c.cpu_per_token_us, c.cpu_scale), (k.cpu_per_token_us, k.cpu_scale));
         assert!(c.cpu_step_us > 0.0);
         let m = model("Llama-3.1-8B");
         let gpu_only = Roofline::new(
@@ -596,10 +610,22 @@ mod tests {
         let with_cpu = Roofline::new(&m, &h100, 1, 2, false, c);
         let batch = decode(8, 500);
         let gpu = gpu_only.step_time_us(&batch) as f64;
-        let cpu = c.cpu_step_us + 8.0 * c.cpu_per_sequence_us;
+        let cpu = c.cpu_scale * (c.cpu_step_us + 8.0 * c.cpu_per_sequence_us + 8.0 * c.cpu_per_token_us);
         let sync = with_cpu.clone().with_async_scheduling(false).step_time_us(&batch) as f64;
         assert!((sync - (gpu + cpu)).abs() <= 1.0, "{sync} {gpu} {cpu}");
         assert_eq!(with_cpu.step_time_us(&batch) as f64, gpu.max(cpu.round()));
+    }
+
+    #[test]
+    fn a_cpu_scale_must_be_a_positive_factor() {
+        let c = RooflineConstants::default();
+        assert_eq!(c.cpu_scale, 1.0);
+        for bad in [0.0, -1.0, f64::NAN] {
+            let err = RooflineConstants { cpu_scale: bad, ..c }.validate().unwrap_err();
+            assert!(err.starts_with("cpu_scale: "), "{err}");
+        }
+        let err = RooflineConstants { cpu_per_token_us: -0.5, ..c }.validate().unwrap_err();
+        assert_eq!(err, "cpu_per_token_us: -0.5 must be a non-negative number of microseconds");
     }
 
     /// TP beyond one node: the all-reduce leaves NVLink for NCCL's ring over

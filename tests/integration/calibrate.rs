@@ -439,15 +439,16 @@ fn fit_recovers_the_cpu_side_from_a_deployment_without_async_scheduling() {
     let fitted: serde_json::Value = blis_sweep::yaml::parse(&dir.read("fitted.yaml")).unwrap();
     let got = fitted["cpu_step_us"].as_f64().unwrap();
     assert!((got / 3000.0 - 1.0).abs() < 0.02, "fitted {got} µs");
-    // With async scheduling the same CPU side hides behind the GPU: the
-    // TPOT does not move.
+    // With async scheduling a CPU side shorter than the GPU's hides behind
+    // it: the TPOT does not move (3000 µs as it stands, cpu_scale 1; the
+    // embedded scale would make it longer than this step's GPU side).
     let tpot_with = |cpu: u32, extra: &str| {
         let out = format!("o{cpu}{}", extra.len());
         dir.create(
             "p.yaml",
             &format!(
                 "name: p\ncalibration:\n  - {{source: silicon, data: data, experiments: [{row}]}}\n\
-                 overrides:\n  latency_model: {{kind: kernels, constants: {{cpu_step_us: {cpu}}}}}\n{extra}output: {out}\n"
+                 overrides:\n  latency_model: {{kind: kernels, constants: {{cpu_step_us: {cpu}, cpu_scale: 1}}}}\n{extra}output: {out}\n"
             ),
         );
         TestCommand::new(&dir.path, &["-q", "--no-report", "--force", "p.yaml"]).stdout();

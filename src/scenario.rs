@@ -601,7 +601,7 @@ mod tests {
                 "engine.max_num_batched_tokens",
             ),
             // Eager launches are counted from the kernels model's kernels.
-            ("model: Llama-2-7b\nhardware: A100\nengine: {enforce_eager: true}\n", "engine.enforce_eager"),
+            ("model: Llama-2-7b\nhardware: RTX4090\nengine: {enforce_eager: true}\n", "engine.enforce_eager"),
         ];
         for (yaml, field) in cases {
             let e = resolve(spec(yaml), Path::new("."), "x").unwrap_err();

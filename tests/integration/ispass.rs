@@ -79,15 +79,17 @@ fn deployments_replay_scored_on_their_means_and_curve_and_disaggregation_is_refu
     let md = dir.read("eager/calibration.md");
     assert!(md.contains("| SD | TTFT mean, ms | 61.50 |"), "{md}");
     assert!(md.contains("(+419.7 %)"), "TokenSim's published SD TTFT beside ours: {md}");
-    // CUDA graphs: the same replay without the host's per-kernel launches
-    // has a shorter TPOT.
+    // CUDA graphs: the host's per-kernel launches (3.4 ms a step for the 70B
+    // at TP4) queue while the GPU runs the kernels before them and hide
+    // behind its ~17 ms, so the replay's TPOT is the same either way (the
+    // kernels model's unit tests cover launches that outlast the GPU).
     let graphs = plan(&dir, "graphs", "SD", "overrides: {engine.enforce_eager: false}\n");
     TestCommand::new(&dir.path, &["-q", "--no-report", &graphs]).stdout();
     let tpot = |out: &str| {
         let rows = read_columns(&dir.join(&format!("{out}/calibration.parquet")), &["metric", "simulated_ms"]);
         rows.iter().find(|r| r[0] == "tpot_mean").unwrap()[1].parse::<f64>().unwrap()
     };
-    assert!(tpot("eager") > tpot("graphs") + 2.0, "{} {}", tpot("eager"), tpot("graphs"));
+    assert_eq!(tpot("eager"), tpot("graphs"));
     let pdd = plan(&dir, "pdd", "PDD", "");
     // A deployment that cannot be replayed fails its experiment (exit 1), as
     // any calibration run that fails does, with the reason on one line.

@@ -15,7 +15,7 @@ use std::path::Path;
 
 pub use hardware::Gpu;
 pub use model::{Attention, ModelArch};
-pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, ScenarioSpec};
+pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::latency::{KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer};
@@ -167,6 +167,9 @@ fn invalid<T>(field: &str, reason: impl Into<String>) -> Result<T, InvalidValue>
 /// Resolves a parsed scenario; `base` is the directory relative paths start
 /// from and `default_name` the name used when the scenario has none.
 pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, InvalidValue> {
+    // The model's published sampling defaults: known for catalog models
+    // only (a config.json path carries no generation_config.json).
+    let mut sampling_defaults = None;
     let model = match (&spec.model_config, &spec.model) {
         (Some(path), _) => {
             let full = base.join(path);
@@ -190,6 +193,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                     ),
                 );
             };
+            sampling_defaults = catalog::sampling_defaults(id);
             ModelArch::from_config_json(id, text)
                 .map_err(|e| InvalidValue { field: "model".to_owned(), reason: e.to_string() })?
         }
@@ -330,6 +334,11 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
     };
     let release = vllm_version.behaviour();
     let async_scheduling = e.async_scheduling.unwrap_or(true);
+    // Requests that sample with the model's top-k/top-p on a release that
+    // sorts the vocabulary for it pay the sort (greedy ones take argmax).
+    let sort_sampler = spec.sampling.unwrap_or_default() == Sampling::ModelDefaults
+        && sampling_defaults.is_some_and(|d| d.filters(model.vocab_size))
+        && vllm_version.sorts_top_k_top_p();
     let fp8 = dtype.is_fp8();
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment; where
@@ -359,7 +368,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                 Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)
                     .with_kv_cache_bytes(kv_dtype_bytes)
                     .with_expert_parallel(u64::from(dp))
-                    .with_async_scheduling(async_scheduling),
+                    .with_async_scheduling(async_scheduling)
+                    .with_sort_sampler(sort_sampler),
             ))
         }
         LatencySpec::Kernels { constants_file, constants } => {
@@ -375,7 +385,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             StepPricer::Kernels(Box::new(
                 Kernels::new(&model, &gpu, tp, dtype, kv_dtype_bytes, spec.moe_routing.unwrap_or_default(), c)
                     .map_err(bad)?
-                    .with_async_scheduling(async_scheduling),
+                    .with_async_scheduling(async_scheduling)
+                    .with_sort_sampler(sort_sampler),
             ))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(

@@ -150,6 +150,15 @@ pub struct Kernels {
     kernel_floor_us: f64,
     /// Whether the engine overlaps a step's CPU side with the GPU.
     async_scheduling: bool,
+    /// The vocabulary every sampling sequence's logits span (the LM head's
+    /// output gathered on every TP rank).
+    vocab: f64,
+    /// Whether sampling runs vLLM's sort-based top-k/top-p path (see
+    /// [`sort_sampler_us`]).
+    sort_sampler: bool,
+    /// Bytes `reshape_and_cache` moves per token per layer on one GPU (see
+    /// [`Kernels::kv_write_us`]).
+    kv_write_bytes: f64,
     c: KernelConstants,
 }
 
@@ -179,6 +188,24 @@ enum Routed {
 /// kernels (see roofline.rs) and never less than the shortest measured kernel.
 const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
+
+/// vLLM's PyTorch top-k/top-p path (`apply_top_k_top_p`: a sort of every
+/// sampling row over the whole vocabulary, then a cumulative softmax), µs
+/// per logit: 3.812 ms for a batch of 256 rows × a vocabulary of 131,072
+/// (vllm-project/vllm#32558, "Triton-based top-p/top-k masking", PyTorch
+/// column, `topk_whole`; the same thread's smaller batches, about 1.07 ms at
+/// 64 and 2.1–2.4 ms at 128, sit 11–21 % above this line). The sampler runs
+/// on every TP rank over the full vocabulary, so TP does not shrink it.
+pub(crate) const SORT_SAMPLER_US_PER_LOGIT: f64 = 3812.0 / (256.0 * 131_072.0);
+
+/// GPU time of vLLM's sort-based top-k/top-p sampler for `sequences`
+/// sampling rows over a vocabulary of `vocab`, µs: proportional to the
+/// logits sorted ([`SORT_SAMPLER_US_PER_LOGIT`]). Only releases that run
+/// this path pay it (see [`crate::scenario::Sampling`]); greedy requests take
+/// the argmax path and skip it.
+pub(crate) fn sort_sampler_us(sequences: f64, vocab: f64) -> f64 {
+    sequences * vocab * SORT_SAMPLER_US_PER_LOGIT
+}
 
 impl Kernels {
     /// Whether the tables can price `model` on `tp` GPUs of kind `gpu` with
@@ -295,8 +322,44 @@ impl Kernels {
             tp,
             bandwidth: gpu.memory_bandwidth,
             async_scheduling: true,
+            vocab: model.vocab_size as f64,
+            sort_sampler: false,
+            // `reshape_and_cache_flash` reads each new token's K and V and
+            // writes them into the paged cache.
+            kv_write_bytes: 2.0 * model.kv_elements_per_token_per_layer(tp) as f64 * kv_bytes as f64,
             c,
         })
+    }
+
+    /// The same model for requests that sample through vLLM's sort-based
+    /// top-k/top-p path (off unless set; see [`sort_sampler_us`]).
+    pub fn with_sort_sampler(self, sort_sampler: bool) -> Kernels {
+        Kernels { sort_sampler, ..self }
+    }
+
+    /// Writing `tokens` new tokens' K and V into the paged KV cache, one
+    /// layer, µs: vLLM's `reshape_and_cache_flash`, a kernel of its own per
+    /// layer that the attention tables do not hold (aiconfigurator times the
+    /// backend's `forward`, which no longer writes the cache since vLLM split
+    /// `unified_kv_cache_update` out of FlashAttention's forward in 0.16,
+    /// vllm-project/vllm#32335). Priced as the elementwise kernels are: its
+    /// bytes at memory bandwidth with the streaming efficiency, never less
+    /// than the shortest measured kernel.
+    fn kv_write_us(&self, tokens: f64) -> f64 {
+        if tokens <= 0.0 {
+            return 0.0;
+        }
+        (tokens * self.kv_write_bytes / (self.bandwidth * super::roofline::MEMORY_EFFICIENCY) * 1e6)
+            .max(self.kernel_floor_us)
+    }
+
+    /// The per-sequence GPU work outside the kernel tables that neither TP
+    /// nor the batch's weights amortise: the KV-cache write on every layer
+    /// and, where the requests sample with top-k/top-p on a release that
+    /// sorts, the sampler over the full vocabulary. µs per step.
+    fn per_sequence_gpu_us(&self, tokens: f64, sampled: f64) -> f64 {
+        let sampler = if self.sort_sampler { sort_sampler_us(sampled, self.vocab) } else { 0.0 };
+        self.layers * self.kv_write_us(tokens) + sampler
     }
 
     /// The same model for an engine with or without async scheduling (on
@@ -381,7 +444,11 @@ impl LatencyModel for Kernels {
         let layer = gemms * self.c.gemm_scale + attention * self.c.attention_scale + allreduce + elementwise;
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
-        let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
+        let gpu = self.layers * layer
+            + lm_head
+            + self.per_sequence_gpu_us(m, sampled)
+            + self.c.step_overhead_us
+            + self.c.per_sequence_us * sequences;
         let cpu = self.c.cpu_step_us + self.c.cpu_per_sequence_us * sequences;
         super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }

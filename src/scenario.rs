@@ -529,6 +529,29 @@ mod tests {
         resolve(s, Path::new("."), "t").unwrap().engine.num_gpu_blocks
     }
 
+    /// The sampler is priced where the requests sample with the model's
+    /// top-k/top-p on a release that sorts for it: Llama-2-7b (top-p 0.9) on
+    /// 0.15.1 by default; not `sampling: greedy`, not a release from 0.16,
+    /// not CodeLlama-34b (whose generation config sets neither).
+    #[test]
+    fn the_sampler_follows_the_requests_the_model_and_the_release() {
+        use crate::latency::LatencyModel;
+        let step = |model: &str, extra: &str| {
+            let s = spec(&format!("model: {model}\nhardware: H100\n{extra}"));
+            let d = resolve(s, Path::new("."), "t").unwrap();
+            d.latency.step_time_us(&crate::latency::StepBatch { decodes: 64, decode_context_tokens: 64_000, ..Default::default() })
+        };
+        let old = "engine: {vllm_version: 0.15.1}\n";
+        let sampled = step("Llama-2-7b", old);
+        let greedy = step("Llama-2-7b", &format!("sampling: greedy\n{old}"));
+        // 64 rows × 32,000 logits × 3,812 µs / (256 × 131,072) = 232.6 µs.
+        assert!((sampled as f64 - greedy as f64 - 232.6).abs() <= 1.0, "{sampled} {greedy}");
+        assert_eq!(step("Llama-2-7b", "engine: {vllm_version: 0.16.0}\n"), greedy);
+        assert_eq!(step("Llama-2-7b", ""), greedy);
+        assert_eq!(step("CodeLlama-34b", old), step("CodeLlama-34b", &format!("sampling: greedy\n{old}")));
+        assert!(serde_saphyr::from_str::<ScenarioSpec>("model: Llama-2-7b\nhardware: H100\nsampling: nucleus\n").is_err());
+    }
+
     /// vLLM 0.15.1 on H100 at utilisation 0.9 reported these block counts
     /// (`../shared/data/blis-vllm-h100/experiments.csv`, kv_blocks_total_gpu).
     #[test]

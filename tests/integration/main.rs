@@ -22,6 +22,7 @@ mod fuzz;
 mod golden;
 mod hardening;
 mod import;
+mod load_trend;
 mod properties;
 mod reject;
 mod report;

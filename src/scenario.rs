@@ -539,7 +539,11 @@ mod tests {
         let step = |model: &str, extra: &str| {
             let s = spec(&format!("model: {model}\nhardware: H100\n{extra}"));
             let d = resolve(s, Path::new("."), "t").unwrap();
-            d.latency.step_time_us(&crate::latency::StepBatch { decodes: 64, decode_context_tokens: 64_000, ..Default::default() })
+            d.latency.step_time_us(&crate::latency::StepBatch {
+                decodes: 64,
+                decode_context_tokens: 64_000,
+                ..Default::default()
+            })
         };
         let old = "engine: {vllm_version: 0.15.1}\n";
         let sampled = step("Llama-2-7b", old);
@@ -549,7 +553,9 @@ mod tests {
         assert_eq!(step("Llama-2-7b", "engine: {vllm_version: 0.16.0}\n"), greedy);
         assert_eq!(step("Llama-2-7b", ""), greedy);
         assert_eq!(step("CodeLlama-34b", old), step("CodeLlama-34b", &format!("sampling: greedy\n{old}")));
-        assert!(serde_saphyr::from_str::<ScenarioSpec>("model: Llama-2-7b\nhardware: H100\nsampling: nucleus\n").is_err());
+        assert!(
+            serde_saphyr::from_str::<ScenarioSpec>("model: Llama-2-7b\nhardware: H100\nsampling: nucleus\n").is_err()
+        );
     }
 
     /// vLLM 0.15.1 on H100 at utilisation 0.9 reported these block counts

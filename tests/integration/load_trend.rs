@@ -26,7 +26,9 @@ fn per_request_data(dir: &Dir, requests: &[(f64, f64, f64)]) {
     let head = "experiment,same_run_as_requests_file,exp_id,model,hardware,precision,tp,dp,cpu_offload,gpu_mem_util,\
                 max_num_batched_tokens,workload,stage_index,metric,actual_ms,pred_ms_blis-trained-physics\n";
     let row = |stage: i32, pred: f64| {
-        format!("2-mini,requests/mini.csv,2,meta-llama/Llama-2-7b-hf,H100,FP16,1,,True,0.9,2048,codegen,{stage},e2e_mean,2000.0,{pred}\n")
+        format!(
+            "2-mini,requests/mini.csv,2,meta-llama/Llama-2-7b-hf,H100,FP16,1,,True,0.9,2048,codegen,{stage},e2e_mean,2000.0,{pred}\n"
+        )
     };
     dir.create("data/aggregates_eval38.csv", &format!("{head}{}{}", row(0, 2200.0), row(1, 2100.0)));
     dir.create("plan.yaml", "name: l\ncalibration:\n  - {source: blis-vllm-h100, data: data}\noutput: out\n");
@@ -81,14 +83,16 @@ fn a_swept_run_shows_its_error_per_stage_and_its_trend() {
 fn a_stage_the_real_server_did_not_keep_up_with_is_marked_and_left_out() {
     let dir = Dir::new("load-saturated");
     // Stage 1's real E2E grows from 2 s to 9 s across it: a growing queue.
-    let requests: Vec<_> = sends()
-        .map(|(stage, t)| (t, 0.05, if stage == 0 { 2.0 } else { 2.0 + (t - 4.0) * 2.0 }))
-        .collect();
+    let requests: Vec<_> =
+        sends().map(|(stage, t)| (t, 0.05, if stage == 0 { 2.0 } else { 2.0 + (t - 4.0) * 2.0 })).collect();
     per_request_data(&dir, &requests);
     TestCommand::new(&dir.path, &["plan.yaml", "-q", "--no-report"]).stdout();
     let rows = stage_rows(&dir);
     let saturated: Vec<(&str, &str)> = rows.iter().map(|r| (r[1].as_str(), r[3].as_str())).collect();
-    assert_eq!(saturated, [("0", "false"), ("0", "false"), ("0", "false"), ("1", "true"), ("1", "true"), ("1", "true")]);
+    assert_eq!(
+        saturated,
+        [("0", "false"), ("0", "false"), ("0", "false"), ("1", "true"), ("1", "true"), ("1", "true")]
+    );
     let md = dir.read("out/calibration.md");
     let e2e = md.lines().find(|l| l.starts_with("| `mini` |") && l.contains("E2E mean")).unwrap();
     assert!(e2e.contains("2.0 req/s: ") && e2e.contains(", saturated") && e2e.ends_with("| – |"), "{e2e}");
@@ -98,15 +102,16 @@ fn a_stage_the_real_server_did_not_keep_up_with_is_marked_and_left_out() {
 fn runs_known_by_their_aggregates_show_their_stages_and_one_stage_runs_none() {
     let dir = Dir::new("load-trainval");
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trainval-mini");
-    dir.create("plan.yaml", &format!("name: t\ncalibration:\n  - {{source: blis-trainval, data: {data}}}\noutput: out\n"));
+    dir.create(
+        "plan.yaml",
+        &format!("name: t\ncalibration:\n  - {{source: blis-trainval, data: {data}}}\noutput: out\n"),
+    );
     // The Llama 4 run cannot be priced (exit 1); the other is compared.
     assert_eq!(TestCommand::new(&dir.path, &["plan.yaml", "-q", "--no-report"]).output().status.code(), Some(1));
     let rows = stage_rows(&dir);
     // 2 req/s × 10 s then 4 req/s × 10 s; the aggregates give stage E2E only.
-    let seen: Vec<(&str, f64, &str, f64)> = rows
-        .iter()
-        .map(|r| (r[1].as_str(), r[2].parse().unwrap(), r[4].as_str(), r[5].parse().unwrap()))
-        .collect();
+    let seen: Vec<(&str, f64, &str, f64)> =
+        rows.iter().map(|r| (r[1].as_str(), r[2].parse().unwrap(), r[4].as_str(), r[5].parse().unwrap())).collect();
     assert_eq!(seen, [("0", 2.0, "e2e_mean", 190.0), ("1", 4.0, "e2e_mean", 210.0)]);
     let md = dir.read("out/calibration.md");
     let e2e = md.lines().find(|l| l.starts_with("| `7-llama-2-7b-tp1-mini` |")).unwrap();

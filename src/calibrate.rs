@@ -1,12 +1,14 @@
 //! Calibration: how far the simulator is from a real vLLM server on the
 //! same requests. [`observed`] reads either side (result JSONL or TraceV2),
 //! [`report`] matches and compares them request by request, [`aggregates`]
-//! compares runs known only by their aggregates, [`stats`] holds the
+//! compares runs known only by their aggregates, [`load`] shows the error
+//! against load over a run's rate stages, [`stats`] holds the
 //! statistics, [`fit`] fits latency constants to real runs.
 
 pub mod aggregates;
 pub mod fit;
 pub mod ispass;
+pub mod load;
 pub mod observed;
 pub mod report;
 pub mod stats;

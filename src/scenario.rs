@@ -15,7 +15,7 @@ use std::path::Path;
 
 pub use hardware::Gpu;
 pub use model::{Attention, ModelArch};
-pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, ScenarioSpec};
+pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::latency::{
@@ -169,6 +169,9 @@ fn invalid<T>(field: &str, reason: impl Into<String>) -> Result<T, InvalidValue>
 /// Resolves a parsed scenario; `base` is the directory relative paths start
 /// from and `default_name` the name used when the scenario has none.
 pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, InvalidValue> {
+    // The model's published sampling defaults: known for catalog models
+    // only (a config.json path carries no generation_config.json).
+    let mut sampling_defaults = None;
     let model = match (&spec.model_config, &spec.model) {
         (Some(path), _) => {
             let full = base.join(path);
@@ -192,6 +195,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                     ),
                 );
             };
+            sampling_defaults = catalog::sampling_defaults(id);
             ModelArch::from_config_json(id, text)
                 .map_err(|e| InvalidValue { field: "model".to_owned(), reason: e.to_string() })?
         }
@@ -338,6 +342,11 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         None => None,
     };
     let async_scheduling = e.async_scheduling.unwrap_or(true);
+    // Requests that sample with the model's top-k/top-p on a release that
+    // sorts the vocabulary for it pay the sort (greedy ones take argmax).
+    let sort_sampler = spec.sampling.unwrap_or_default() == Sampling::ModelDefaults
+        && sampling_defaults.is_some_and(|d| d.filters(model.vocab_size))
+        && vllm_version.sorts_top_k_top_p();
     let fp8 = dtype.is_fp8();
     // The most accurate model is the default: measured kernels with the
     // GPU's fitted constants where the tables cover the deployment; where
@@ -380,7 +389,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                 Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)
                     .with_kv_cache_bytes(kv_dtype_bytes)
                     .with_expert_parallel(u64::from(dp))
-                    .with_async_scheduling(async_scheduling),
+                    .with_async_scheduling(async_scheduling)
+                    .with_sort_sampler(sort_sampler),
             ))
         }
         LatencySpec::Kernels { constants_file, constants } => {
@@ -414,7 +424,8 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                 )
                 .map_err(bad)?
                 .with_async_scheduling(async_scheduling)
-                .with_enforce_eager(e.enforce_eager.unwrap_or(false)),
+                .with_enforce_eager(e.enforce_eager.unwrap_or(false))
+                .with_sort_sampler(sort_sampler),
             ))
         }
         LatencySpec::Linear { beta } => StepPricer::Linear(
@@ -564,6 +575,35 @@ mod tests {
             "model: {model}\nhardware: H100\ntp: {tp}\ndtype: fp16\nengine: {{max_num_seqs: 128, max_num_batched_tokens: 2048}}\n"
         ));
         resolve(s, Path::new("."), "t").unwrap().engine.num_gpu_blocks
+    }
+
+    /// The sampler is priced where the requests sample with the model's
+    /// top-k/top-p on a release that sorts for it: Llama-2-7b (top-p 0.9) on
+    /// 0.15.1 by default; not `sampling: greedy`, not a release from 0.16,
+    /// not CodeLlama-34b (whose generation config sets neither).
+    #[test]
+    fn the_sampler_follows_the_requests_the_model_and_the_release() {
+        use crate::latency::LatencyModel;
+        let step = |model: &str, extra: &str| {
+            let s = spec(&format!("model: {model}\nhardware: H100\n{extra}"));
+            let d = resolve(s, Path::new("."), "t").unwrap();
+            d.latency.step_time_us(&crate::latency::StepBatch {
+                decodes: 64,
+                decode_context_tokens: 64_000,
+                ..Default::default()
+            })
+        };
+        let old = "engine: {vllm_version: 0.15.1}\n";
+        let sampled = step("Llama-2-7b", old);
+        let greedy = step("Llama-2-7b", &format!("sampling: greedy\n{old}"));
+        // 64 rows × 32,000 logits × 3,812 µs / (256 × 131,072) = 232.6 µs.
+        assert!((sampled as f64 - greedy as f64 - 232.6).abs() <= 1.0, "{sampled} {greedy}");
+        assert_eq!(step("Llama-2-7b", "engine: {vllm_version: 0.16.0}\n"), greedy);
+        assert_eq!(step("Llama-2-7b", ""), greedy);
+        assert_eq!(step("CodeLlama-34b", old), step("CodeLlama-34b", &format!("sampling: greedy\n{old}")));
+        assert!(
+            serde_saphyr::from_str::<ScenarioSpec>("model: Llama-2-7b\nhardware: H100\nsampling: nucleus\n").is_err()
+        );
     }
 
     /// vLLM 0.15.1 on H100 at utilisation 0.9 reported these block counts

@@ -28,14 +28,14 @@ pub struct AggregateComparison {
 }
 
 /// Latencies (ms) of the completed requests sent in `[from, to)` seconds.
-struct Sample {
-    e2e: Vec<f64>,
-    ttft: Vec<f64>,
+pub(crate) struct Sample {
+    pub(crate) e2e: Vec<f64>,
+    pub(crate) ttft: Vec<f64>,
     /// Per request: (E2E − TTFT) / (output tokens − 1), vLLM's TPOT.
-    tpot: Vec<f64>,
+    pub(crate) tpot: Vec<f64>,
 }
 
-fn sample(sim: &Observations, from: f64, to: f64) -> Sample {
+pub(crate) fn sample(sim: &Observations, from: f64, to: f64) -> Sample {
     let mut s = Sample { e2e: Vec::new(), ttft: Vec::new(), tpot: Vec::new() };
     for id in &sim.order {
         let r = &sim.requests[id];

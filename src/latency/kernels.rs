@@ -37,8 +37,9 @@ pub struct KernelConstants {
     /// input preparation and sampling kernels, the gaps between CUDA graph
     /// pieces), µs.
     pub step_overhead_us: f64,
-    /// Further GPU time per sequence scheduled in a step (sampling over the
-    /// vocabulary, per-sequence metadata), µs.
+    /// Further GPU time per sequence scheduled in a step (per-sequence
+    /// metadata, the KV-cache write, the sampler's softmax and draw; its
+    /// top-k/top-p sort is priced apart, see `per_sequence_gpu_us`), µs.
     pub per_sequence_us: f64,
     /// The CPU side of a step (vLLM's schedule, the step's broadcast to the
     /// workers, their input preparation, update_from_output), µs, as
@@ -226,6 +227,12 @@ pub struct Kernels {
     /// vLLM's `enforce_eager`: no CUDA graphs, every kernel launched from the
     /// host each step ([`Kernels::eager_launch_us`]).
     enforce_eager: bool,
+    /// The vocabulary every sampling sequence's logits span (the LM head's
+    /// output gathered on every TP rank).
+    vocab: f64,
+    /// Whether sampling runs vLLM's sort-based top-k/top-p path (see
+    /// [`sort_sampler_us`]).
+    sort_sampler: bool,
     c: KernelConstants,
 }
 
@@ -268,6 +275,23 @@ const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
 /// `../shared/data/protocols/README.md` §5). Not measured on vLLM V1 and not
 /// fitted here.
 const EAGER_LAUNCH_US: (f64, f64) = (3.2, 7.0);
+/// vLLM's PyTorch top-k/top-p path (`apply_top_k_top_p`: a sort of every
+/// sampling row over the whole vocabulary, then a cumulative softmax), µs
+/// per logit: 3.812 ms for a batch of 256 rows × a vocabulary of 131,072
+/// (vllm-project/vllm#32558, "Triton-based top-p/top-k masking", PyTorch
+/// column, `topk_whole`; the same thread's smaller batches, about 1.07 ms at
+/// 64 and 2.1–2.4 ms at 128, sit 11–21 % above this line). The sampler runs
+/// on every TP rank over the full vocabulary, so TP does not shrink it.
+pub(crate) const SORT_SAMPLER_US_PER_LOGIT: f64 = 3812.0 / (256.0 * 131_072.0);
+
+/// GPU time of vLLM's sort-based top-k/top-p sampler for `sequences`
+/// sampling rows over a vocabulary of `vocab`, µs: proportional to the
+/// logits sorted ([`SORT_SAMPLER_US_PER_LOGIT`]). Only releases that run
+/// this path pay it (see [`crate::scenario::Sampling`]); greedy requests take
+/// the argmax path and skip it.
+pub(crate) fn sort_sampler_us(sequences: f64, vocab: f64) -> f64 {
+    sequences * vocab * SORT_SAMPLER_US_PER_LOGIT
+}
 
 impl Kernels {
     /// Whether the tables can price `model` in `weights` on `tp` GPUs of kind
@@ -416,6 +440,8 @@ impl Kernels {
             bandwidth: gpu.memory_bandwidth,
             async_scheduling: true,
             enforce_eager: false,
+            vocab: model.vocab_size as f64,
+            sort_sampler: false,
             c,
         })
     }
@@ -432,7 +458,7 @@ impl Kernels {
     /// and the fused MoE op as one, or two a touched expert when priced per
     /// expert), one attention kernel for the prefill chunks and one for the
     /// decodes, the two all-reduces under TP, the elementwise kernels — and
-    /// per layer, then the LM head. Part of the step's CPU side.
+    /// per layer, then the LM head. They overlap the GPU (see `step_time_us`).
     fn eager_launch_us(&self, batch: &StepBatch, m: f64) -> f64 {
         let gemms = match &self.moe {
             None => 4.0,
@@ -449,6 +475,24 @@ impl Kernels {
         let per_layer = gemms + attention + allreduce + ELEMENTWISE_KERNELS_PER_LAYER;
         let (per_kernel, per_layer_us) = EAGER_LAUNCH_US;
         self.layers * (per_layer * per_kernel + per_layer_us) + per_kernel
+    }
+
+    /// The same model for requests that sample through vLLM's sort-based
+    /// top-k/top-p path (off unless set; see [`sort_sampler_us`]).
+    pub fn with_sort_sampler(self, sort_sampler: bool) -> Kernels {
+        Kernels { sort_sampler, ..self }
+    }
+
+    /// The per-sequence GPU work outside the kernel tables that neither TP
+    /// nor the batch's weights amortise: where the requests sample with
+    /// top-k/top-p on a release that sorts, the sampler over the full
+    /// vocabulary on every rank, µs per step. (The KV-cache write,
+    /// `reshape_and_cache_flash`, was priced here too — its bytes at
+    /// bandwidth, at least the tables' shortest kernel a layer — and dropped:
+    /// it moved the one-model held-out fits 1–2.5 points further off; see
+    /// README, Accuracy.)
+    fn per_sequence_gpu_us(&self, sampled: f64) -> f64 {
+        if self.sort_sampler { sort_sampler_us(sampled, self.vocab) } else { 0.0 }
     }
 
     /// The same model for an engine with or without async scheduling (on
@@ -533,7 +577,11 @@ impl LatencyModel for Kernels {
         let layer = gemms * self.c.gemm_scale + attention * self.c.attention_scale + allreduce + elementwise;
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
         let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
-        let gpu = self.layers * layer + lm_head + self.c.step_overhead_us + self.c.per_sequence_us * sequences;
+        let gpu = self.layers * layer
+            + lm_head
+            + self.per_sequence_gpu_us(sampled)
+            + self.c.step_overhead_us
+            + self.c.per_sequence_us * sequences;
         let c = &self.c;
         let cpu = super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch);
         // Without CUDA graphs the host launches every kernel itself, but
@@ -585,6 +633,27 @@ mod tests {
         assert_eq!(k.step_time_us(&decode(1, 100)), expect.round() as u64);
         // Streaming 13 GB of weights at a few TB/s: 4–6 ms.
         assert!((4_000.0..6_000.0).contains(&expect), "{expect}");
+    }
+
+    /// The sort-based sampler, by hand from vllm-project/vllm#32558's
+    /// 3.812 ms for 256 rows × 131,072 logits: 64 rows of Llama-3.1-8B's
+    /// 128,256 logits cost 64 × 128,256 / (256 × 131,072) × 3,812 =
+    /// 932.5 µs, 8 rows 116.6 µs; on every TP rank alike. A step pays it
+    /// only with the sampler on.
+    #[test]
+    fn the_sort_sampler_costs_its_logits() {
+        assert!((sort_sampler_us(256.0, 131_072.0) - 3812.0).abs() < 1e-9);
+        assert!((sort_sampler_us(64.0, 128_256.0) - 932.53).abs() < 0.01);
+        assert!((sort_sampler_us(8.0, 128_256.0) - 116.57).abs() < 0.01);
+        for (n, by_hand) in [(64u32, 932.53), (8, 116.57)] {
+            for tp in [1, 2] {
+                let k = kernels("Llama-3.1-8B", "H100", tp);
+                let batch = decode(n, 500);
+                let plain = k.step_time_us(&batch) as f64;
+                let sorted = k.clone().with_sort_sampler(true).step_time_us(&batch) as f64;
+                assert!((sorted - plain - by_hand).abs() <= 1.0, "tp{tp} n{n}: {plain} → {sorted}");
+            }
+        }
     }
 
     #[test]

@@ -228,6 +228,9 @@ pub struct Roofline {
     inter_node: Option<InterNode>,
     c: RooflineConstants,
     async_scheduling: bool,
+    /// Whether sampling runs vLLM's sort-based top-k/top-p path
+    /// ([`super::kernels::sort_sampler_us`]).
+    sort_sampler: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -307,7 +310,15 @@ impl Roofline {
             inter_node: gpu.inter_node,
             c,
             async_scheduling: true,
+            sort_sampler: false,
         }
+    }
+
+    /// The same model for requests that sample through vLLM's sort-based
+    /// top-k/top-p path (off unless set).
+    pub fn with_sort_sampler(mut self, sort_sampler: bool) -> Roofline {
+        self.sort_sampler = sort_sampler;
+        self
     }
 
     /// The same model for an engine with or without async scheduling (on
@@ -480,10 +491,14 @@ impl Roofline {
         super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch)
     }
 
-    /// The LM head over `sampled` sequences, µs.
+    /// The LM head over `sampled` sequences, µs, and the sort-based
+    /// sampler after it where the requests take that path.
     fn lm_head_us(&self, sampled: f64) -> f64 {
         let d = self.hidden;
-        if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 }
+        let head =
+            if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
+        let sampler = if self.sort_sampler { super::kernels::sort_sampler_us(sampled, self.vocab) } else { 0.0 };
+        head + sampler
     }
 }
 

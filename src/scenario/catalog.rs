@@ -93,6 +93,52 @@ pub fn block_fp8_checkpoint(name: &str) -> bool {
     BLOCK_FP8_CHECKPOINTS.iter().any(|c| c.eq_ignore_ascii_case(name))
 }
 
+/// The sampling keys of each model's published `generation_config.json`
+/// that vLLM applies to requests without their own (see `SOURCES.md`);
+/// models not listed have not been checked.
+const GENERATION_CONFIGS: &[(&str, &str)] = &[
+    ("Llama-2-7b", include_str!("catalog/models/Llama-2-7b.generation_config.json")),
+    ("CodeLlama-34b", include_str!("catalog/models/CodeLlama-34b.generation_config.json")),
+    ("Llama-3.1-8B", include_str!("catalog/models/Llama-3.1-8B.generation_config.json")),
+    ("Llama-3.1-70B", include_str!("catalog/models/Llama-3.1-70B.generation_config.json")),
+    ("Qwen2.5-7B-Instruct", include_str!("catalog/models/Qwen2.5-7B-Instruct.generation_config.json")),
+    ("Qwen3-14B", include_str!("catalog/models/Qwen3-14B.generation_config.json")),
+    ("Qwen3-32B", include_str!("catalog/models/Qwen3-32B.generation_config.json")),
+    ("Qwen3-235B-A22B", include_str!("catalog/models/Qwen3-235B-A22B.generation_config.json")),
+    ("Mistral-Nemo-12B", include_str!("catalog/models/Mistral-Nemo-12B.generation_config.json")),
+    ("Yi-34B", include_str!("catalog/models/Yi-34B.generation_config.json")),
+];
+
+/// A model's default sampling parameters, from its `generation_config.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Deserialize)]
+pub struct SamplingDefaults {
+    /// `top_k` (absent, 0 or −1: off).
+    pub top_k: Option<i64>,
+    /// `top_p` (absent or 1: off).
+    pub top_p: Option<f64>,
+    /// `repetition_penalty` (absent or 1: off).
+    pub repetition_penalty: Option<f64>,
+}
+
+impl SamplingDefaults {
+    /// Whether the defaults filter the logits by top-k or top-p (vLLM's
+    /// `apply_top_k_top_p` runs), over a vocabulary of `vocab`.
+    pub fn filters(&self, vocab: u64) -> bool {
+        let k = self.top_k.is_some_and(|k| k > 0 && (k as u64) < vocab);
+        let p = self.top_p.is_some_and(|p| p < 1.0);
+        k || p
+    }
+}
+
+/// A catalog model's published sampling defaults, by catalog id; `None`
+/// where they have not been checked.
+pub fn sampling_defaults(id: &str) -> Option<SamplingDefaults> {
+    GENERATION_CONFIGS
+        .iter()
+        .find(|(m, _)| *m == id)
+        .map(|(_, text)| serde_json::from_str(text).expect("embedded generation configs parse"))
+}
+
 /// The catalog id and `config.json` text of a model, by id or alias
 /// (case-insensitive).
 pub fn model_config(name: &str) -> Option<(&'static str, &'static str)> {
@@ -119,5 +165,22 @@ mod tests {
             ModelArch::from_config_json(id, text).unwrap_or_else(|e| panic!("{id}: {e}"));
         }
         assert_eq!(model_config("meta-llama/llama-2-7b-hf").unwrap().0, "Llama-2-7b");
+    }
+
+    /// Every generation config names a catalog model and parses; top-p or
+    /// top-k turns the filter on, an empty one leaves it off.
+    #[test]
+    fn sampling_defaults_parse_and_filter() {
+        for (id, _) in GENERATION_CONFIGS {
+            assert!(model_ids().contains(id), "{id}");
+            sampling_defaults(id).unwrap();
+        }
+        assert!(sampling_defaults("Llama-2-7b").unwrap().filters(32000));
+        assert!(sampling_defaults("Qwen2.5-7B-Instruct").unwrap().filters(152064));
+        assert!(!sampling_defaults("CodeLlama-34b").unwrap().filters(32000));
+        assert_eq!(sampling_defaults("Mixtral-8x7B"), None);
+        let k_only = SamplingDefaults { top_k: Some(50), ..SamplingDefaults::default() };
+        assert!(k_only.filters(32000) && !k_only.filters(50));
+        assert!(!SamplingDefaults { top_p: Some(1.0), ..SamplingDefaults::default() }.filters(32000));
     }
 }

@@ -32,6 +32,12 @@ pub struct ScenarioSpec {
     /// model: `"0.24"` (default) or `"0.14"` (H100 only; measured slower),
     /// the table nearest the release the run used.
     pub fp8_gemm_release: Option<String>,
+    /// How the requests sample: `model_defaults` (default: the client sends
+    /// no sampling parameters and vLLM applies the checkpoint's
+    /// `generation_config.json`, as inference-perf's requests do) or
+    /// `greedy` (`temperature: 0`, as InferenceX sends). Prices the sampler
+    /// (see `sort_sampler_us` in the kernels model).
+    pub sampling: Option<Sampling>,
     /// vLLM engine arguments.
     #[serde(default)]
     pub engine: EngineSpec,
@@ -114,6 +120,18 @@ pub enum MoeRouting {
     Skewed,
     /// Every expert equally likely, as random tokens route.
     Balanced,
+}
+
+/// How a deployment's requests sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampling {
+    /// No sampling parameters sent: the model's `generation_config.json`
+    /// defaults apply (top-k/top-p where it sets them).
+    #[default]
+    ModelDefaults,
+    /// `temperature: 0`: vLLM takes the argmax and skips top-k/top-p.
+    Greedy,
 }
 
 /// vLLM's `--kv-cache-dtype`.

@@ -67,6 +67,19 @@ impl VllmVersion {
         Ok(version)
     }
 
+    /// Whether top-k/top-p sampling sorts every row over the vocabulary
+    /// (vLLM's PyTorch `apply_top_k_top_p`): the default CUDA path of the
+    /// releases modelled up to 0.15.x (0.15.1 is the release of the
+    /// blis-vllm-h100 runs; vllm-project/vllm#32558, 2026-01, calls it "the
+    /// current" implementation, FlashInfer's sampler "not enabled by
+    /// default"). vllm-project/vllm#33538 (opened 2026-02-02, merged) replaced
+    /// it with a Triton kernel, and #40376 later made FlashInfer's the
+    /// default; the first release with #33538 was not checked, so 0.16 on is
+    /// priced without the sort.
+    pub fn sorts_top_k_top_p(self) -> bool {
+        self < VllmVersion::new(0, 16, 0)
+    }
+
     /// The scheduler behaviours of this release.
     pub fn behaviour(self) -> ReleaseBehaviour {
         ReleaseBehaviour {

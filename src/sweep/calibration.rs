@@ -8,7 +8,10 @@
 //! Runs known only by their aggregates (`source: blis-trainval`, and
 //! `source: blis-eval`, whose workloads are assumed from the profile each
 //! names) are compared on those, whole run and per load stage
-//! ([`aggregates`]).
+//! ([`aggregates`]). Every run that swept its rate over two or more stages
+//! also gets its error against load ([`crate::calibrate::load`]):
+//! `calibration_stages.parquet` (experiment × stage × metric) and the "Error
+//! against load" section of `calibration.md`.
 //!
 //! ```yaml
 //! name: calibration
@@ -40,6 +43,7 @@ use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;
 use crate::calibrate::fit::{replay, replay_after_warmups};
 use crate::calibrate::ispass::IspassComparison;
+use crate::calibrate::load::{self, StageComparison};
 use crate::calibrate::report::{CalibrateOptions, Report, compare};
 use crate::calibrate::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
@@ -150,6 +154,8 @@ pub struct Outcome {
     pub blis: Vec<Published>,
     /// A measured deployment's protocol and what its replay found.
     pub silicon: Option<SiliconInfo>,
+    /// Its error per load stage, where it swept two or more.
+    pub stages: Vec<StageComparison>,
 }
 
 /// How a measured deployment (`source: silicon`) was replayed.
@@ -229,6 +235,7 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         report: Err(String::new()),
         blis: Vec::new(),
         silicon: None,
+        stages: Vec::new(),
     };
     if e.source == Source::Silicon {
         outcome.report = (|| {
@@ -267,7 +274,9 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
             outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
             let sim = replay(&d, d.latency.clone(), &run.workload, None);
-            Ok(Comparison::Aggregates(crate::calibrate::aggregates::compare(&sim, &run.stages, &run.aggregates)))
+            let rows = crate::calibrate::aggregates::compare(&sim, &run.stages, &run.aggregates);
+            outcome.stages = load::from_aggregates(&rows, &sim, &run.stages);
+            Ok(Comparison::Aggregates(rows))
         })();
         return outcome;
     }
@@ -283,6 +292,12 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         let baseline = converted.baseline_jsonl();
         let real =
             observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;
+        if e.source == Source::BlisVllmH100 {
+            let stages = convert::stages(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let blis: Vec<(i32, String, f64)> =
+                outcome.blis.iter().map(|p| (p.stage, p.metric.clone(), p.predicted_ms)).collect();
+            outcome.stages = load::from_requests(&real, &sim, &stages, &blis);
+        }
         Ok(Comparison::PerRequest(Box::new(compare(&real, &sim, &CalibrateOptions::default()))))
     })();
     outcome.report = result;
@@ -325,7 +340,8 @@ fn value(m: &MetricReport, stat: Stat) -> (Option<f64>, Option<f64>, f64) {
     (Some(real / 1e3), Some(sim / 1e3), error)
 }
 
-/// Writes `calibration.parquet`, `calibration.md` and `reports/` for
+/// Writes `calibration.parquet`, `calibration_stages.parquet`,
+/// `calibration.md` and `reports/` for
 /// `outcomes` under the plan's output directory.
 pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepError> {
     let io = |path: &Path| {
@@ -344,9 +360,16 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
         let path = reports.join(format!("{}.json", o.experiment.name));
         write_atomic(&path, text.expect("reports serialize").as_bytes())?;
     }
-    let batch = table(outcomes);
-    let path = plan.output.join("calibration.parquet");
-    let file = TmpFile::create(&path)?;
+    write_parquet(&plan.output.join("calibration.parquet"), &table(outcomes))?;
+    write_parquet(&plan.output.join("calibration_stages.parquet"), &stage_table(outcomes))?;
+    let md = plan.output.join("calibration.md");
+    write_atomic(&md, markdown(&plan.name, outcomes).as_bytes())
+}
+
+/// Writes `batch` to `path` as Parquet, under a temporary name renamed at
+/// the end.
+fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<(), SweepError> {
+    let file = TmpFile::create(path)?;
     let tmp = file.tmp().to_owned();
     let parquet_err = |e: parquet::errors::ParquetError| SweepError::Io {
         path: tmp.display().to_string(),
@@ -354,10 +377,8 @@ pub fn write(plan: &CalibrationPlan, outcomes: &[Outcome]) -> Result<(), SweepEr
     };
     let mut writer =
         ArrowWriter::try_new(file, batch.schema(), Some(writer_properties(&batch.schema()))).map_err(parquet_err)?;
-    writer.write(&batch).map_err(parquet_err)?;
-    writer.into_inner().map_err(parquet_err)?.commit()?;
-    let md = plan.output.join("calibration.md");
-    write_atomic(&md, markdown(&plan.name, outcomes).as_bytes())
+    writer.write(batch).map_err(parquet_err)?;
+    writer.into_inner().map_err(parquet_err)?.commit()
 }
 
 /// One whole-run metric of one experiment, as the table and the markdown
@@ -383,7 +404,7 @@ fn rows(o: &Outcome) -> Vec<Row> {
             .filter_map(|&(name, metric, stat)| {
                 let m = report.metrics.get(metric)?;
                 let (real_ms, sim_ms, error) = value(m, stat);
-                let published = o.blis.iter().find(|p| p.metric == name);
+                let published = o.blis.iter().find(|p| p.stage == -1 && p.metric == name);
                 Some(Row {
                     metric: name.to_owned(),
                     real_ms,
@@ -473,6 +494,118 @@ fn table(outcomes: &[Outcome]) -> RecordBatch {
     RecordBatch::try_new(schema, arrays).expect("columns match the schema")
 }
 
+/// The error against load: one row per experiment × stage × metric, for the
+/// experiments that swept two or more stages.
+fn stage_table(outcomes: &[Outcome]) -> RecordBatch {
+    let text = |name: &str| Field::new(name, DataType::Utf8, false);
+    let schema = Arc::new(Schema::new(vec![
+        text("experiment"),
+        text("source"),
+        text("model"),
+        text("hardware"),
+        Field::new("tp", DataType::Int64, false),
+        text("latency_model"),
+        Field::new("stage", DataType::Int64, false),
+        Field::new("rate_rps", DataType::Float64, false),
+        Field::new("saturated", DataType::Boolean, false),
+        text("metric"),
+        Field::new("real_ms", DataType::Float64, false),
+        Field::new("simulated_ms", DataType::Float64, false),
+        Field::new("error", DataType::Float64, false),
+        Field::new("blis_ms", DataType::Float64, true),
+        Field::new("blis_error", DataType::Float64, true),
+        Field::new("requests", DataType::Int64, false),
+    ]));
+    let mut names: Vec<StringBuilder> = (0..6).map(|_| StringBuilder::new()).collect();
+    let (mut tp, mut stage, mut requests) = (Int64Builder::new(), Int64Builder::new(), Int64Builder::new());
+    let mut saturated = arrow_array::builder::BooleanBuilder::new();
+    let mut floats: Vec<Float64Builder> = (0..6).map(|_| Float64Builder::new()).collect();
+    for o in outcomes {
+        let Some((model, gpu, t, kind, _)) = &o.deployment else { continue };
+        for r in &o.stages {
+            let cells = [o.experiment.name.as_str(), o.experiment.source.name(), model, gpu, kind, &r.metric];
+            for (b, v) in names.iter_mut().zip(cells) {
+                b.append_value(v);
+            }
+            tp.append_value(*t as i64);
+            stage.append_value(i64::from(r.stage));
+            saturated.append_value(r.saturated);
+            requests.append_value(r.requests as i64);
+            let values =
+                [Some(r.rate_rps), Some(r.real_ms), Some(r.sim_ms), Some(r.error()), r.blis_ms, r.blis_error()];
+            for (b, v) in floats.iter_mut().zip(values) {
+                b.append_option(v);
+            }
+        }
+    }
+    let mut names = names.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let mut floats = floats.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let mut arrays: Vec<ArrayRef> = names.by_ref().take(4).collect();
+    arrays.push(Arc::new(tp.finish()));
+    arrays.push(names.next().expect("latency_model"));
+    arrays.push(Arc::new(stage.finish()));
+    arrays.push(floats.next().expect("rate_rps"));
+    arrays.push(Arc::new(saturated.finish()));
+    arrays.push(names.next().expect("metric"));
+    arrays.extend(floats);
+    arrays.push(Arc::new(requests.finish()));
+    RecordBatch::try_new(schema, arrays).expect("columns match the schema")
+}
+
+/// The "Error against load" section: each swept run's error per stage for
+/// mean E2E, ITL and TTFT, and its trend (see [`load`]).
+fn load_section(out: &mut String, outcomes: &[Outcome]) {
+    let swept: Vec<&Outcome> = outcomes.iter().filter(|o| !o.stages.is_empty()).collect();
+    if swept.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n## Error against load\n");
+    let _ = writeln!(
+        out,
+        "Each run that swept its request rate over two or more stages: the error (sim / real - 1) of each \
+         stage's mean, by the stage's rate, and the trend: the error at the highest-rate stage the real server \
+         kept up with minus the error at the lowest, in points (BLIS's in parentheses where it predicted both). \
+         A stage is saturated (marked, and left out of the trend) when its real mean E2E grows by more than \
+         {:.0} % from its first quarter to its last or under {:.0} % of its requests complete (per-request runs), \
+         or when its real p99 TTFT exceeds {:.0} ms (runs known by their per-stage aggregates only).\n",
+        (load::GROWTH_LIMIT - 1.0) * 100.0,
+        load::COMPLETED_SHARE * 100.0,
+        load::SATURATED_TTFT_P99_MS
+    );
+    let _ = writeln!(out, "| run | deployment | metric | error by stage | trend |\n|---|---|---|---|---|");
+    for o in swept {
+        let deployment = o.deployment.as_ref().map_or_else(String::new, |(m, g, tp, kind, _)| {
+            format!("{} / {g} / TP{tp} / {kind}", m.rsplit('/').next().unwrap_or(m))
+        });
+        for (metric, title) in load::METRICS.iter().zip(["E2E mean", "ITL mean", "TTFT mean"]) {
+            let mut rows: Vec<&StageComparison> = o.stages.iter().filter(|r| r.metric == *metric).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            rows.sort_by_key(|r| r.stage);
+            let cells: Vec<String> = rows
+                .iter()
+                .map(|r| {
+                    let blis = r.blis_error().map_or_else(String::new, |b| format!(" ({:+.1} %)", b * 100.0));
+                    let sat = if r.saturated { ", saturated" } else { "" };
+                    format!("{:.1} req/s: {:+.1} %{blis}{sat}", r.rate_rps, r.error() * 100.0)
+                })
+                .collect();
+            let trend = load::trend(&o.stages, metric).map_or_else(
+                || "–".to_owned(),
+                |t| {
+                    let blis = t.blis_points.map_or_else(String::new, |b| format!(" ({b:+.1})"));
+                    format!("{:+.1}{blis}", t.points)
+                },
+            );
+            // The run's name in backticks: `scripts/lomo.sh` reads the main
+            // table's rows by a digit after the opening bar.
+            let _ =
+                writeln!(out, "| `{}` | {deployment} | {title} | {} | {trend} |", o.experiment.name, cells.join("; "));
+        }
+    }
+}
+
 /// The table the README shows: errors of ours, BLIS's beside them.
 fn markdown(name: &str, outcomes: &[Outcome]) -> String {
     let mut out = String::new();
@@ -531,6 +664,7 @@ fn markdown(name: &str, outcomes: &[Outcome]) -> String {
     }
     ispass_markdown(&mut out, outcomes);
     silicon_summary(&mut out, outcomes);
+    load_section(&mut out, outcomes);
     out
 }
 

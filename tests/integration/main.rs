@@ -24,6 +24,7 @@ mod golden;
 mod hardening;
 mod import;
 mod ispass;
+mod load_trend;
 mod properties;
 mod reject;
 mod report;

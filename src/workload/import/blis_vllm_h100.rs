@@ -20,12 +20,14 @@ pub struct Published {
     pub actual_ms: f64,
     /// What BLIS (`blis-trained-physics`) predicted, ms.
     pub predicted_ms: f64,
+    /// −1 for the whole run, else the load stage.
+    pub stage: i32,
 }
 
-/// BLIS's whole-run predictions for a blis-vllm-h100 experiment, from
-/// `aggregates_eval38.csv` (column `pred_ms_blis-trained-physics`, rows whose
-/// `same_run_as_requests_file` is this experiment's request file and
-/// `stage_index` −1); empty where BLIS published none.
+/// BLIS's predictions for a blis-vllm-h100 experiment, whole run (stage
+/// −1) and per load stage, from `aggregates_eval38.csv` (column
+/// `pred_ms_blis-trained-physics`, rows whose `same_run_as_requests_file` is
+/// this experiment's request file); empty where BLIS published none.
 pub fn blis_published(data: &Path, experiment: &str) -> Result<Vec<Published>, ConvertError> {
     let path = data.join("aggregates_eval38.csv");
     if !path.exists() {
@@ -44,7 +46,7 @@ pub fn blis_published(data: &Path, experiment: &str) -> Result<Vec<Published>, C
     let wanted = format!("requests/{experiment}.csv");
     let mut out = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        if r[c_run] != wanted || r[c_stage].trim() != "-1" || r[c_pred].trim().is_empty() {
+        if r[c_run] != wanted || r[c_pred].trim().is_empty() {
             continue;
         }
         let number = |c: usize, name: &str| {
@@ -59,7 +61,50 @@ pub fn blis_published(data: &Path, experiment: &str) -> Result<Vec<Published>, C
             metric: r[c_metric].clone(),
             actual_ms: number(c_actual, "actual_ms")?,
             predicted_ms: number(c_pred, "pred_ms_blis-trained-physics")?,
+            stage: r[c_stage].trim().parse().map_err(|_| ConvertError {
+                file: file.clone(),
+                line: i as u64 + 2,
+                field: "stage_index".to_owned(),
+                reason: format!("`{}` is not a stage", r[c_stage]),
+            })?,
         });
+    }
+    Ok(out)
+}
+
+/// An experiment's load stages as send-time windows, s: `experiments.csv`'s
+/// `stages` (`5rps x 600s;10rps x 600s`: each `RATErps x DURATIONs`, one
+/// after the other from the first send).
+pub fn stages(data: &Path, experiment: &str) -> Result<Vec<(f64, f64)>, ConvertError> {
+    let path = data.join("experiments.csv");
+    let file = path.display().to_string();
+    let (headers, rows) = read_csv(&path)?;
+    let (c_exp, c_stages) = (column(&path, &headers, "experiment")?, column(&path, &headers, "stages")?);
+    let Some(i) = rows.iter().position(|r| r[c_exp] == experiment) else {
+        return Err(ConvertError {
+            file,
+            line: 0,
+            field: "experiment".to_owned(),
+            reason: format!("no experiment `{experiment}`"),
+        });
+    };
+    let bad = |text: &str| ConvertError {
+        file: file.clone(),
+        line: i as u64 + 2,
+        field: "stages".to_owned(),
+        reason: format!("`{text}` is not RATErps x DURATIONs"),
+    };
+    let mut out = Vec::new();
+    let mut start = 0.0;
+    for stage in rows[i][c_stages].split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let duration = stage
+            .split_once('x')
+            .and_then(|(_, d)| d.trim().strip_suffix('s'))
+            .and_then(|d| d.trim().parse::<f64>().ok())
+            .filter(|d| d.is_finite() && *d > 0.0 && *d <= crate::workload::types::MAX_TIME_S)
+            .ok_or_else(|| bad(stage))?;
+        out.push((start, start + duration));
+        start += duration;
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use crate::workload::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SubRequest};
 
-pub use super::blis_vllm_h100::{Published, blis_published, blis_vllm_h100};
+pub use super::blis_vllm_h100::{Published, blis_published, blis_vllm_h100, stages};
 pub use super::llmservingsim::llmservingsim;
 
 /// A converted run.

@@ -69,7 +69,7 @@ fn assert_same(name: &str, a: &serde_json::Value, b: &serde_json::Value) {
 #[test]
 fn defect_04_zero_think_and_root_interval_replay_exactly() {
     let dir = Dir::new("d04");
-    for (w, e2e) in [("chain", 1352.188), ("chain-think", 1852.188), ("root-interval", 635.517)] {
+    for (w, e2e) in [("chain", 1352.201), ("chain-think", 1852.201), ("root-interval", 635.517)] {
         let (a, b, _) = round_trip(&dir, &format!("{D04}/S.yaml"), &[&format!("{D04}/{w}.jsonl")]);
         assert_same(w, &a, &b);
         let got = a["e2e_mean_ms"].as_f64().unwrap();

@@ -441,15 +441,24 @@ fn aggregate_rows(all: &[AggregateComparison]) -> Vec<Row> {
         .collect()
 }
 
-fn table(outcomes: &[Outcome]) -> RecordBatch {
+/// The columns that name a run, first in both tables: experiment, source,
+/// model, hardware, tp, latency model.
+fn run_fields() -> Vec<Field> {
     let text = |name: &str| Field::new(name, DataType::Utf8, false);
-    let schema = Arc::new(Schema::new(vec![
+    vec![
         text("experiment"),
         text("source"),
         text("model"),
         text("hardware"),
         Field::new("tp", DataType::Int64, false),
         text("latency_model"),
+    ]
+}
+
+fn table(outcomes: &[Outcome]) -> RecordBatch {
+    let text = |name: &str| Field::new(name, DataType::Utf8, false);
+    let mut fields = run_fields();
+    fields.extend([
         text("metric"),
         Field::new("real_ms", DataType::Float64, true),
         Field::new("simulated_ms", DataType::Float64, true),
@@ -457,7 +466,8 @@ fn table(outcomes: &[Outcome]) -> RecordBatch {
         Field::new("blis_ms", DataType::Float64, true),
         Field::new("blis_error", DataType::Float64, true),
         Field::new("pairs", DataType::Int64, false),
-    ]));
+    ]);
+    let schema = Arc::new(Schema::new(fields));
     let mut cols: Vec<StringBuilder> = (0..7).map(|_| StringBuilder::new()).collect();
     let mut tp = Int64Builder::new();
     let (mut real, mut sim, mut err, mut blis, mut blis_err) = (
@@ -499,13 +509,8 @@ fn table(outcomes: &[Outcome]) -> RecordBatch {
 /// experiments that swept two or more stages.
 fn stage_table(outcomes: &[Outcome]) -> RecordBatch {
     let text = |name: &str| Field::new(name, DataType::Utf8, false);
-    let schema = Arc::new(Schema::new(vec![
-        text("experiment"),
-        text("source"),
-        text("model"),
-        text("hardware"),
-        Field::new("tp", DataType::Int64, false),
-        text("latency_model"),
+    let mut fields = run_fields();
+    fields.extend([
         Field::new("stage", DataType::Int64, false),
         Field::new("rate_rps", DataType::Float64, false),
         Field::new("saturated", DataType::Boolean, false),
@@ -516,7 +521,8 @@ fn stage_table(outcomes: &[Outcome]) -> RecordBatch {
         Field::new("blis_ms", DataType::Float64, true),
         Field::new("blis_error", DataType::Float64, true),
         Field::new("requests", DataType::Int64, false),
-    ]));
+    ]);
+    let schema = Arc::new(Schema::new(fields));
     let mut names: Vec<StringBuilder> = (0..6).map(|_| StringBuilder::new()).collect();
     let (mut tp, mut stage, mut requests) = (Int64Builder::new(), Int64Builder::new(), Int64Builder::new());
     let mut saturated = arrow_array::builder::BooleanBuilder::new();

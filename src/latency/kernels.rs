@@ -231,7 +231,7 @@ pub struct Kernels {
     /// output gathered on every TP rank).
     vocab: f64,
     /// Whether sampling runs vLLM's sort-based top-k/top-p path (see
-    /// [`sort_sampler_us`]).
+    /// [`super::sort_sampler_us`]).
     sort_sampler: bool,
     c: KernelConstants,
 }
@@ -275,24 +275,6 @@ const ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN: f64 = 12.0;
 /// `../shared/data/protocols/README.md` §5). Not measured on vLLM V1 and not
 /// fitted here.
 const EAGER_LAUNCH_US: (f64, f64) = (3.2, 7.0);
-/// vLLM's PyTorch top-k/top-p path (`apply_top_k_top_p`: a sort of every
-/// sampling row over the whole vocabulary, then a cumulative softmax), µs
-/// per logit: 3.812 ms for a batch of 256 rows × a vocabulary of 131,072
-/// (vllm-project/vllm#32558, "Triton-based top-p/top-k masking", PyTorch
-/// column, `topk_whole`; the same thread's smaller batches, about 1.07 ms at
-/// 64 and 2.1–2.4 ms at 128, sit 11–21 % above this line). The sampler runs
-/// on every TP rank over the full vocabulary, so TP does not shrink it.
-pub(crate) const SORT_SAMPLER_US_PER_LOGIT: f64 = 3812.0 / (256.0 * 131_072.0);
-
-/// GPU time of vLLM's sort-based top-k/top-p sampler for `sequences`
-/// sampling rows over a vocabulary of `vocab`, µs: proportional to the
-/// logits sorted ([`SORT_SAMPLER_US_PER_LOGIT`]). Only releases that run
-/// this path pay it (see [`crate::scenario::Sampling`]); greedy requests take
-/// the argmax path and skip it.
-pub(crate) fn sort_sampler_us(sequences: f64, vocab: f64) -> f64 {
-    sequences * vocab * SORT_SAMPLER_US_PER_LOGIT
-}
-
 impl Kernels {
     /// Whether the tables can price `model` in `weights` on `tp` GPUs of kind
     /// `gpu` with a KV cache of `kv_bytes` an element, and if not, what is
@@ -478,7 +460,7 @@ impl Kernels {
     }
 
     /// The same model for requests that sample through vLLM's sort-based
-    /// top-k/top-p path (off unless set; see [`sort_sampler_us`]).
+    /// top-k/top-p path (off unless set; see [`super::sort_sampler_us`]).
     pub fn with_sort_sampler(self, sort_sampler: bool) -> Kernels {
         Kernels { sort_sampler, ..self }
     }
@@ -492,7 +474,7 @@ impl Kernels {
     /// it moved the one-model held-out fits 1–2.5 points further off; see
     /// README, Accuracy.)
     fn per_sequence_gpu_us(&self, sampled: f64) -> f64 {
-        if self.sort_sampler { sort_sampler_us(sampled, self.vocab) } else { 0.0 }
+        if self.sort_sampler { super::sort_sampler_us(sampled, self.vocab) } else { 0.0 }
     }
 
     /// The same model for an engine with or without async scheduling (on
@@ -642,9 +624,9 @@ mod tests {
     /// only with the sampler on.
     #[test]
     fn the_sort_sampler_costs_its_logits() {
-        assert!((sort_sampler_us(256.0, 131_072.0) - 3812.0).abs() < 1e-9);
-        assert!((sort_sampler_us(64.0, 128_256.0) - 932.53).abs() < 0.01);
-        assert!((sort_sampler_us(8.0, 128_256.0) - 116.57).abs() < 0.01);
+        assert!((super::super::sort_sampler_us(256.0, 131_072.0) - 3812.0).abs() < 1e-9);
+        assert!((super::super::sort_sampler_us(64.0, 128_256.0) - 932.53).abs() < 0.01);
+        assert!((super::super::sort_sampler_us(8.0, 128_256.0) - 116.57).abs() < 0.01);
         for (n, by_hand) in [(64u32, 932.53), (8, 116.57)] {
             for tp in [1, 2] {
                 let k = kernels("Llama-3.1-8B", "H100", tp);

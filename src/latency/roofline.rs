@@ -229,7 +229,7 @@ pub struct Roofline {
     c: RooflineConstants,
     async_scheduling: bool,
     /// Whether sampling runs vLLM's sort-based top-k/top-p path
-    /// ([`super::kernels::sort_sampler_us`]).
+    /// ([`super::sort_sampler_us`]).
     sort_sampler: bool,
 }
 
@@ -497,7 +497,7 @@ impl Roofline {
         let d = self.hidden;
         let head =
             if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
-        let sampler = if self.sort_sampler { super::kernels::sort_sampler_us(sampled, self.vocab) } else { 0.0 };
+        let sampler = if self.sort_sampler { super::sort_sampler_us(sampled, self.vocab) } else { 0.0 };
         head + sampler
     }
 }

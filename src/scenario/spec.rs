@@ -36,7 +36,7 @@ pub struct ScenarioSpec {
     /// no sampling parameters and vLLM applies the checkpoint's
     /// `generation_config.json`, as inference-perf's requests do) or
     /// `greedy` (`temperature: 0`, as InferenceX sends). Prices the sampler
-    /// (see `sort_sampler_us` in the kernels model).
+    /// (see `sort_sampler_us` in src/latency.rs).
     pub sampling: Option<Sampling>,
     /// vLLM engine arguments.
     #[serde(default)]

@@ -192,6 +192,31 @@ fn open_file(path: &Path) -> Result<std::io::BufReader<crate::spool::Input>, Imp
         .map_err(|e| ImportError::new(&path.display().to_string(), 0, "file", format!("cannot open: {e}")))
 }
 
+/// Streams the non-blank lines of a JSON-lines trace through `row(file,
+/// line, text)`: one request a line, a read error named by its line. The
+/// JSON-lines importers' one reading loop.
+fn json_lines<F>(path: &Path, mut row: F) -> Result<Requests, ImportError>
+where
+    F: FnMut(&str, u64, &str) -> Result<Request, ImportError> + Send + 'static,
+{
+    use std::io::BufRead;
+    let file = path.display().to_string();
+    let mut lines = open_file(path)?.lines();
+    let mut line = 0u64;
+    Ok(Box::new(std::iter::from_fn(move || {
+        loop {
+            line += 1;
+            let text = match lines.next()? {
+                Ok(t) => t,
+                Err(e) => return Some(Err(ImportError::new(&file, line, "file", e.to_string()))),
+            };
+            if !text.trim().is_empty() {
+                return Some(row(&file, line, &text));
+            }
+        }
+    })))
+}
+
 /// Fresh token ids of stream `stream` from position `from`: deterministic,
 /// in `0..32000` (a Llama-2-sized vocabulary); distinct streams share no
 /// block of them.

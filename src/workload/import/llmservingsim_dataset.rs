@@ -15,10 +15,9 @@
 //! `input_toks` must equal the number of ids; arrival times must not
 //! decrease.
 
-use std::io::BufRead;
 use std::path::Path;
 
-use super::{ImportError, Requests, lengths, one_call, open_file, tokens};
+use super::{ImportError, Requests, json_lines, lengths, one_call, tokens};
 use crate::workload::types::LlmCall;
 
 #[derive(serde::Deserialize)]
@@ -39,26 +38,13 @@ const FIELDS: [&str; 4] = ["arrival_time_ns", "input_toks", "output_toks", "inpu
 
 /// Streams `path`.
 pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {
-    let file = path.display().to_string();
-    let mut lines = open_file(path)?.lines();
-    let mut line = 0u64;
     let mut index = 0u64;
     let mut last_ns = 0.0f64;
-    Ok(Box::new(std::iter::from_fn(move || {
-        loop {
-            line += 1;
-            let text = match lines.next()? {
-                Ok(t) => t,
-                Err(e) => return Some(Err(ImportError::new(&file, line, "file", e.to_string()))),
-            };
-            if text.trim().is_empty() {
-                continue;
-            }
-            let r = row(&file, line, index, &text, &mut last_ns);
-            index += 1;
-            return Some(r);
-        }
-    })))
+    json_lines(path, move |file, line, text| {
+        let r = row(file, line, index, text, &mut last_ns);
+        index += 1;
+        r
+    })
 }
 
 /// Line `line` (request `index`) as a request.

@@ -10,10 +10,9 @@
 //! equal ids. `hash_ids` must hold `ceil(input_length / 512)` ids and
 //! timestamps must not decrease.
 
-use std::io::BufRead;
 use std::path::Path;
 
-use super::{ImportError, Requests, lengths, one_call, open_file, tokens};
+use super::{ImportError, Requests, json_lines, lengths, one_call, tokens};
 use crate::workload::types::{LlmCall, PromptBlocks};
 
 /// Tokens per `hash_ids` block (Mooncake's `block_size`, FAST'25 traces README).
@@ -30,23 +29,8 @@ struct Row {
 
 /// Streams `path`.
 pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {
-    let file = path.display().to_string();
-    let mut lines = open_file(path)?.lines();
-    let mut line = 0u64;
     let mut last_ms = 0.0f64;
-    Ok(Box::new(std::iter::from_fn(move || {
-        loop {
-            line += 1;
-            let text = match lines.next()? {
-                Ok(t) => t,
-                Err(e) => return Some(Err(ImportError::new(&file, line, "file", e.to_string()))),
-            };
-            if text.trim().is_empty() {
-                continue;
-            }
-            return Some(row(&file, line, &text, &mut last_ms));
-        }
-    })))
+    json_lines(path, move |file, line, text| row(file, line, text, &mut last_ms))
 }
 
 fn row(file: &str, line: u64, text: &str, last_ms: &mut f64) -> Result<crate::workload::Request, ImportError> {

@@ -888,15 +888,21 @@ mod tests {
                 for (tp, dtype) in tps.flat_map(|tp| [(tp, Dtype::Bf16), (tp, Dtype::Fp8), (tp, Dtype::Fp8Block)]) {
                     let k = Kernels::new(&m, &g, tp, dtype, 2, MoeRouting::Skewed, c)
                         .unwrap_or_else(|e| panic!("{id} {gpu} tp{tp} {dtype}: {e}"));
-                    let prefill = StepBatch {
-                        prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
-                        ..StepBatch::default()
-                    };
-                    let (d, p) = (k.step_time_us(&decode(32, 1000)), k.step_time_us(&prefill));
-                    assert!(d > 1_000 && p > d, "{id} {gpu} tp{tp}: decode {d} µs, prefill {p} µs");
+                    assert_prices(&k, &format!("{id} {gpu} tp{tp} {dtype}"));
                 }
             }
         }
+    }
+
+    /// A decode of 32 sequences costs over a millisecond and a 2,048-token
+    /// prefill more than that: the deployment prices both kinds of step.
+    fn assert_prices(k: &Kernels, what: &str) {
+        let prefill = StepBatch {
+            prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
+            ..StepBatch::default()
+        };
+        let (d, p) = (k.step_time_us(&decode(32, 1000)), k.step_time_us(&prefill));
+        assert!(d > 1_000 && p > d, "{what}: decode {d} µs, prefill {p} µs");
     }
 
     /// Every catalog model with grouped attention that fits prices on A100
@@ -918,12 +924,7 @@ mod tests {
                 for tp in [1, 2, 4, 8].into_iter().filter(|tp| m.num_heads.is_multiple_of(*tp)) {
                     let k = Kernels::new(&m, &g, tp, Dtype::Bf16, 2, MoeRouting::Skewed, c)
                         .unwrap_or_else(|e| panic!("{id} {gpu} tp{tp}: {e}"));
-                    let prefill = StepBatch {
-                        prefills: vec![PrefillChunk { new_tokens: 2048, context_tokens: 0, samples: true }],
-                        ..StepBatch::default()
-                    };
-                    let (d, p) = (k.step_time_us(&decode(32, 1000)), k.step_time_us(&prefill));
-                    assert!(d > 1_000 && p > d, "{id} {gpu} tp{tp}: decode {d} µs, prefill {p} µs");
+                    assert_prices(&k, &format!("{id} {gpu} tp{tp}"));
                 }
             }
         }

@@ -72,10 +72,14 @@ impl StageComparison {
     }
 }
 
+/// Requests sent in `[from, to)` (seconds).
+fn sent(obs: &Observations, from: f64, to: f64) -> usize {
+    obs.requests.values().filter(|r| (from..to).contains(&(r.send_us / 1e6))).count()
+}
+
 /// Requests sent in `[from, to)` per second.
-fn rate(sim: &Observations, from: f64, to: f64) -> f64 {
-    let sent = sim.requests.values().filter(|r| (from..to).contains(&(r.send_us / 1e6))).count();
-    if to > from { sent as f64 / (to - from) } else { 0.0 }
+fn rate(obs: &Observations, from: f64, to: f64) -> f64 {
+    if to > from { sent(obs, from, to) as f64 / (to - from) } else { 0.0 }
 }
 
 /// The per-stage rows of a run known by its aggregates (the rows of
@@ -110,11 +114,13 @@ pub fn from_aggregates(
     out
 }
 
-/// Mean of (E2E − TTFT) / (output tokens − 1) over a sample's requests, ms.
+/// The mean of `v` (0 when empty).
 fn mean(v: &[f64]) -> f64 {
     if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
 }
 
+/// A sample's mean E2E, ITL (each request's (E2E − TTFT) / (output tokens − 1))
+/// and TTFT, ms.
 fn means(s: &Sample) -> [(&'static str, f64); 3] {
     [("e2e_mean", mean(&s.e2e)), ("itl_mean", mean(&s.tpot)), ("ttft_mean", mean(&s.ttft))]
 }
@@ -122,7 +128,7 @@ fn means(s: &Sample) -> [(&'static str, f64); 3] {
 /// Whether the real requests sent in `[from, to)` show a saturated stage
 /// (module docs): E2E growing across it, or completions lagging sends.
 fn saturated(real: &Observations, from: f64, to: f64) -> bool {
-    let sent = real.requests.values().filter(|r| (from..to).contains(&(r.send_us / 1e6))).count();
+    let sent = sent(real, from, to);
     let quarter = (to - from) / 4.0;
     let first = sample(real, from, from + quarter);
     let last = sample(real, to - quarter, to);

@@ -21,7 +21,9 @@ pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 use crate::latency::{
     Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer,
 };
-use crate::sim::{Client, EngineConfig, RouterConfig, RunConfig};
+use crate::sim::{
+    Client, ConnectorKind, EngineConfig, KvTransferConfig, PdDecider, PoolConfig, Role, RouterConfig, RunConfig,
+};
 
 /// A resolved deployment, ready to simulate.
 #[derive(Debug, Clone)]
@@ -70,12 +72,20 @@ impl Deployment {
     /// router, with an open-loop client, no horizon, timeout or step trace
     /// (override with struct update syntax).
     pub fn run_config(&self) -> RunConfig<StepPricer> {
-        RunConfig {
+        let pool = PoolConfig {
+            name: "default".to_owned(),
+            role: Role::Mixed,
             engine: self.engine.clone(),
             replicas: if self.dp > 1 { self.dp } else { self.replicas },
             router: self.router(),
             lockstep: self.dp > 1 && self.model.moe.is_some(),
             latency: self.latency.clone(),
+            kv_bytes_per_token: self.model.kv_bytes_per_token(1, self.kv_cache_dtype.bytes()),
+        };
+        RunConfig {
+            pools: vec![pool],
+            kv_transfer: KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 },
+            pd: PdDecider::Always,
             client: Client::OpenLoop,
             measurement: crate::sim::Measurement::default(),
             horizon_us: None,
@@ -491,6 +501,7 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
                 .lone_request_skips_prefill_threshold
                 .unwrap_or(release.lone_request_skips_prefill_threshold),
             free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
+            kv_connector: ConnectorKind::None,
         },
         vllm_version,
         gpu_memory_utilization: util,
@@ -656,14 +667,14 @@ mod tests {
         let two = resolve(spec(&format!("{moe}dp: 2\n")), Path::new("."), "x").unwrap();
         // Each rank holds half the experts, so more KV fits beside them.
         assert!(two.engine.num_gpu_blocks > one.engine.num_gpu_blocks + one.engine.num_gpu_blocks / 4);
-        let c = two.run_config();
+        let c = &two.run_config().pools[0];
         assert_eq!((c.replicas, c.lockstep, &c.router.policy), (2, true, &RoutingPolicy::VllmDp));
         assert_eq!(c.router.refresh_interval_us, 100_000);
-        let c1 = one.run_config();
+        let c1 = &one.run_config().pools[0];
         assert_eq!((c1.replicas, c1.lockstep), (1, false));
         // A dense model's ranks are independent engines behind the same balancer.
         let dense = resolve(spec("model: Llama-3.1-8B\nhardware: H100\ndp: 3\n"), Path::new("."), "x").unwrap();
-        let c = dense.run_config();
+        let c = &dense.run_config().pools[0];
         assert_eq!((c.replicas, c.lockstep, &c.router.policy), (3, false, &RoutingPolicy::VllmDp));
         let tp1 = resolve(spec("model: Llama-3.1-8B\nhardware: H100\n"), Path::new("."), "x").unwrap();
         assert_eq!(dense.engine.num_gpu_blocks, tp1.engine.num_gpu_blocks);

@@ -13,12 +13,15 @@
 //! cache), `outcome.rs` (what leaves).
 
 mod client;
+mod cluster;
 mod dag;
+mod disagg;
 mod engine;
 mod instance;
 mod kv_cache;
 mod order;
 mod outcome;
+mod pool;
 mod queue;
 mod router;
 #[cfg(test)]
@@ -29,9 +32,10 @@ mod step_trace;
 mod window;
 
 pub use client::Client;
-pub use engine::{EngineConfig, EngineStats};
+pub use engine::{ConnectorKind, EngineConfig, EngineStats};
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
+pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 pub use router::{Affinity, RouterConfig, RoutingPolicy, Scorer};
 pub use run::{RunConfig, RunError, RunSummary, Sink, Tee, run};
 pub use simulation::Simulation;

@@ -135,7 +135,7 @@ pub fn replay_with(
     timeout_us: Option<u64>,
     client: crate::sim::Client,
 ) -> Observations {
-    let config = RunConfig { latency, timeout_us, client, ..deployment.run_config() };
+    let config = RunConfig { timeout_us, client, ..deployment.run_config().with_latency(latency) };
     let mut observe = Observe::default();
     let source = requests.iter().map(|r| Ok::<_, std::convert::Infallible>(r.clone()));
     // Neither the source nor observing can fail.
@@ -174,7 +174,7 @@ pub fn replay_after_warmups(
         .collect();
     let measurement =
         crate::sim::Measurement { warmup: crate::sim::Warmup::Requests(warmups.len() as u64), ramp_us: 0 };
-    let config = RunConfig { latency, client, measurement, ..deployment.run_config() };
+    let config = RunConfig { client, measurement, ..deployment.run_config().with_latency(latency) };
     let mut observe = InWindow(Observe::default());
     let source = requests.into_iter().map(Ok::<_, std::convert::Infallible>);
     // Neither the source nor observing can fail.

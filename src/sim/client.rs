@@ -61,7 +61,7 @@ impl<L: LatencyModel> Simulation<L> {
                 // arrived (a TraceV2 pool's sessions all arrive at 0). Not with
                 // a router that rejects: a rejection frees the next at once, so
                 // the queue could drain past this request.
-                if limit != usize::MAX && self.router.config().max_queue.is_none() {
+                if limit != usize::MAX && self.cluster.router.config().max_queue.is_none() {
                     while self.unsent.len() > limit && self.step_events(u64::MAX, sink) {}
                 }
                 if self.in_flight < limit {
@@ -121,13 +121,13 @@ impl<L: LatencyModel> Simulation<L> {
     /// reported; false then.
     pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64, sink: &mut dyn ResultSink) -> bool {
         let in_window = self.window.on_send(send_us);
-        if self.router.admits(send_us, &mut self.instances) {
+        if self.cluster.admits(send_us) {
             self.dispatch(request, arrival_us, send_us, in_window);
             return true;
         }
         let reason = format!(
             "rejected: every replica has {} or more requests waiting (router.max_queue)",
-            self.router.config().max_queue.unwrap_or(0)
+            self.cluster.router.config().max_queue.unwrap_or(0)
         );
         let nodes = request
             .sub_requests
@@ -153,7 +153,8 @@ impl<L: LatencyModel> Simulation<L> {
     /// `in_window`: sent inside the measurement window.
     pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64, in_window: bool) {
         let n = request.sub_requests.len();
-        let mut progress = vec![NodeProgress { pending_preds: 0, failed_pred: None, ready_us: send_us }; n];
+        let mut progress =
+            vec![NodeProgress { pending_preds: 0, failed_pred: None, ready_us: send_us, split: None }; n];
         for sub in &request.sub_requests {
             for &j in &sub.next {
                 progress[j as usize].pending_preds += 1;

@@ -4,7 +4,7 @@
 //! depends on it; the request leaves when its last node has, or when the
 //! client's timeout cuts it short.
 
-use super::engine::Owner;
+use super::engine::{KvTransfer, Owner};
 use super::outcome::{
     ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, later_or_overflow,
 };
@@ -40,6 +40,31 @@ pub(super) struct NodeProgress {
     pub(super) failed_pred: Option<u32>,
     /// When its last finished predecessor finished (or the send), µs.
     pub(super) ready_us: u64,
+    /// An llm node prefilled on one replica and decoded on another.
+    pub(super) split: Option<Split>,
+}
+
+/// Where a split llm node stands (prefill/decode disaggregation).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Split {
+    /// The prefill replica (an instance index).
+    pub(super) prefill: u32,
+    /// The decode replica.
+    pub(super) decode: u32,
+    /// The prefill's engine slot, whose blocks it holds for the transfer.
+    pub(super) prefill_slot: Option<u32>,
+    pub(super) stage: SplitStage,
+}
+
+/// The stages of a split llm node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SplitStage {
+    /// At the prefill replica (its front end or engine).
+    Prefill,
+    /// At the decode replica, its KV still held by the prefill replica.
+    Decode,
+    /// The KV has landed: the prefill replica let go of it.
+    Landed,
 }
 
 impl<L: LatencyModel> Simulation<L> {
@@ -68,27 +93,44 @@ impl<L: LatencyModel> Simulation<L> {
                 let replica = match a.pinned {
                     Some(r) => r,
                     None => {
-                        let r = self.router.route(now, &mut self.instances, call);
-                        if self.router.config().affinity == Affinity::Request {
+                        let r = self.cluster.route(now, call);
+                        if self.cluster.router.config().affinity == Affinity::Request {
                             a.pinned = Some(r);
                         }
                         r
                     }
                 };
-                if self.instances.len() > 1 {
+                if self.cluster.instances.len() > 1 {
                     a.nodes[node as usize].replica = Some(replica);
                 }
-                // The server's front end (HTTP, tokenization) takes this long
-                // before the engine sees the request; it counts in TTFT.
-                match self.request_overhead_us {
-                    0 => self.enter_engine(slot, node, replica, sink),
-                    delay => {
-                        self.instances[replica as usize].in_transit += 1;
-                        let generation = a.generation;
-                        let at = self.later(now, delay, || ClockOverflow::Engine);
-                        self.queue.push(at, Event::EngineEnter { slot, generation, node, replica });
-                    }
+                // Disaggregated (llm-d's order: the decode replica is chosen
+                // first, then whether and where to prefill): the prompt goes
+                // to a prefill replica first.
+                let mut first = replica;
+                if self.cluster.splits(replica, call) {
+                    let prefill = self.cluster.route_prefill(now, call);
+                    let a = self.active[slot as usize].as_mut().expect("live request");
+                    a.nodes[node as usize].prefill_replica = Some(prefill);
+                    a.progress[node as usize].split =
+                        Some(Split { prefill, decode: replica, prefill_slot: None, stage: SplitStage::Prefill });
+                    first = prefill;
                 }
+                self.send_to_replica(slot, node, first, sink);
+            }
+        }
+    }
+
+    /// The server of replica `replica` receives llm node `node`: its front
+    /// end (HTTP, tokenization) takes its pool's overhead before the engine
+    /// sees the request; it counts in TTFT.
+    pub(super) fn send_to_replica(&mut self, slot: u32, node: u32, replica: u32, sink: &mut dyn ResultSink) {
+        match self.cluster.pool_of(replica).request_overhead_us {
+            0 => self.enter_engine(slot, node, replica, sink),
+            delay => {
+                self.cluster.instances[replica as usize].in_transit += 1;
+                let generation = self.active[slot as usize].as_ref().expect("live request").generation;
+                let at = self.later(self.now, delay, || ClockOverflow::Engine);
+                self.queue.push(at, Event::EngineEnter { slot, generation, node, replica });
             }
         }
     }
@@ -98,8 +140,17 @@ impl<L: LatencyModel> Simulation<L> {
         let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
             unreachable!("only llm nodes enter the engine")
         };
-        if let Err(why) = self.instances[replica as usize].engine.add(Owner { slot, node }, call) {
+        let split = a.progress[node as usize].split;
+        let transfer = match split {
+            None => KvTransfer::Local,
+            Some(s) if s.stage == SplitStage::Prefill => KvTransfer::SendAfterPrefill,
+            Some(_) => KvTransfer::ReceivePrefill,
+        };
+        if let Err(why) = self.cluster.instances[replica as usize].engine.add(Owner { slot, node }, call, transfer) {
             a.nodes[node as usize].error = Some(NodeError::Unservable(why));
+            if let Some(Split { prefill, prefill_slot: Some(held), .. }) = split {
+                self.cluster.instances[prefill as usize].engine.release(held);
+            }
             self.node_done(slot, node, sink);
         }
     }
@@ -159,6 +210,7 @@ impl<L: LatencyModel> Simulation<L> {
             | Event::ToolDone { slot, generation, .. }
             | Event::EngineEnter { slot, generation, .. }
             | Event::Timeout { slot, generation } => !self.is_live(slot, generation),
+            Event::KvLanded { slot, generation, .. } => !self.is_live(slot, generation),
             Event::StepEnd { .. } => false,
         }
     }
@@ -202,12 +254,26 @@ impl<L: LatencyModel> Simulation<L> {
             }
             let is_llm = matches!(a.request.sub_requests[node].kind, NodeKind::Llm(_));
             if outcome.start_us.is_some() && is_llm {
-                let r = outcome.replica.unwrap_or(0) as usize;
-                match self.instances[r].engine.abort(Owner { slot, node: node as u32 }) {
-                    Some(d) => self.record_departure(d),
-                    // Still in the replica's front end: its EngineEnter event
-                    // goes stale.
-                    None => self.instances[r].in_transit -= 1,
+                let owner = Owner { slot, node: node as u32 };
+                let replica = outcome.replica.unwrap_or(0);
+                let split = a.progress[node].split;
+                if let Some(s) = split
+                    && s.stage != SplitStage::Landed
+                {
+                    // Its prefill, running or holding the KV for the send.
+                    let p = &mut self.cluster.instances[s.prefill as usize];
+                    if p.engine.abort(owner).is_none() {
+                        p.in_transit -= 1;
+                    }
+                }
+                if split.is_none_or(|s| s.stage != SplitStage::Prefill) {
+                    let r = replica as usize;
+                    match self.cluster.instances[r].engine.abort(owner) {
+                        Some(d) => self.record_departure(d),
+                        // Still in the replica's front end: its EngineEnter event
+                        // goes stale.
+                        None => self.cluster.instances[r].in_transit -= 1,
+                    }
                 }
             }
             self.active_mut(slot).nodes[node].error = Some(NodeError::TimedOut);

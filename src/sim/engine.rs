@@ -12,119 +12,27 @@
 //! the free blocks allow, each starting after its longest prefix-cache hit.
 //! A request whose computed tokens catch up with its sequence samples one
 //! token at the end of the step.
+//!
+//! KV that comes from or goes to anywhere but this GPU cache passes through
+//! the connector seam (`connector.rs`); the step's records are in
+//! `batch.rs`, the engine arguments in `config.rs`.
+
+mod batch;
+mod config;
+mod connector;
 
 use std::collections::VecDeque;
 
+use batch::Entry;
+pub(crate) use batch::{Batch, Departure, EngineEvent, Owner};
+pub use config::{EngineConfig, EngineStats};
+pub use connector::ConnectorKind;
+use connector::KvConnector;
+pub(crate) use connector::KvTransfer;
+
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
-use crate::latency::{LatencyModel, PrefillChunk, StepBatch};
+use crate::latency::{LatencyModel, PrefillChunk};
 use crate::workload::LlmCall;
-
-/// vLLM engine arguments the scheduler and KV cache obey.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineConfig {
-    /// Most requests running at once.
-    pub max_num_seqs: u32,
-    /// Token budget of one step.
-    pub max_num_batched_tokens: u32,
-    /// Longest sequence (prompt + output) served.
-    pub max_model_len: u32,
-    /// Tokens per KV block.
-    pub block_size: u32,
-    /// KV blocks on each GPU, including vLLM's one reserved null block.
-    pub num_gpu_blocks: u32,
-    /// Automatic prefix caching.
-    pub enable_prefix_caching: bool,
-    /// Cap on one prefill chunk; 0 = none.
-    pub long_prefill_token_threshold: u32,
-    /// vLLM's async scheduling: step N+1 is scheduled when step N starts
-    /// executing, before N's results are in (`async_scheduler.py`), so a
-    /// request that arrives during step N is first scheduled in step N+2.
-    pub async_scheduling: bool,
-    /// vLLM ≥ 0.19 `scheduler_reserve_full_isl`: a waiting request is
-    /// admitted only if blocks for its whole prompt are free, not only for
-    /// its first chunk.
-    pub scheduler_reserve_full_isl: bool,
-    /// vLLM ≥ 0.31: `long_prefill_token_threshold` does not apply while only
-    /// one request is running or waiting ("nobody to starve").
-    pub lone_request_skips_prefill_threshold: bool,
-    /// vLLM ≥ 0.28: freed blocks without a prefix-cache hash go to the head of
-    /// the free queue, to be reused first.
-    pub free_uncached_blocks_first: bool,
-}
-
-#[cfg(test)]
-impl EngineConfig {
-    /// A small engine for the simulator's unit tests: `max_num_seqs`
-    /// sequences, steps of `max_num_batched_tokens`, `num_gpu_blocks` blocks
-    /// of 16, prefix caching on, every version-dependent behaviour off.
-    pub(crate) fn for_tests(max_num_seqs: u32, max_num_batched_tokens: u32, num_gpu_blocks: u32) -> EngineConfig {
-        EngineConfig {
-            max_num_seqs,
-            max_num_batched_tokens,
-            max_model_len: max_num_batched_tokens.max(256),
-            block_size: 16,
-            num_gpu_blocks,
-            enable_prefix_caching: true,
-            long_prefill_token_threshold: 0,
-            async_scheduling: false,
-            scheduler_reserve_full_isl: false,
-            lone_request_skips_prefill_threshold: false,
-            free_uncached_blocks_first: false,
-        }
-    }
-}
-
-/// Counters over the whole run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EngineStats {
-    /// Steps executed.
-    pub steps: u64,
-    /// Preemptions (a request preempted twice counts twice).
-    pub preemptions: u64,
-    /// Tokens looked up in the prefix cache at admission.
-    pub prefix_queries: u64,
-    /// Of those, tokens found.
-    pub prefix_hits: u64,
-    /// Tokens computed (prefill and decode).
-    pub computed_tokens: u64,
-}
-
-impl EngineStats {
-    /// Adds another engine's counters (a cluster's total).
-    pub fn add(&mut self, other: &EngineStats) {
-        self.steps += other.steps;
-        self.preemptions += other.preemptions;
-        self.prefix_queries += other.prefix_queries;
-        self.prefix_hits += other.prefix_hits;
-        self.computed_tokens += other.computed_tokens;
-    }
-}
-
-/// Who a request belongs to, in the driver's terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Owner {
-    pub(crate) slot: u32,
-    pub(crate) node: u32,
-}
-
-/// What scheduling or a step did, reported to the driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum EngineEvent {
-    /// First admission of the request (scheduling delay ends here).
-    Scheduled(Owner),
-    /// The request emitted its last token and left the engine.
-    Finished(Departure),
-}
-
-/// A request leaving the engine (finished, aborted, or cut off by the
-/// horizon), with the emission time of every token it produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Departure {
-    pub(crate) owner: Owner,
-    pub(crate) token_times_us: Vec<u64>,
-    pub(crate) preemptions: u32,
-    pub(crate) cached_tokens: u32,
-}
 
 struct Seq {
     owner: Owner,
@@ -151,8 +59,26 @@ struct Seq {
     admitted: bool,
     /// The client gave up: it leaves at the next step boundary, unreported.
     aborted: bool,
+    /// What its `kv_transfer_params` ask.
+    transfer: KvTransfer,
+    /// Where its remotely computed prompt KV stands.
+    remote: RemoteKv,
+    /// Finished, its blocks kept for a send (`EngineEvent::Held`).
+    held: bool,
     /// Emission time of each token so far; sized for all of them up front.
     token_times_us: Vec<u64>,
+}
+
+/// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RemoteKv {
+    /// None expected, or it has been used.
+    None,
+    /// Blocks allocated, the read under way: the request is skipped in the
+    /// waiting queue.
+    Loading,
+    /// Landed: the request is admitted with it computed.
+    Loaded,
 }
 
 impl Seq {
@@ -163,45 +89,6 @@ impl Seq {
             preemptions: self.preemptions,
             cached_tokens: self.cached_tokens,
         }
-    }
-}
-
-/// One request's share of a step.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Entry {
-    pub(crate) slot: u32,
-    pub(crate) tokens: u32,
-    /// The step's computation reaches the end of the known sequence: it
-    /// samples a token.
-    samples: bool,
-    /// The request was aborted after this step was scheduled.
-    dead: bool,
-}
-
-/// One scheduled step: who computes how many tokens, its price, and (when
-/// traced) what scheduling it did.
-#[derive(Debug, Default)]
-pub(crate) struct Batch {
-    pub(crate) entries: Vec<Entry>,
-    pub(crate) duration_us: u64,
-    /// Admissions, with the prefix-cache hit (tokens) of each.
-    pub(crate) admitted: Vec<(u32, u32)>,
-    /// Preempted slots, in order.
-    pub(crate) preempted: Vec<u32>,
-    /// KV blocks referenced once scheduled.
-    pub(crate) kv_blocks_used: u32,
-    /// What the latency model priced: kept with the step, since lockstep
-    /// data-parallel ranks are priced together when their steps start.
-    pub(crate) priced: StepBatch,
-}
-
-impl Batch {
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.admitted.clear();
-        self.preempted.clear();
-        self.duration_us = 0;
-        self.priced.clear();
     }
 }
 
@@ -231,6 +118,8 @@ pub(crate) struct Engine {
     /// Record admissions and preemptions for the step trace.
     tracing: bool,
     stats: EngineStats,
+    /// Who else holds KV for this engine.
+    connector: Box<dyn KvConnector>,
 }
 
 impl Engine {
@@ -245,6 +134,7 @@ impl Engine {
         let kv =
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
         Engine {
+            connector: connector::connector(config.kv_connector),
             config,
             kv,
             seqs: Vec::new(),
@@ -327,13 +217,24 @@ impl Engine {
         &mut self.kv
     }
 
+    /// Prompt tokens of `call` in this engine's prefix cache now (what
+    /// llm-d's prefix-cache scorer estimates for a replica).
+    pub(crate) fn cached_prompt_tokens(&self, call: &LlmCall) -> u32 {
+        let Some(input) = call.prompt_ids().filter(|_| self.config.enable_prefix_caching) else { return 0 };
+        let mut hashes = Vec::new();
+        block_hashes(input, self.config.block_size, &mut hashes);
+        self.kv.cached_prefix(&hashes) as u32 * self.config.block_size
+    }
+
     pub(crate) fn check_kv(&self) -> Result<(), String> {
         self.kv.check()
     }
 
-    /// Queues an llm call, or says why it can never be served.
-    pub(crate) fn add(&mut self, owner: Owner, call: &LlmCall) -> Result<(), String> {
-        let total_len = call.input_tokens + call.output_tokens;
+    /// Queues an llm call, with what its `kv_transfer_params` ask, or says
+    /// why it can never be served. A `SendAfterPrefill` request is the
+    /// proxy's prefill request: `max_tokens: 1`.
+    pub(crate) fn add(&mut self, owner: Owner, call: &LlmCall, transfer: KvTransfer) -> Result<(), String> {
+        let mut total_len = call.input_tokens + call.output_tokens;
         if total_len > self.config.max_model_len {
             return Err(format!(
                 "unservable: input_tokens + output_tokens = {total_len} exceeds max_model_len = {}",
@@ -363,6 +264,11 @@ impl Engine {
             block_hashes(input.chain(output), self.config.block_size, &mut hashes);
         }
         let num_tokens = known.max(call.input_tokens);
+        let mut tokens_to_emit = call.tokens_to_emit();
+        if transfer == KvTransfer::SendAfterPrefill {
+            total_len = total_len.min(num_tokens + 1);
+            tokens_to_emit = 1;
+        }
         let seq = Seq {
             owner,
             num_tokens,
@@ -378,7 +284,10 @@ impl Engine {
             cached_tokens: 0,
             admitted: false,
             aborted: false,
-            token_times_us: Vec::with_capacity(call.tokens_to_emit() as usize),
+            transfer,
+            remote: RemoteKv::None,
+            held: false,
+            token_times_us: Vec::with_capacity(tokens_to_emit as usize),
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -518,16 +427,63 @@ impl Engine {
 
     fn admit_waiting(&mut self, budget: &mut u32, lpt: u32, events: &mut Vec<EngineEvent>) {
         let block_size = self.kv.block_size();
+        // Position in the waiting queue: requests whose remote KV is still
+        // being read are skipped and keep their place (scheduler.py
+        // `skipped_waiting_requests`).
+        let mut i = 0;
         while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
-            let Some(&slot) = self.waiting.front() else { break };
+            let Some(&slot) = self.waiting.get(i) else { break };
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            if seq.remote == RemoteKv::Loading {
+                i += 1;
+                continue;
+            }
             self.hits.clear();
-            // At least the last token is always recomputed: its logits are needed.
-            let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
-            self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
-            let hit_tokens = self.hits.len() as u32 * block_size;
-            let seeded = if seq.admitted { 0 } else { seq.seeded_kv };
-            let computed = hit_tokens.max(seeded).min(seq.num_tokens - 1);
+            let hit_tokens;
+            let computed;
+            let landed = seq.remote == RemoteKv::Loaded;
+            if landed {
+                // scheduler.py `_update_waiting_for_remote_kv`: the blocks
+                // hold the whole prompt; the last token is recomputed for its
+                // logits.
+                hit_tokens = seq.cached_tokens;
+                computed = seq.num_computed.min(seq.num_tokens - 1);
+                seq.remote = RemoteKv::None;
+            } else {
+                // At least the last token is always recomputed: its logits are needed.
+                let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
+                self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
+                hit_tokens = self.hits.len() as u32 * block_size;
+                if !seq.admitted {
+                    let (external, load_async) =
+                        self.connector.matched_tokens(seq.transfer, seq.num_tokens, hit_tokens);
+                    if load_async && external > 0 {
+                        // Blocks for the prompt now, nothing computed: the
+                        // request waits in WAITING_FOR_REMOTE_KVS, keeping its
+                        // place. Only hit blocks are registered: the rest are
+                        // registered when their KV has landed.
+                        let target = hit_tokens + external;
+                        if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, target, hit_tokens) {
+                            break;
+                        }
+                        seq.remote = RemoteKv::Loading;
+                        seq.admitted = true;
+                        seq.cached_tokens = hit_tokens;
+                        seq.num_computed = target;
+                        if self.config.enable_prefix_caching {
+                            self.stats.prefix_queries += u64::from(seq.num_tokens);
+                            self.stats.prefix_hits += u64::from(hit_tokens);
+                        }
+                        events.push(EngineEvent::Scheduled(seq.owner));
+                        self.connector.after_alloc(seq.owner, slot, external, events);
+                        i += 1;
+                        continue;
+                    }
+                }
+                let seeded = if seq.admitted { 0 } else { seq.seeded_kv };
+                computed = hit_tokens.max(seeded).min(seq.num_tokens - 1);
+            }
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             let mut n = seq.num_tokens - computed;
             if lpt > 0 {
                 n = n.min(lpt);
@@ -536,6 +492,7 @@ impl Engine {
             // kv_cache_manager.py allocate_slots(full_sequence_must_fit):
             // blocks for min(num_tokens, max_model_len) must be free.
             if self.config.scheduler_reserve_full_isl
+                && !landed
                 && !self.kv.fits(&self.hits, seq.num_tokens.min(self.config.max_model_len))
             {
                 break;
@@ -543,9 +500,13 @@ impl Engine {
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n, seq.num_tokens) {
                 break;
             }
-            self.waiting.pop_front();
+            if i == 0 {
+                self.waiting.pop_front();
+            } else {
+                self.waiting.remove(i);
+            }
             self.running.push(slot);
-            if self.config.enable_prefix_caching {
+            if self.config.enable_prefix_caching && !landed {
                 self.stats.prefix_queries += u64::from(seq.num_tokens);
                 self.stats.prefix_hits += u64::from(hit_tokens);
             }
@@ -572,7 +533,29 @@ impl Engine {
         self.free_slots.clear();
         self.has_queued = false;
         self.stepping = false;
-        self.seqs.drain(..).flatten().filter(|s| !s.aborted).map(Seq::departure).collect()
+        self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(Seq::departure).collect()
+    }
+
+    /// The remote KV of the request in `slot` has landed: its blocks are
+    /// registered in the prefix cache and it is admitted at its turn, only
+    /// its last token computed (scheduler.py `_update_from_kv_xfer_finished`
+    /// then `_update_waiting_for_remote_kv`).
+    pub(crate) fn kv_loaded(&mut self, slot: u32) {
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        debug_assert_eq!(seq.remote, RemoteKv::Loading);
+        seq.remote = RemoteKv::Loaded;
+        self.kv.register(&mut seq.blocks, &seq.hashes, seq.num_computed);
+    }
+
+    /// The send of a finished request's KV (held in `slot`) completed: its
+    /// blocks are freed (nixl_connector.py: freed when the decode side
+    /// reports the read done).
+    pub(crate) fn release(&mut self, slot: u32) {
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        debug_assert!(seq.held);
+        self.kv.free(&mut seq.blocks);
+        self.seqs[slot as usize] = None;
+        self.free_slots.push(slot);
     }
 
     /// The client gave up on `owner` (vLLM aborts a request whose client
@@ -681,6 +664,20 @@ impl Engine {
                 self.kv.register(&mut seq.blocks, &seq.hashes, upto);
             }
             if seq.num_tokens == seq.total_len {
+                any_finished = true;
+                if !seq.aborted && self.connector.request_finished(seq.transfer) {
+                    // Reported, but its blocks stay for the send.
+                    seq.held = true;
+                    let departure = Departure {
+                        owner: seq.owner,
+                        token_times_us: std::mem::take(&mut seq.token_times_us),
+                        preemptions: seq.preemptions,
+                        cached_tokens: seq.cached_tokens,
+                    };
+                    events.push(EngineEvent::Held { owner: seq.owner, slot });
+                    events.push(EngineEvent::Finished(departure));
+                    continue;
+                }
                 self.kv.free(&mut seq.blocks);
                 let seq = self.seqs[slot as usize].take().expect("live slot");
                 if seq.aborted {
@@ -689,13 +686,13 @@ impl Engine {
                     events.push(EngineEvent::Finished(seq.departure()));
                 }
                 self.free_slots.push(slot);
-                any_finished = true;
             }
         }
         if any_finished {
             let seqs = &self.seqs;
-            self.running.retain(|&s| seqs[s as usize].is_some());
-            self.waiting.retain(|&s| seqs[s as usize].is_some());
+            let gone = |s: u32| seqs[s as usize].as_ref().is_none_or(|q| q.held);
+            self.running.retain(|&s| !gone(s));
+            self.waiting.retain(|&s| !gone(s));
         }
         for slot in std::mem::take(&mut self.pending_aborts) {
             self.remove(slot);

@@ -7,6 +7,8 @@ use super::step_trace::{EngineStep, NodeRef};
 
 pub(super) struct Instance {
     pub(super) engine: Engine,
+    /// The pool it belongs to (an index into the simulation's pools).
+    pub(super) pool: u32,
     /// Llm nodes routed here still in the server's front end (HTTP,
     /// tokenization), not yet in the engine's queues.
     pub(super) in_transit: u32,
@@ -22,9 +24,10 @@ pub(super) struct Instance {
 }
 
 impl Instance {
-    pub(super) fn new(config: EngineConfig) -> Instance {
+    pub(super) fn new(config: EngineConfig, pool: u32) -> Instance {
         Instance {
             engine: Engine::new(config),
+            pool,
             in_transit: 0,
             trace_executing: EngineStep::default(),
             trace_queued: EngineStep::default(),

@@ -52,8 +52,16 @@ pub struct NodeOutcome {
     pub cached_tokens: u32,
     /// Times the engine preempted it.
     pub preemptions: u32,
-    /// The replica the router sent it to, in a cluster of more than one.
+    /// The replica the router sent it to, in a cluster of more than one
+    /// (a split node's decode replica).
     pub replica: Option<u32>,
+    /// A split node's prefill replica (prefill/decode disaggregation).
+    pub prefill_replica: Option<u32>,
+    /// A split node's KV transfer: from the decode replica's request for it
+    /// until it landed (waiting for the link included), µs.
+    pub kv_transfer_us: u64,
+    /// A split node's KV moved from its prefill replica, bytes.
+    pub kv_transfer_bytes: u64,
 }
 
 /// How a request ended.

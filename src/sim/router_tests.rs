@@ -76,16 +76,8 @@ impl Sink for Collect {
 
 fn route(replicas: u32, max_num_seqs: u32, overhead_us: u64, router: RouterConfig, requests: Vec<Request>) -> Collect {
     let config = RunConfig {
-        engine: engine(max_num_seqs),
-        replicas,
-        router,
-        lockstep: false,
-        latency: Fixed { overhead_us },
-        client: Client::OpenLoop,
-        measurement: crate::sim::Measurement::default(),
-        horizon_us: None,
-        timeout_us: None,
         step_trace: true,
+        ..RunConfig::aggregated(engine(max_num_seqs), replicas, router, Fixed { overhead_us })
     };
     let mut out = Collect(Vec::new());
     run(config, requests.into_iter().map(Ok::<_, ()>), &mut out).unwrap();

@@ -15,6 +15,7 @@ use super::client::Client;
 use super::engine::{EngineConfig, EngineStats};
 use super::order::InputOrder;
 use super::outcome::{FinishedRequest, ResultSink};
+use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::router::RouterConfig;
 use super::simulation::Simulation;
 use super::step_trace::EngineStep;
@@ -25,17 +26,12 @@ use crate::workload::Request;
 /// How one run is set up.
 #[derive(Debug, Clone)]
 pub struct RunConfig<L> {
-    /// The engine (scheduler and KV cache) of every replica.
-    pub engine: EngineConfig,
-    /// Identical engines behind the router (≥ 1).
-    pub replicas: u32,
-    /// How requests are admitted and spread over the replicas.
-    pub router: RouterConfig,
-    /// The replicas are data-parallel ranks of one MoE engine: they step
-    /// together, priced together ([`crate::latency::LatencyModel::lockstep_time_us`]).
-    pub lockstep: bool,
-    /// What prices a step.
-    pub latency: L,
+    /// The pools of replicas (one mixed pool: an aggregated deployment).
+    pub pools: Vec<PoolConfig<L>>,
+    /// How KV moves from prefill to decode replicas (P/D only).
+    pub kv_transfer: KvTransferConfig,
+    /// Which requests a P/D deployment splits.
+    pub pd: PdDecider,
     /// How requests are sent.
     pub client: Client,
     /// Warm-up and ramp: the measurement window ([`super::Window`]).
@@ -46,6 +42,46 @@ pub struct RunConfig<L> {
     pub timeout_us: Option<u64>,
     /// Push every engine step to the sink.
     pub step_trace: bool,
+}
+
+impl<L> RunConfig<L> {
+    /// An aggregated deployment: one mixed pool of `replicas` engines of
+    /// `engine` behind `router`, priced by `latency`, with an open-loop
+    /// client and no window, horizon, timeout or step trace (set them with
+    /// struct update syntax).
+    pub fn aggregated(engine: EngineConfig, replicas: u32, router: RouterConfig, latency: L) -> Self {
+        let pool = PoolConfig {
+            name: "default".to_owned(),
+            role: Role::Mixed,
+            engine,
+            replicas,
+            lockstep: false,
+            latency,
+            router,
+            kv_bytes_per_token: 0,
+        };
+        RunConfig {
+            pools: vec![pool],
+            // (Unused: nothing moves without a prefill pool.)
+            kv_transfer: KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 },
+            pd: PdDecider::Always,
+            client: Client::OpenLoop,
+            measurement: Measurement::default(),
+            horizon_us: None,
+            timeout_us: None,
+            step_trace: false,
+        }
+    }
+}
+
+impl<L: Clone> RunConfig<L> {
+    /// The same run with every pool priced by `latency` (a fit's candidate).
+    pub fn with_latency(mut self, latency: L) -> Self {
+        for pool in &mut self.pools {
+            pool.latency = latency.clone();
+        }
+        self
+    }
 }
 
 /// Where a run's results go. Every callback may fail; the first error ends
@@ -134,7 +170,8 @@ pub struct RunSummary {
     pub sim_end_us: u64,
     /// The engines' counters, summed over the replicas.
     pub stats: EngineStats,
-    /// Each replica's counters.
+    /// Each replica's counters (serving pools first, then prefill pools,
+    /// each pool's replicas together, in the order the pools were given).
     pub replicas: Vec<EngineStats>,
     /// The measurement window.
     pub window: Window,
@@ -159,13 +196,12 @@ pub fn run<L: LatencyModel, E>(
     sink: &mut dyn Sink,
 ) -> Result<RunSummary, RunError<E>> {
     sink.begin().map_err(RunError::Sink)?;
-    let mut sim = Simulation::cluster(config.engine, config.latency, config.replicas, config.router);
+    let mut sim = Simulation::pools(config.pools, config.kv_transfer, config.pd);
     sim.set_client(config.client);
     sim.set_measurement(config.measurement);
     sim.set_horizon(config.horizon_us);
     sim.set_request_timeout(config.timeout_us);
     sim.set_step_trace(config.step_trace);
-    sim.set_lockstep(config.lockstep && config.replicas > 1);
     let mut out = InputOrder::new(Forward { sink, error: None });
     let mut read = 0;
     for request in requests {
@@ -240,17 +276,10 @@ mod tests {
     use crate::workload::{LlmCall, NodeKind, RequestId, SubRequest};
 
     fn config() -> RunConfig<StepPricer> {
+        let latency = StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap());
         RunConfig {
-            engine: EngineConfig::for_tests(4, 64, 64),
-            replicas: 1,
-            router: RouterConfig::default(),
-            lockstep: false,
-            latency: StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap()),
-            client: Client::OpenLoop,
-            measurement: Measurement::default(),
-            horizon_us: None,
-            timeout_us: None,
             step_trace: true,
+            ..RunConfig::aggregated(EngineConfig::for_tests(4, 64, 64), 1, RouterConfig::default(), latency)
         }
     }
 

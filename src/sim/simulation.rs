@@ -19,12 +19,13 @@
 use std::collections::VecDeque;
 
 use super::client::Client;
+use super::cluster::Cluster;
 use super::dag::Active;
 use super::engine::{Batch, Departure, EngineConfig, EngineEvent, EngineStats};
-use super::instance::Instance;
 use super::outcome::{ClockOverflow, NodeError, RequestStatus, ResultSink, later_or_overflow};
+use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::queue::EventQueue;
-use super::router::{Router, RouterConfig};
+use super::router::RouterConfig;
 use super::step_trace::NodeRef;
 use super::window::{Measurement, Window, WindowState};
 use crate::latency::LatencyModel;
@@ -62,19 +63,24 @@ pub(super) enum Event {
     StepEnd {
         replica: u32,
     },
+    /// A prompt's KV, read from its prefill replica, has landed in replica
+    /// `replica`'s engine slot `engine_slot`.
+    KvLanded {
+        slot: u32,
+        generation: u32,
+        node: u32,
+        replica: u32,
+        engine_slot: u32,
+    },
 }
 
-/// Simulated replicas of one engine behind a router, serving a stream of
+/// Simulated pools of engine replicas behind routers, serving a stream of
 /// request DAGs.
 pub struct Simulation<L> {
     pub(super) now: u64,
     pub(super) queue: EventQueue<Event>,
-    /// Prices every replica's steps (models are stateless).
-    pub(super) latency: L,
-    /// The server's front end (HTTP, tokenization) before the engine, µs.
-    pub(super) request_overhead_us: u64,
-    pub(super) instances: Vec<Instance>,
-    pub(super) router: Router,
+    /// The replicas, their pools, routers and links.
+    pub(super) cluster: Cluster<L>,
     pub(super) active: Vec<Option<Active>>,
     pub(super) free_slots: Vec<u32>,
     pub(super) in_flight: usize,
@@ -100,8 +106,6 @@ pub struct Simulation<L> {
     pub(super) slot_generations: Vec<u32>,
     /// The client gives up on a request this long after sending it, µs.
     pub(super) timeout_us: Option<u64>,
-    /// The replicas are data-parallel ranks that step together.
-    pub(super) lockstep: bool,
     /// Ranks that started the current lockstep step (reused buffer).
     pub(super) lockstep_started: Vec<u32>,
     /// Warm-up and ramp, as set.
@@ -127,15 +131,27 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// `replicas` (≥ 1) idle engines of `config` behind a router, at time 0.
     pub fn cluster(config: EngineConfig, latency: L, replicas: u32, router: RouterConfig) -> Self {
-        let mut instances: Vec<Instance> = (0..replicas.max(1)).map(|_| Instance::new(config.clone())).collect();
-        let router = Router::new(router, &mut instances);
+        let pool = PoolConfig {
+            name: "default".to_owned(),
+            role: Role::Mixed,
+            engine: config,
+            replicas,
+            lockstep: false,
+            latency,
+            router,
+            kv_bytes_per_token: 0,
+        };
+        // (No transfer happens without a prefill pool.)
+        Self::pools(vec![pool], KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 }, PdDecider::Always)
+    }
+
+    /// Idle pools at time 0 (at least one that serves requests: mixed or
+    /// decode), KV moving between them over `transfer`, split as `pd` says.
+    pub fn pools(pools: Vec<PoolConfig<L>>, transfer: KvTransferConfig, pd: PdDecider) -> Self {
         Simulation {
             now: 0,
             queue: EventQueue::new(),
-            request_overhead_us: latency.request_overhead_us(),
-            latency,
-            instances,
-            router,
+            cluster: Cluster::new(pools, transfer, pd),
             active: Vec::new(),
             free_slots: Vec::new(),
             in_flight: 0,
@@ -151,7 +167,6 @@ impl<L: LatencyModel> Simulation<L> {
             clock_overflow: None,
             slot_generations: Vec::new(),
             timeout_us: None,
-            lockstep: false,
             lockstep_started: Vec::new(),
             measurement: Measurement::default(),
             window: WindowState::default(),
@@ -218,18 +233,11 @@ impl<L: LatencyModel> Simulation<L> {
         later_or_overflow(&mut self.clock_overflow, t, d, what)
     }
 
-    /// Makes the replicas data-parallel ranks of one MoE engine that step
-    /// together, all ranks' steps priced at once by the latency model. Set
-    /// before the first request.
-    pub fn set_lockstep(&mut self, on: bool) {
-        self.lockstep = on;
-    }
-
     /// Reports every engine step to the sink's [`ResultSink::engine_step`].
     /// Off by default: building the records costs a little per step.
     pub fn set_step_trace(&mut self, on: bool) {
         self.tracing = on;
-        for instance in &mut self.instances {
+        for instance in &mut self.cluster.instances {
             instance.engine.set_tracing(on);
         }
     }
@@ -253,7 +261,7 @@ impl<L: LatencyModel> Simulation<L> {
     /// Engine counters so far, summed over the replicas.
     pub fn engine_stats(&self) -> EngineStats {
         let mut total = EngineStats::default();
-        for instance in &self.instances {
+        for instance in &self.cluster.instances {
             total.add(instance.engine.stats());
         }
         total
@@ -261,12 +269,12 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// Each replica's engine counters so far.
     pub fn replica_stats(&self) -> Vec<EngineStats> {
-        self.instances.iter().map(|i| i.engine.stats().clone()).collect()
+        self.cluster.instances.iter().map(|i| i.engine.stats().clone()).collect()
     }
 
     /// (running, waiting) requests in the engines now.
     pub fn engine_queues(&self) -> (usize, usize) {
-        self.instances.iter().fold((0, 0), |(r, w), i| (r + i.engine.num_running(), w + i.engine.num_waiting()))
+        self.cluster.instances.iter().fold((0, 0), |(r, w), i| (r + i.engine.num_running(), w + i.engine.num_waiting()))
     }
 
     /// Handles every event up to and including `limit` µs.
@@ -293,11 +301,14 @@ impl<L: LatencyModel> Simulation<L> {
             let (_, event) = self.queue.pop().expect("peeked");
             self.handle(event, sink);
         }
-        if self.lockstep {
-            self.start_lockstep(sink);
-        } else {
-            for replica in 0..self.instances.len() as u32 {
-                self.start_step(replica, sink);
+        for p in 0..self.cluster.pools.len() {
+            let pool = &self.cluster.pools[p];
+            if pool.lockstep {
+                self.start_lockstep(pool.replicas.clone(), sink);
+            } else {
+                for replica in pool.replicas.clone() {
+                    self.start_step(replica, sink);
+                }
             }
         }
         true
@@ -307,8 +318,8 @@ impl<L: LatencyModel> Simulation<L> {
     /// in flight as unfinished.
     pub fn finish(&mut self, sink: &mut dyn ResultSink) {
         self.run_until(u64::MAX, sink);
-        for replica in 0..self.instances.len() {
-            for d in self.instances[replica].engine.drain() {
+        for replica in 0..self.cluster.instances.len() {
+            for d in self.cluster.instances[replica].engine.drain() {
                 self.record_departure(d);
             }
         }
@@ -347,7 +358,7 @@ impl<L: LatencyModel> Simulation<L> {
     /// queued (async scheduling), else a newly scheduled one; with async
     /// scheduling, the step after it is then scheduled at once.
     pub(super) fn start_step(&mut self, replica: u32, sink: &mut dyn ResultSink) {
-        if self.instances[replica as usize].engine.stepping() {
+        if self.cluster.instances[replica as usize].engine.stepping() {
             return;
         }
         if let Some(d) = self.begin_step(replica as usize) {
@@ -361,24 +372,24 @@ impl<L: LatencyModel> Simulation<L> {
     /// all ranks at once (vLLM's DP engines of an MoE model meet in every MoE
     /// layer; `DPEngineCoreProc` runs `execute_dummy_batch` on an idle rank
     /// while any rank has requests).
-    pub(super) fn start_lockstep(&mut self, sink: &mut dyn ResultSink) {
-        if self.instances.iter().any(|i| i.engine.stepping()) {
+    pub(super) fn start_lockstep(&mut self, ranks: std::ops::Range<u32>, sink: &mut dyn ResultSink) {
+        let range = ranks.start as usize..ranks.end as usize;
+        if self.cluster.instances[range.clone()].iter().any(|i| i.engine.stepping()) {
             return;
         }
         let mut started = std::mem::take(&mut self.lockstep_started);
         started.clear();
-        for r in 0..self.instances.len() {
+        for r in range.clone() {
             if self.begin_step(r).is_some() {
                 started.push(r as u32);
             }
         }
         if !started.is_empty() {
-            let batches: Vec<&crate::latency::StepBatch> = self
-                .instances
+            let batches: Vec<&crate::latency::StepBatch> = self.cluster.instances[range.clone()]
                 .iter()
                 .map(|i| if i.engine.stepping() { &i.engine.executing().priced } else { &IDLE_RANK })
                 .collect();
-            let duration = self.latency.lockstep_time_us(&batches);
+            let duration = self.cluster.pool_of(ranks.start).latency.lockstep_time_us(&batches);
             for &r in &started {
                 self.launch(r, duration, sink);
             }
@@ -390,14 +401,15 @@ impl<L: LatencyModel> Simulation<L> {
     /// or `None` when it has nothing to run.
     fn begin_step(&mut self, r: usize) -> Option<u64> {
         let mut events = std::mem::take(&mut self.events);
-        let instance = &mut self.instances[r];
+        let instance = &mut self.cluster.instances[r];
+        let latency = &self.cluster.pools[instance.pool as usize].latency;
         let duration = match instance.engine.start_queued() {
             Some(d) => {
                 std::mem::swap(&mut instance.trace_executing, &mut instance.trace_queued);
                 Some(d)
             }
             None if instance.engine.has_work() => {
-                let d = instance.engine.start_step(&self.latency, &mut events);
+                let d = instance.engine.start_step(latency, &mut events);
                 if self.tracing {
                     self.trace_scheduling(r, d.is_some(), false);
                 }
@@ -417,8 +429,8 @@ impl<L: LatencyModel> Simulation<L> {
         let r = replica as usize;
         let end = self.later(self.now, duration_us, || ClockOverflow::Engine);
         self.queue.push(end, Event::StepEnd { replica });
-        let cluster = self.instances.len() > 1;
-        let instance = &mut self.instances[r];
+        let cluster = self.cluster.instances.len() > 1;
+        let instance = &mut self.cluster.instances[r];
         if self.tracing {
             instance.trace_executing.index = instance.steps_started;
             instance.trace_executing.start_us = self.now;
@@ -429,7 +441,9 @@ impl<L: LatencyModel> Simulation<L> {
         instance.steps_started += 1;
         if instance.engine.config().async_scheduling {
             let mut events = std::mem::take(&mut self.events);
-            let queued = self.instances[r].engine.queue_step(&self.latency, &mut events);
+            let instance = &mut self.cluster.instances[r];
+            let latency = &self.cluster.pools[instance.pool as usize].latency;
+            let queued = instance.engine.queue_step(latency, &mut events);
             if self.tracing {
                 self.trace_scheduling(r, queued, true);
             }
@@ -441,8 +455,15 @@ impl<L: LatencyModel> Simulation<L> {
     /// Records the first admission of the requests the engine reports.
     fn scheduled(&mut self, events: &mut Vec<EngineEvent>) {
         for e in events.drain(..) {
-            if let EngineEvent::Scheduled(owner) = e {
-                self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us = Some(self.now);
+            match e {
+                EngineEvent::Scheduled(owner) => {
+                    // The first admission anywhere: a split request's is its
+                    // prefill's.
+                    let now = self.now;
+                    self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us.get_or_insert(now);
+                }
+                EngineEvent::KvLoad { owner, slot: engine_slot, tokens } => self.kv_load(owner, engine_slot, tokens),
+                EngineEvent::Finished(_) | EngineEvent::Held { .. } => unreachable!("only a step's end finishes"),
             }
         }
     }
@@ -454,18 +475,18 @@ impl<L: LatencyModel> Simulation<L> {
     /// the next step. Named now, since a slot can be reused before the step
     /// runs.
     pub(super) fn trace_scheduling(&mut self, r: usize, scheduled: bool, queued: bool) {
-        let engine = &self.instances[r].engine;
+        let engine = &self.cluster.instances[r].engine;
         if !scheduled {
             let carried: Vec<NodeRef> =
                 engine.preempted_unscheduled().iter().map(|&slot| self.node_ref(r, slot)).collect();
-            self.instances[r].trace_carried.extend(carried);
+            self.cluster.instances[r].trace_carried.extend(carried);
             return;
         }
-        let instance = &mut self.instances[r];
+        let instance = &mut self.cluster.instances[r];
         let mut record =
             std::mem::take(if queued { &mut instance.trace_queued } else { &mut instance.trace_executing });
         let mut carried = std::mem::take(&mut instance.trace_carried);
-        let engine = &self.instances[r].engine;
+        let engine = &self.cluster.instances[r].engine;
         let batch: &Batch = if queued { engine.last_scheduled() } else { engine.executing() };
         record.duration_us = batch.duration_us;
         record.kv_blocks_used = batch.kv_blocks_used;
@@ -476,23 +497,30 @@ impl<L: LatencyModel> Simulation<L> {
         record.preempted.clear();
         record.preempted.append(&mut carried);
         record.preempted.extend(batch.preempted.iter().map(|&slot| self.node_ref(r, slot)));
-        let instance = &mut self.instances[r];
+        let instance = &mut self.cluster.instances[r];
         instance.trace_carried = carried;
         *(if queued { &mut instance.trace_queued } else { &mut instance.trace_executing }) = record;
     }
 
     /// The request and node replica `r`'s engine holds in `slot`.
     pub(super) fn node_ref(&self, r: usize, slot: u32) -> NodeRef {
-        let owner = self.instances[r].engine.owner(slot);
+        let owner = self.cluster.instances[r].engine.owner(slot);
         let a = self.active[owner.slot as usize].as_ref().expect("live request");
         NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
     }
 
     pub(super) fn record_departure(&mut self, d: Departure) {
-        let node = &mut self.active_mut(d.owner.slot).nodes[d.owner.node as usize];
+        let a = self.active_mut(d.owner.slot);
+        let split = a.progress[d.owner.node as usize].split.is_some();
+        let node = &mut a.nodes[d.owner.node as usize];
         node.token_times_us = d.token_times_us;
-        node.preemptions = d.preemptions;
-        node.cached_tokens = d.cached_tokens;
+        if split {
+            // The prompt's cache hit is its prefill's; preemptions add up.
+            node.preemptions += d.preemptions;
+        } else {
+            node.preemptions = d.preemptions;
+            node.cached_tokens = d.cached_tokens;
+        }
     }
 
     pub(super) fn handle(&mut self, event: Event, sink: &mut dyn ResultSink) {
@@ -504,26 +532,40 @@ impl<L: LatencyModel> Simulation<L> {
                 self.node_done(slot, node, sink)
             }
             Event::EngineEnter { slot, generation, node, replica } if self.is_live(slot, generation) => {
-                self.instances[replica as usize].in_transit -= 1;
+                self.cluster.instances[replica as usize].in_transit -= 1;
                 self.enter_engine(slot, node, replica, sink)
             }
             Event::Timeout { slot, generation } if self.is_live(slot, generation) => self.time_out(slot, sink),
+            Event::KvLanded { slot, generation, node, replica, engine_slot } if self.is_live(slot, generation) => {
+                self.kv_landed(slot, node, replica, engine_slot)
+            }
             // Left behind by a request that timed out.
-            Event::NodeStart { .. } | Event::ToolDone { .. } | Event::EngineEnter { .. } | Event::Timeout { .. } => {}
+            Event::NodeStart { .. }
+            | Event::ToolDone { .. }
+            | Event::EngineEnter { .. }
+            | Event::Timeout { .. }
+            | Event::KvLanded { .. } => {}
             Event::StepEnd { replica } => {
                 let r = replica as usize;
                 let mut events = std::mem::take(&mut self.events);
-                self.instances[r].engine.finish_step(self.now, &mut events);
+                self.cluster.instances[r].engine.finish_step(self.now, &mut events);
                 if self.check_invariants
-                    && let Err(e) = self.instances[r].engine.check_kv()
+                    && let Err(e) = self.cluster.instances[r].engine.check_kv()
                 {
                     panic!("KV cache invariant broken on replica {r} at {} µs: {e}", self.now);
                 }
                 for e in events.drain(..) {
-                    if let EngineEvent::Finished(d) = e {
-                        let owner = d.owner;
-                        self.record_departure(d);
-                        self.node_done(owner.slot, owner.node, sink);
+                    match e {
+                        EngineEvent::Held { owner, slot: engine_slot } => self.prefill_held(owner, engine_slot),
+                        EngineEvent::Finished(d) if self.is_prefill(d.owner) => self.prefill_done(d, sink),
+                        EngineEvent::Finished(d) => {
+                            let owner = d.owner;
+                            self.record_departure(d);
+                            self.node_done(owner.slot, owner.node, sink);
+                        }
+                        EngineEvent::Scheduled(_) | EngineEvent::KvLoad { .. } => {
+                            unreachable!("scheduling reports these")
+                        }
                     }
                 }
                 self.events = events;

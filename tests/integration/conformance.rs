@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use blis_sweep::latency::{Linear, StepPricer};
 use blis_sweep::scenario::VllmVersion;
-use blis_sweep::sim::{EngineConfig, EngineStep, FinishedRequest, RequestStatus, ResultSink, Simulation};
+use blis_sweep::sim::{
+    ConnectorKind, EngineConfig, EngineStep, FinishedRequest, RequestStatus, ResultSink, Simulation,
+};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use serde_json::Value;
 
@@ -75,6 +77,7 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         scheduler_reserve_full_isl: release.scheduler_reserve_full_isl,
         lone_request_skips_prefill_threshold: release.lone_request_skips_prefill_threshold,
         free_uncached_blocks_first: release.free_uncached_blocks_first,
+        kv_connector: ConnectorKind::None,
     }
 }
 

@@ -6,8 +6,8 @@
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use blis_sweep::scenario::{ModelArch, catalog, hardware};
 use blis_sweep::sim::{
-    Affinity, Client, EngineConfig, FinishedRequest, NodeError, RequestStatus, RouterConfig, RoutingPolicy, Scorer,
-    Simulation,
+    Affinity, Client, ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, PdDecider, PoolConfig,
+    RequestStatus, Role, RouterConfig, RoutingPolicy, Scorer, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -29,6 +29,7 @@ fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         scheduler_reserve_full_isl: rng.random_bool(0.5),
         lone_request_skips_prefill_threshold: rng.random_bool(0.5),
         free_uncached_blocks_first: rng.random_bool(0.5),
+        kv_connector: ConnectorKind::None,
     }
 }
 
@@ -204,11 +205,21 @@ fn random_workloads_finish_with_consistent_timelines() {
         // Half the cases are clusters of 2–8 replicas behind a random router.
         let replicas = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=8) };
         let router = random_router(&mut rng);
-        let mut sim = Simulation::cluster(engine.clone(), random_latency(&mut rng), replicas, router);
-        sim.check_invariants(true);
         // A third of the clusters are data-parallel ranks in lockstep
         // (chosen by case number, so the random stream is the same).
-        sim.set_lockstep(replicas > 1 && case % 3 == 0);
+        let pool = PoolConfig {
+            name: "default".to_owned(),
+            role: Role::Mixed,
+            engine: engine.clone(),
+            replicas,
+            lockstep: replicas > 1 && case % 3 == 0,
+            latency: random_latency(&mut rng),
+            router,
+            kv_bytes_per_token: 0,
+        };
+        let mut sim =
+            Simulation::pools(vec![pool], KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 }, PdDecider::Always);
+        sim.check_invariants(true);
         let client = match rng.random_range(0..5) {
             0 => Client::Capped { limit: rng.random_range(1..=4) },
             1 => Client::ClosedLoop { users: rng.random_range(1..=4), think_time_us: rng.random_range(0..100_000) },

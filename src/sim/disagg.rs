@@ -75,3 +75,110 @@ impl<L: LatencyModel> Simulation<L> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::{Linear, StepPricer};
+    use crate::sim::engine::{ConnectorKind, EngineConfig};
+    use crate::sim::outcome::{FinishedRequest, RequestStatus};
+    use crate::sim::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
+    use crate::sim::router::RouterConfig;
+    use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+
+    fn pool(role: Role, replicas: u32) -> PoolConfig<StepPricer> {
+        PoolConfig {
+            name: role.name().to_owned(),
+            role,
+            engine: EngineConfig { kv_connector: ConnectorKind::Nixl, ..EngineConfig::for_tests(4, 256, 64) },
+            replicas,
+            lockstep: false,
+            // 1,000 µs a step, 2 µs a prefill token, 10 µs a decode.
+            latency: StepPricer::Linear(Linear::new(&[1000.0, 2.0, 10.0]).unwrap()),
+            router: RouterConfig::default(),
+            kv_bytes_per_token: 1000,
+        }
+    }
+
+    fn request(id: u64, input_tokens: u32, output_tokens: u32) -> Request {
+        let call = LlmCall {
+            input_tokens,
+            output_tokens,
+            input_token_ids: None,
+            output_token_ids: None,
+            seeded: None,
+            model: None,
+            prompt_blocks: None,
+        };
+        Request {
+            request_id: RequestId::Int(id),
+            arrival_time: 0.0,
+            initial: vec![0],
+            sub_requests: vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None }],
+        }
+    }
+
+    /// 8 Gbit/s = 1,000 bytes a µs, plus 50 µs a transfer.
+    const LINK: KvTransferConfig = KvTransferConfig { bandwidth_gbps: 8.0, latency_us: 50 };
+
+    #[test]
+    fn a_split_request_is_prefilled_moved_and_decoded_as_computed_by_hand() {
+        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), pool(Role::Decode, 1)], LINK, PdDecider::Always);
+        sim.check_invariants(true);
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        sim.add_request(request(0, 100, 3), &mut out);
+        // Prefill replica (instance 1, after the serving pool): 100 tokens,
+        // 1,000 + 2 × 100 = 1,200 µs; its blocks are held.
+        sim.run_until(1200, &mut out);
+        assert_eq!(sim.cluster.instances[1].engine.kv_blocks().0, 7, "100 tokens + 1 sampled: 7 blocks held");
+        // The decode replica allocates 7 blocks for the prompt at 1,200 µs
+        // and reads 100 × 1,000 bytes: 50 + 100 µs, landing at 1,350 µs,
+        // when the prefill replica frees its blocks.
+        assert_eq!(sim.cluster.instances[0].engine.kv_blocks().0, 7);
+        sim.run_until(1350, &mut out);
+        assert_eq!(sim.cluster.instances[1].engine.kv_blocks().0, 0, "freed once the transfer completed");
+        sim.finish(&mut out);
+        let node = &out[0].nodes[0];
+        assert_eq!(out[0].status, RequestStatus::Completed);
+        // Then one step computes the last prompt token and samples the first
+        // (1,000 + 2 = 1,002 µs), and two decode steps of 1,010 µs follow.
+        assert_eq!(node.token_times_us, [2352, 3362, 4372]);
+        assert_eq!((node.replica, node.prefill_replica), (Some(0), Some(1)));
+        assert_eq!((node.kv_transfer_us, node.kv_transfer_bytes), (150, 100_000));
+        assert_eq!(node.scheduled_us, Some(0), "first admitted by the prefill replica");
+        assert_eq!(sim.cluster.instances[0].engine.kv_blocks().0, 0);
+    }
+
+    #[test]
+    fn transfers_into_one_decode_replica_wait_for_each_other() {
+        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 2), pool(Role::Decode, 1)], LINK, PdDecider::Always);
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        // Round-robin: one prompt on each prefill replica, both done at
+        // 1,200 µs; the second read starts when the first lands.
+        sim.add_request(request(0, 100, 2), &mut out);
+        sim.add_request(request(1, 100, 2), &mut out);
+        sim.finish(&mut out);
+        out.sort_by_key(|r| r.index);
+        let transfers: Vec<u64> = out.iter().map(|r| r.nodes[0].kv_transfer_us).collect();
+        assert_eq!(transfers, [150, 300]);
+        let prefills: Vec<Option<u32>> = out.iter().map(|r| r.nodes[0].prefill_replica).collect();
+        assert_eq!(prefills, [Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn the_prefix_threshold_decider_keeps_short_prompts_on_the_decode_replica() {
+        let decider = PdDecider::PrefixThreshold { threshold_tokens: 64 };
+        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), pool(Role::Decode, 1)], LINK, decider);
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        sim.add_request(request(0, 32, 2), &mut out);
+        sim.add_request(request(1, 100, 2), &mut out);
+        sim.finish(&mut out);
+        out.sort_by_key(|r| r.index);
+        assert_eq!(out[0].nodes[0].prefill_replica, None);
+        assert_eq!(out[0].nodes[0].kv_transfer_bytes, 0);
+        // Alone on the decode replica: 1,000 + 2 × 32, then 1,010.
+        assert_eq!(out[0].nodes[0].token_times_us, [1064, 2074]);
+        assert_eq!(out[1].nodes[0].prefill_replica, Some(1));
+        assert!(out.iter().all(|r| r.status == RequestStatus::Completed));
+    }
+}

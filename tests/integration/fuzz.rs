@@ -25,11 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
+use blis_sweep::arch::ModelArch;
 use blis_sweep::calibrate::observed;
 use blis_sweep::latency::StepPricer;
 use blis_sweep::metrics::{Metrics, MetricsCollector};
 use blis_sweep::output::{TraceV2Server, TraceV2Writer};
-use blis_sweep::scenario::{self, ModelArch, ScenarioSpec};
+use blis_sweep::scenario::{self, ScenarioSpec};
 use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
 use blis_sweep::sweep::{calibration, capacity, grid};

@@ -257,12 +257,12 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         if r[c_backend] != "vllm" || r[c_mode] != "agg" {
             continue;
         }
-        let Some((model, config)) = crate::scenario::catalog::model_config(&r[c_model]) else { continue };
+        let Some((model, config)) = crate::arch::catalog::model_config(&r[c_model]) else { continue };
         let tp =
             r[c_tp].trim().parse::<u64>().map_err(|_| err(i, "tp_size", format!("`{}` is not a count", r[c_tp])))?;
         // An MoE model's experts sharded like its attention (moe_tp = tp, no
         // expert or attention data parallelism) is what a replay prices.
-        let moe = crate::scenario::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
+        let moe = crate::arch::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
         let mut layout = [None; 3];
         for (slot, (c, field)) in layout.iter_mut().zip(c_layout.iter().zip(LAYOUT_COLUMNS)) {
             let Some(&c) = c.as_ref() else { continue };
@@ -301,7 +301,7 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
             model,
             model_path: r[c_model].clone(),
             gpu,
-            fp8: if crate::scenario::catalog::block_fp8_checkpoint(&r[c_model]) {
+            fp8: if crate::arch::catalog::block_fp8_checkpoint(&r[c_model]) {
                 Some("fp8_block")
             } else if r[c_precision].starts_with("fp8") || r[c_model].to_ascii_uppercase().contains("FP8") {
                 Some("fp8")

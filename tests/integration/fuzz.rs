@@ -392,7 +392,7 @@ fn blis_trainval(dir: &Path) -> bool {
 /// aiconfigurator's measured deployments.
 fn silicon(dir: &Path) -> bool {
     use blis_sweep::workload::import::silicon;
-    list_and_load(dir, silicon::list, silicon::load, |_| {})
+    list_and_load(dir, silicon::list, |d, n| silicon::load(d, n, blis_sweep::calibrate::replay::kv_blocks), |_| {})
 }
 
 /// Sessions a pool may ask for before the harness skips the input: the

@@ -12,6 +12,7 @@ pub mod arch;
 mod atomic;
 pub mod calibrate;
 pub mod cli;
+pub mod hash;
 pub mod latency;
 pub mod metrics;
 pub mod output;

@@ -15,7 +15,6 @@ pub mod capacity;
 mod collector;
 pub mod executor;
 pub mod grid;
-pub mod hash;
 pub(crate) mod input;
 mod lock;
 mod output_dir;

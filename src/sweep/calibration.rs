@@ -38,7 +38,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::grid::{PlanError, set_path};
 use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;

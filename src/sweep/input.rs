@@ -8,7 +8,7 @@
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::output_dir::io_err;
 use crate::hash::Fnv64;
 use crate::workload::reader::{Format, Reader};

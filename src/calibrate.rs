@@ -3,12 +3,14 @@
 //! [`report`] matches and compares them request by request, [`aggregates`]
 //! compares runs known only by their aggregates, [`load`] shows the error
 //! against load over a run's rate stages, [`stats`] holds the
-//! statistics, [`fit`] fits latency constants to real runs.
+//! statistics, [`fit`] fits latency constants to real runs, [`replay`]
+//! resolves what a replayed measured run needs from its scenario.
 
 pub mod aggregates;
 pub mod fit;
 pub mod ispass;
 pub mod load;
 pub mod observed;
+pub mod replay;
 pub mod report;
 pub mod stats;

@@ -249,7 +249,7 @@ mod tests {
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::StepBatch;
-    use crate::scenario::{ModelArch, catalog};
+    use crate::arch::{ModelArch, catalog};
 
     /// A catalog model's architecture.
     pub(crate) fn model(id: &str) -> ModelArch {

@@ -8,9 +8,11 @@
 //! printing and exit codes.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod arch;
 mod atomic;
 pub mod calibrate;
 pub mod cli;
+pub mod hash;
 pub mod latency;
 pub mod metrics;
 pub mod output;

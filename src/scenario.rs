@@ -3,21 +3,17 @@
 //! [`resolve`] turn it into a [`Deployment`] of typed, validated values with
 //! vLLM's defaults filled in, so nothing downstream sees strings.
 
-pub mod catalog;
 mod cluster;
-pub mod hardware;
 mod kv_capacity;
-pub mod model;
 pub mod spec;
 mod vllm_version;
 
 use std::path::Path;
 
-pub use hardware::Gpu;
-pub use model::{Attention, ModelArch};
-pub use spec::{Dtype, KvCacheDtype, LatencySpec, MoeRouting, Sampling, ScenarioSpec};
+pub use spec::{LatencySpec, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
+use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch, catalog, hardware};
 use crate::latency::{
     Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer,
 };

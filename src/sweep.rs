@@ -2,7 +2,7 @@
 //! rate scale × overrides), each one single-threaded simulation, run in
 //! parallel on a rayon pool; each run writes its own Parquet parts
 //! ([`parts`]), one collector thread puts finished runs in place. [`plan`]
-//! mirrors the file, [`grid`] expands it, [`executor`] runs it, [`tables`]
+//! mirrors the file, [`grid`] expands it, [`executor`] runs it ([`error`]: why a sweep stops), [`tables`]
 //! defines the tables. An output folder belongs to one plan
 //! and one sweep at a time ([`output_dir`], [`lock`]); a finished run is
 //! reused by a later sweep only when nothing it depends on changed
@@ -13,9 +13,9 @@
 pub mod calibration;
 pub mod capacity;
 mod collector;
+pub mod error;
 pub mod executor;
 pub mod grid;
-pub mod hash;
 pub(crate) mod input;
 mod lock;
 mod output_dir;

@@ -152,7 +152,7 @@ fn silicon(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
     let names = if names.is_empty() { silicon::list(data)? } else { names };
     let mut runs = Vec::with_capacity(names.len());
     for name in names {
-        let r = silicon::load(data, &name)?;
+        let r = silicon::load(data, &name, crate::calibrate::replay::kv_blocks)?;
         let mut notes = vec![format!("replay with `blis-sweep run --concurrency {}`, the benchmark's", r.concurrency)];
         notes.push(format!("protocol {}: {}", r.protocol.class(), r.notes.join("; ")));
         if !r.warmups.is_empty() {

@@ -133,7 +133,7 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
     }
     for name in &args.silicon_row {
         let Some(dir) = &args.silicon else { bail!("--silicon-row {name}: give --silicon DIR") };
-        let run = silicon::load(dir, name)?;
+        let run = silicon::load(dir, name, crate::calibrate::replay::kv_blocks)?;
         let deployment = resolve(&run.scenario_yaml, dir, name)?;
         let aggregates = run.aggregates.into_iter().filter(|a| a.metric == "tpot_mean").collect();
         let real = Truth::Aggregates { stages: Vec::new(), aggregates };

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 
-use crate::scenario::MoeRouting;
+use crate::arch::MoeRouting;
 
 /// Kernel tables of one GPU.
 #[derive(Deserialize)]

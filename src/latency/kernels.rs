@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use super::kernel_tables::{self, AttentionFit, AttentionKind, GemmDtype, KernelTables, MoeDtype, MoeLine};
 use super::{LatencyModel, StepBatch};
-use crate::scenario::{Attention, Dtype, Gpu, ModelArch, MoeRouting};
+use crate::arch::{Attention, Dtype, Gpu, ModelArch, MoeRouting};
 
 /// The kernels model's tunable constants.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -578,9 +578,9 @@ impl LatencyModel for Kernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::{catalog, hardware};
     use crate::latency::PrefillChunk;
     use crate::latency::test_support::{decode, model};
-    use crate::scenario::{catalog, hardware};
 
     fn bare() -> KernelConstants {
         KernelConstants {

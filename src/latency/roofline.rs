@@ -9,8 +9,8 @@
 //! h200/csv_bf16`); they are applied unchanged to other GPUs.
 
 use super::{LatencyModel, StepBatch};
-use crate::scenario::hardware::InterNode;
-use crate::scenario::{Attention, Gpu, ModelArch};
+use crate::arch::hardware::InterNode;
+use crate::arch::{Attention, Gpu, ModelArch};
 
 /// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
 /// in `h100_sxm_vllm0.24_gemm_bf16.csv`.
@@ -554,8 +554,8 @@ impl LatencyModel for Roofline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::hardware;
     use crate::latency::test_support::{decode, model};
-    use crate::scenario::hardware;
 
     #[test]
     fn decode_is_memory_bound_and_grows_with_context() {

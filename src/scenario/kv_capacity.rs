@@ -3,7 +3,7 @@
 //! `memory × gpu_memory_utilization − weights − peak activations − non-torch
 //! memory`, divided by the bytes of one block.
 
-use super::model::ModelArch;
+use crate::arch::ModelArch;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

@@ -38,7 +38,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::grid::{PlanError, set_path};
 use super::output_dir::{TmpFile, write_atomic};
 use super::tables::writer_properties;
@@ -240,7 +240,8 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
     };
     if e.source == Source::Silicon {
         outcome.report = (|| {
-            let run = silicon::load(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let run =
+                silicon::load(&e.data, &e.name, crate::calibrate::replay::kv_blocks).map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
             outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
             let capacity = silicon::kv_bound(

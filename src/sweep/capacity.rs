@@ -29,7 +29,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::executor::{self, RunFinished, SweepError, SweepOptions};
+use super::error::SweepError;
+use super::executor::{self, RunFinished, SweepOptions};
 use super::grid::{Cell, Plan};
 use super::output_dir::Layout;
 use super::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::Receiver;
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::output_dir::{Layout, TmpFile, io_err, write_atomic};
 use super::resume::RunStatus;
 use crate::metrics::Metrics;

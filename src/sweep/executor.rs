@@ -24,6 +24,7 @@ use crossbeam_channel::Sender;
 use rayon::prelude::*;
 
 use super::collector::{Message, collect};
+use super::error::SweepError;
 use super::grid::{self, Cell, Plan, WorkloadSource};
 use super::input;
 use super::lock::OutputLock;
@@ -36,7 +37,6 @@ use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
 use crate::sim::{self, FinishedRequest, RunConfig, RunError, Sink};
-use crate::workload::reader::ReadError;
 
 /// How to run a sweep.
 #[derive(Debug, Clone)]
@@ -111,52 +111,6 @@ pub struct SweepReport {
     /// Seconds the workers spent encoding and writing the Parquet parts, all
     /// workers together (the encoder's throughput is rows / this).
     pub encode_s: f64,
-}
-
-/// Why a sweep could not complete. Fatal.
-#[derive(Debug, thiserror::Error)]
-pub enum SweepError {
-    /// The workload file breaks the format (found before any run starts).
-    #[error(transparent)]
-    Workload(#[from] ReadError),
-    /// An imported trace has a bad row (found before any run starts).
-    #[error(transparent)]
-    Import(#[from] crate::workload::import::ImportError),
-    /// An output or input file could not be read or written.
-    #[error("{path}: {error}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The OS error. (Not a `source`: the message holds it already, and
-        /// the CLI prints the chain.)
-        error: std::io::Error,
-    },
-    /// Another sweep is writing to the output folder.
-    #[error(
-        "{dir}: in use by blis-sweep pid {pid}{host}; wait for it to end, or remove {lock} if that process is gone"
-    )]
-    Busy {
-        /// The output folder.
-        dir: String,
-        /// The owner's pid (`unknown` if its lock is unreadable).
-        pid: String,
-        /// ` on HOST` when it runs on another host, else empty.
-        host: String,
-        /// The lock file.
-        lock: String,
-    },
-    /// The output folder holds another plan's results.
-    #[error(
-        "{dir}: holds the results of another plan (plan_hash {found}, this plan's is {ours}); use --force to replace them or choose another output"
-    )]
-    OtherPlan {
-        /// The output folder.
-        dir: String,
-        /// The plan hash the folder is marked with (`unknown` without a mark).
-        found: String,
-        /// This plan's.
-        ours: String,
-    },
 }
 
 /// Runs `plan` (taken, not copied: a plan of 10^5 cells holds tens of MB).

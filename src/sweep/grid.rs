@@ -17,9 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-pub use super::hash::hash64;
-use super::hash::{Fnv64, hash_file};
 use super::plan::{GridSpec, PlanSpec};
+use crate::hash::{Fnv64, hash_file, hash64};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
 use crate::workload::generate::{GenerateSpec, Generator};

@@ -8,9 +8,9 @@
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::executor::SweepError;
-use super::hash::Fnv64;
+use super::error::SweepError;
 use super::output_dir::io_err;
+use crate::hash::Fnv64;
 use crate::workload::reader::{Format, Reader};
 
 /// A reader that hashes what passes through: the sweep's first read of its

@@ -16,7 +16,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::output_dir::io_err;
 
 /// The lock file's name, in the folder it guards.

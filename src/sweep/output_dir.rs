@@ -30,7 +30,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::grid::Plan;
 use crate::atomic::AtomicFile;
 

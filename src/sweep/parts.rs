@@ -12,7 +12,7 @@ use std::time::Instant;
 use arrow_array::{ArrayRef, RecordBatch};
 use parquet::arrow::ArrowWriter;
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::output_dir::{Layout, Table, TmpFile, io_err};
 use super::tables::{BATCH_ROWS, NodeRows, RequestRows, RunColumns, TokenRows, writer_properties};
 use crate::sim::FinishedRequest;

@@ -16,7 +16,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
 
-use super::executor::SweepError;
+use super::error::SweepError;
 use super::grid::Plan;
 use super::output_dir::{Layout, TmpFile, io_err};
 use super::resume::{RunStatus, TOOL};

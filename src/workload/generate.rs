@@ -400,7 +400,7 @@ impl Generator {
 
     /// The requests for `seed`, in arrival order.
     pub fn requests(&self, seed: u64) -> Requests<'_> {
-        let stream = |name: &str| Xoshiro256PlusPlus::seed_from_u64(seed ^ crate::sweep::grid::hash64(name.as_bytes()));
+        let stream = |name: &str| Xoshiro256PlusPlus::seed_from_u64(seed ^ crate::hash::hash64(name.as_bytes()));
         let mut prefix_rng = stream("prefix");
         let prefixes = self.prefix.as_ref().map_or_else(Vec::new, |p| {
             (0..p.groups).map(|_| (0..p.tokens).map(|_| prefix_rng.random_range(0..self.vocab)).collect()).collect()

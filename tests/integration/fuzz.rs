@@ -25,11 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
+use blis_sweep::arch::ModelArch;
 use blis_sweep::calibrate::observed;
 use blis_sweep::latency::StepPricer;
 use blis_sweep::metrics::{Metrics, MetricsCollector};
 use blis_sweep::output::{TraceV2Server, TraceV2Writer};
-use blis_sweep::scenario::{self, ModelArch, ScenarioSpec};
+use blis_sweep::scenario::{self, ScenarioSpec};
 use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
 use blis_sweep::sweep::{calibration, capacity, grid};
@@ -391,7 +392,7 @@ fn blis_trainval(dir: &Path) -> bool {
 /// aiconfigurator's measured deployments.
 fn silicon(dir: &Path) -> bool {
     use blis_sweep::workload::import::silicon;
-    list_and_load(dir, silicon::list, silicon::load, |_| {})
+    list_and_load(dir, silicon::list, |d, n| silicon::load(d, n, blis_sweep::calibrate::replay::kv_blocks), |_| {})
 }
 
 /// Sessions a pool may ask for before the harness skips the input: the
@@ -485,7 +486,7 @@ fn search_is_cheap(plan: &grid::Plan, search: &capacity::Search, bytes: &[u8]) -
         && search.precision >= 0.05
         && narrow
         && bytes.len() <= 16 << 10
-        && grid::hash64(bytes).is_multiple_of(SEARCH_ONE_IN)
+        && blis_sweep::hash::hash64(bytes).is_multiple_of(SEARCH_ONE_IN)
 }
 
 /// A plan with a `search:` block loaded through the library; when cheap, the
@@ -697,7 +698,7 @@ fn random_workload(rng: &mut Xoshiro256PlusPlus) -> Vec<Request> {
 /// and closed loop. The export must be accepted; see
 /// [`ASSERT_ROUND_TRIP_EQUAL`] for the measurements.
 fn trace_pair(dir: &Path) -> bool {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(grid::hash64(&read(dir, "seed.txt")));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(blis_sweep::hash::hash64(&read(dir, "seed.txt")));
     let generated = random_workload(&mut rng);
     // Through the workload writer and reader, which check the DAGs.
     let mut jsonl = Vec::new();
@@ -937,7 +938,7 @@ fn fuzz(target: &Target, inputs: u64, seed: u64) -> Outcome {
     let dir = Dir::new(&format!("fuzz-{}", target.name));
     copy_dir(&corpus, &dir.path);
     let originals: Vec<Vec<u8>> = target.mutable.iter().map(|f| read(&corpus, f)).collect();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ blis_sweep::sweep::grid::hash64(target.name.as_bytes()));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ blis_sweep::hash::hash64(target.name.as_bytes()));
     let mut outcome = Outcome {
         inputs: 0,
         accepted: 0,

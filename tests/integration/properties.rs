@@ -3,8 +3,8 @@
 //! ranks in lockstep), through the library with the KV-cache invariant checked after every step. A fixed
 //! seed makes any failure reproducible; the case number is in the message.
 
+use blis_sweep::arch::{ModelArch, catalog, hardware};
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
-use blis_sweep::scenario::{ModelArch, catalog, hardware};
 use blis_sweep::sim::{
     Affinity, Client, ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, PdDecider, PoolConfig,
     RequestStatus, Role, RouterConfig, RoutingPolicy, Scorer, Simulation,

@@ -17,7 +17,7 @@ fn json_scenarios_and_relative_model_configs_work() {
     let dir = Dir::new("scenario-json");
     std::fs::create_dir_all(dir.join("scenarios")).unwrap();
     std::fs::create_dir_all(dir.join("configs")).unwrap();
-    let config = include_str!("../../src/scenario/catalog/models/Qwen3-14B.json");
+    let config = include_str!("../../src/arch/catalog/models/Qwen3-14B.json");
     dir.create("configs/my-model.json", config);
     dir.create(
         "scenarios/s.json",

@@ -155,11 +155,11 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         ));
     }
     let hf_model = field("model")?;
-    let model = crate::scenario::catalog::model_config(hf_model)
+    let model = crate::arch::catalog::model_config(hf_model)
         .map(|(id, _)| id)
         .ok_or_else(|| bad("model", format!("{hf_model} is not in the catalog")))?;
     let hardware = field("hardware")?;
-    if crate::scenario::hardware::lookup(hardware).is_none() {
+    if crate::arch::hardware::lookup(hardware).is_none() {
         return Err(bad("hardware", format!("{hardware} is not in the GPU catalog")));
     }
     let dtype = match field("precision")? {

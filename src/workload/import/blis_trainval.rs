@@ -155,7 +155,7 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
     let Some(x) = configs.experiments.iter().find(|e| e.id == id) else {
         return Err(err(&configs_path, 0, "experiments", format!("no experiment with id {id} (for {name})")));
     };
-    let model = crate::scenario::catalog::model_config(&x.model).map(|(id, _)| id).ok_or_else(|| {
+    let model = crate::arch::catalog::model_config(&x.model).map(|(id, _)| id).ok_or_else(|| {
         err(
             &configs_path,
             0,

@@ -137,7 +137,7 @@ pub fn load(data: &Path, name: &str) -> Result<IspassRun, ConvertError> {
         }
     }
     let model_name = field(first, "model_name")?;
-    let model = crate::scenario::catalog::model_config(&model_name)
+    let model = crate::arch::catalog::model_config(&model_name)
         .map(|(id, _)| id)
         .ok_or_else(|| err(&config, 0, "instances.model_name", format!("{model_name} is not in the catalog")))?;
     let wl = workload_file(model).ok_or_else(|| {

@@ -257,12 +257,12 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         if r[c_backend] != "vllm" || r[c_mode] != "agg" {
             continue;
         }
-        let Some((model, config)) = crate::scenario::catalog::model_config(&r[c_model]) else { continue };
+        let Some((model, config)) = crate::arch::catalog::model_config(&r[c_model]) else { continue };
         let tp =
             r[c_tp].trim().parse::<u64>().map_err(|_| err(i, "tp_size", format!("`{}` is not a count", r[c_tp])))?;
         // An MoE model's experts sharded like its attention (moe_tp = tp, no
         // expert or attention data parallelism) is what a replay prices.
-        let moe = crate::scenario::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
+        let moe = crate::arch::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
         let mut layout = [None; 3];
         for (slot, (c, field)) in layout.iter_mut().zip(c_layout.iter().zip(LAYOUT_COLUMNS)) {
             let Some(&c) = c.as_ref() else { continue };
@@ -301,7 +301,7 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
             model,
             model_path: r[c_model].clone(),
             gpu,
-            fp8: if crate::scenario::catalog::block_fp8_checkpoint(&r[c_model]) {
+            fp8: if crate::arch::catalog::block_fp8_checkpoint(&r[c_model]) {
                 Some("fp8_block")
             } else if r[c_precision].starts_with("fp8") || r[c_model].to_ascii_uppercase().contains("FP8") {
                 Some("fp8")
@@ -385,8 +385,12 @@ fn ranged(rng: &mut Xoshiro256PlusPlus, isl: u64, osl: u64) -> (u64, u64) {
     (i, o)
 }
 
-/// Reads row `name`.
-pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
+/// How many KV blocks a scenario (YAML text, display name) resolves to: the
+/// caller's, since resolving a scenario is a layer above the importers.
+pub type KvBlocks = fn(&str, &str) -> Result<u32, String>;
+
+/// Reads row `name`; `kv_blocks` sizes the replayed deployment's KV cache.
+pub fn load(data: &Path, wanted: &str, kv_blocks: KvBlocks) -> Result<SiliconRun, ConvertError> {
     let csv = data.join("silicon_sample.csv").display().to_string();
     let all = rows(data)?;
     let Some(r) = all.iter().find(|r| name(r) == wanted) else {
@@ -540,7 +544,7 @@ pub fn load(data: &Path, wanted: &str) -> Result<SiliconRun, ConvertError> {
         // 16-bit cache already holds every concurrent request the capacity
         // never binds and is left as computed; where it does not, the FP8
         // cache's block count is given.
-        let blocks = |probe: &str| kv_blocks(probe, wanted).map_err(|reason| at("kv_cache_dtype", reason));
+        let blocks = |yaml: &str| probe_blocks(kv_blocks, yaml, wanted).map_err(|reason| at("kv_cache_dtype", reason));
         let need = c * max_request_tokens.div_ceil(BLOCK_SIZE) + 1;
         if u64::from(blocks(&scenario_yaml)?) < need {
             let fp8 = blocks(&format!("{scenario_yaml}  kv_cache_dtype: fp8\n"))?;
@@ -575,11 +579,9 @@ const BLOCK_SIZE: u64 = 16;
 
 /// KV blocks of the deployment `scenario_yaml` (priced by the roofline, which
 /// takes any KV dtype: the count does not depend on the latency model).
-fn kv_blocks(scenario_yaml: &str, name: &str) -> Result<u32, String> {
+fn probe_blocks(kv_blocks: KvBlocks, scenario_yaml: &str, name: &str) -> Result<u32, String> {
     let probe = format!("{scenario_yaml}latency_model: roofline\n").replace("fp8_gemm_release: \"0.14\"\n", "");
-    let spec: crate::scenario::ScenarioSpec = crate::yaml::parse(&probe).map_err(|e| e.message)?;
-    let d = crate::scenario::resolve(spec, Path::new("."), name).map_err(|e| format!("{}: {}", e.field, e.reason))?;
-    Ok(d.engine.num_gpu_blocks)
+    kv_blocks(&probe, name)
 }
 
 /// Whether `concurrency` requests of `request_tokens` (prompt + output)
@@ -667,68 +669,5 @@ mod tests {
         assert_eq!(chat_template_tokens("Qwen/Qwen3-235B-A22B-FP8"), Some((3, 5)));
         assert_eq!(chat_template_tokens("nvidia/Llama-3.1-8B-Instruct-FP8"), Some((29, 5)));
         assert_eq!(chat_template_tokens("meta-llama/Llama-3.1-70B"), None);
-    }
-
-    const CSV_HEADER: &str = "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n";
-
-    fn dir_with(rows: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("blis-silicon-unit-{}-{}", std::process::id(), rows.len()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("silicon_sample.csv"), format!("{CSV_HEADER}{rows}")).unwrap();
-        dir
-    }
-
-    #[test]
-    fn each_protocol_replays_its_counts_lengths_and_engine() {
-        let dir = dir_with(concat!(
-            "a,source_file=2026-04-06.csv; silicon_concurrency=4; measured=2025-10-29T00:00:00.000Z,vllm,,meta-llama/Llama-3.1-70B,h100_sxm,fp8,agg,1024,1024,4,2,50,20\n",
-            "b,source_file=2026-04-06.csv; silicon_concurrency=4; measured=2026-02-01T00:00:00.000Z,vllm,,meta-llama/Llama-3.1-70B,h200_sxm,fp8,agg,1024,1024,4,2,50,20\n",
-            "c,source_file=/x/aic-auto-gap-analysis/q.csv; silicon_concurrency=3,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,,agg,100,10,3,2,40,12\n",
-            "d,source_file=2026-04-06.csv; silicon_concurrency=64; measured=2025-10-29T00:00:00.000Z,vllm,,meta-llama/Llama-3.1-70B,h100_sxm,fp8,agg,8192,1024,64,2,59175,40\n",
-        ));
-        let names = list(&dir).unwrap();
-        assert_eq!(names.len(), 4);
-        // A before 2026-01-21: no warm-ups, 10c ranged requests, the recipe.
-        let a = load(&dir, &names[0]).unwrap();
-        assert_eq!((a.protocol, a.warmups.len(), a.workload.len()), (Protocol::InferenceX, 0, 40));
-        for q in &a.workload {
-            let l = call(q).unwrap();
-            assert!((819..=1024).contains(&l.input_tokens) && (819..=1024).contains(&l.output_tokens));
-        }
-        let y = &a.scenario_yaml;
-        assert!(y.contains("enable_prefix_caching: false") && y.contains("max_num_batched_tokens: 8192"), "{y}");
-        assert!(y.contains("max_num_seqs: 4") && y.contains("max_model_len: 10240"), "{y}");
-        // Four requests fit in a 16-bit KV cache: its size is left as computed.
-        assert!(!y.contains("num_gpu_blocks"), "{y}");
-        // 64 requests of up to 9,216 tokens on two H100s do not: the FP8 cache's blocks.
-        let d = load(&dir, &names[3]).unwrap();
-        assert!(d.scenario_yaml.contains("num_gpu_blocks:"), "{}", d.scenario_yaml);
-        // No release named: vLLM 0.10.2 (the 70B workflow's image) decides the
-        // scheduler, not the FP8 table (an inference): 0.24's FP8 GEMMs.
-        assert!(!y.contains("fp8_gemm_release"), "{y}");
-        // A after it: 2c warm-ups, all the first measured request's prompt and lengths; H200 has no 0.14 table.
-        let b = load(&dir, &names[1]).unwrap();
-        assert_eq!((b.warmups.len(), b.workload.len()), (8, 40));
-        let first = call(&b.workload[0]).unwrap();
-        for w in &b.warmups {
-            let l = call(w).unwrap();
-            assert_eq!((&l.input_token_ids, l.output_tokens), (&first.input_token_ids, first.output_tokens));
-        }
-        assert!(!b.scenario_yaml.contains("fp8_gemm_release") && b.scenario_yaml.contains("max_model_len: 2068"));
-        // B: fixed lengths plus Qwen3's 8 template tokens, 2c warm-ups, AIC's engine.
-        let c = load(&dir, &names[2]).unwrap();
-        assert_eq!((c.protocol, c.warmups.len(), c.workload.len()), (Protocol::AicGapAnalysis, 6, 30));
-        for q in c.warmups.iter().chain(&c.workload) {
-            let l = call(q).unwrap();
-            assert_eq!((l.input_tokens, l.output_tokens), (108, 10));
-        }
-        let y = &c.scenario_yaml;
-        assert!(!y.contains("gpu_memory_utilization") && y.contains("max_num_batched_tokens: 1603"), "{y}");
-        assert!(y.contains("max_model_len: 1618") && y.contains("async_scheduling: false"), "{y}");
-        assert_eq!(c.max_request_tokens, 118);
-        // Deterministic.
-        let again = load(&dir, &names[0]).unwrap();
-        assert_eq!(format!("{:?}", again.workload), format!("{:?}", a.workload));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -156,7 +156,7 @@ pub fn model_ids() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::model::ModelArch;
+    use crate::arch::model::ModelArch;
 
     #[test]
     fn every_catalog_model_parses() {

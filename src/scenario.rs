@@ -2,9 +2,18 @@
 //! arguments and latency model. [`spec`] mirrors the file; [`load`] and
 //! [`resolve`] turn it into a [`Deployment`] of typed, validated values with
 //! vLLM's defaults filled in, so nothing downstream sees strings.
+//!
+//! [`resolve`] orchestrates the parts, each in its own file: the model and
+//! GPU here; `engine` (engine arguments, vLLM's defaults, the KV capacity),
+//! `latency` (the step pricer, the default choice and its reason) and
+//! `cluster` (replicas, router, data parallelism). The engine and latency
+//! parts take one engine's model, GPU, tp, dtype and specs, so each pool of
+//! a deployment can be resolved by them alike.
 
 mod cluster;
+mod engine;
 mod kv_capacity;
+mod latency;
 pub mod spec;
 mod vllm_version;
 
@@ -14,12 +23,8 @@ pub use spec::{LatencySpec, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
 use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch, catalog, hardware};
-use crate::latency::{
-    Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer,
-};
-use crate::sim::{
-    Client, ConnectorKind, EngineConfig, KvTransferConfig, PdDecider, PoolConfig, Role, RouterConfig, RunConfig,
-};
+use crate::latency::StepPricer;
+use crate::sim::{Client, EngineConfig, KvTransferConfig, PdDecider, PoolConfig, Role, RouterConfig, RunConfig};
 
 /// A resolved deployment, ready to simulate.
 #[derive(Debug, Clone)]
@@ -223,237 +228,28 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         return invalid("tp", beyond_one_node(&gpu, tp));
     }
     let dtype = spec.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
-    let weight_bytes: u64 = if dtype.is_fp8() { 1 } else { 2 };
-    let kv_cache_dtype = spec.engine.kv_cache_dtype.unwrap_or_default();
-    let kv_dtype_bytes = kv_cache_dtype.bytes();
-
-    let e = &spec.engine;
-    // vLLM's serving defaults (vllm/engine/arg_utils.py, get_batch_defaults,
-    // OPENAI_API_SERVER): GPUs with ≥ 70 GiB that are not A100 get 8192
-    // batched tokens and 1024 sequences; others 2048 and 256.
-    let big_gpu = gpu.memory_bytes >= 70 << 30 && !gpu.name.starts_with("A100");
-    let max_num_batched_tokens = e.max_num_batched_tokens.unwrap_or(if big_gpu { 8192 } else { 2048 });
-    let max_num_seqs = e.max_num_seqs.unwrap_or(if big_gpu { 1024 } else { 256 });
-    let block_size = e.block_size.unwrap_or(16);
-    let util = e.gpu_memory_utilization.unwrap_or(0.9);
-    if max_num_seqs == 0 {
-        return invalid("engine.max_num_seqs", "must be positive");
-    }
-    if max_num_batched_tokens < max_num_seqs {
-        return invalid(
-            "engine.max_num_batched_tokens",
-            format!(
-                "{max_num_batched_tokens} is below max_num_seqs = {max_num_seqs}; vLLM requires max_num_batched_tokens >= max_num_seqs"
-            ),
-        );
-    }
-    if block_size == 0 {
-        return invalid("engine.block_size", "must be positive");
-    }
-    if !(util > 0.0 && util <= 1.0) {
-        return invalid("engine.gpu_memory_utilization", format!("{util} must be in (0, 1]"));
-    }
+    let limits = engine::batch_limits(&gpu, &spec.engine)?;
     let dp = cluster::resolve_dp(spec.dp, spec.replicas, spec.router.is_some())?;
     // An MoE model's ranks share their experts over all `tp × dp` GPUs.
     let ep = tp * u64::from(dp);
     if dp > 1 && model.moe.is_some() && ep > gpu.gpus_per_node && gpu.inter_node.is_none() {
         return invalid("dp", beyond_one_node(&gpu, ep));
     }
-    let weights = weight_bytes_per_gpu(&model, tp, dp, weight_bytes);
-    let (num_gpu_blocks, computed) = match e.num_gpu_blocks {
-        Some(0) => return invalid("engine.num_gpu_blocks", "must be positive"),
-        Some(n) => {
-            // A given capacity must fit in the GPU's memory: the simulator's
-            // own memory follows the blocks used, but a count no GPU could
-            // hold is a typo (or 2^32 - 1) that would price a fantasy.
-            let block_bytes = model.kv_bytes_per_token(tp, kv_dtype_bytes) * u64::from(block_size);
-            let most = gpu.memory_bytes / block_bytes.max(1);
-            if u64::from(n) > most {
-                return invalid(
-                    "engine.num_gpu_blocks",
-                    format!(
-                        "{n} blocks of {block_size} tokens need {:.1} GiB per GPU, more than the {:.0} GiB of one {} (at most {most} blocks)",
-                        (u64::from(n) as f64 * block_bytes as f64) / (1u64 << 30) as f64,
-                        gpu.memory_bytes as f64 / (1u64 << 30) as f64,
-                        gpu.name
-                    ),
-                );
-            }
-            (n, false)
-        }
-        None => {
-            let inputs = kv_capacity::CapacityInputs {
-                model: &model,
-                memory_bytes: gpu.memory_bytes,
-                gpu_memory_utilization: util,
-                tp,
-                weight_bytes_per_gpu: weights,
-                activation_bytes: 2,
-                kv_dtype_bytes,
-                block_size: u64::from(block_size),
-                max_num_batched_tokens: u64::from(max_num_batched_tokens),
-                max_num_seqs: u64::from(max_num_seqs),
-            };
-            match kv_capacity::num_gpu_blocks(inputs) {
-                Ok(n) => (n.min(u64::from(u32::MAX)) as u32, true),
-                Err(short) => {
-                    return invalid(
-                        "tp",
-                        format!(
-                            "{} does not fit on {tp}× {}: {:.1} GiB of weights per GPU leave no room for a KV block ({:.2} GiB short); raise tp or gpu_memory_utilization",
-                            model.name,
-                            gpu.name,
-                            weights / (1u64 << 30) as f64,
-                            short / (1u64 << 30) as f64
-                        ),
-                    );
-                }
-            }
-        }
+    let resolved = engine::resolve(&model, &gpu, tp, dp, dtype, &spec.engine, limits)?;
+    let pricing = latency::PricingInputs {
+        model: &model,
+        gpu: &gpu,
+        tp,
+        dp,
+        dtype,
+        engine: &spec.engine,
+        vllm_version: resolved.vllm_version,
+        sampling: spec.sampling.unwrap_or_default(),
+        sampling_defaults,
+        moe_routing: spec.moe_routing.unwrap_or_default(),
+        fp8_gemm_release: spec.fp8_gemm_release.as_deref(),
     };
-    // vLLM keeps one block aside as the null block.
-    let usable_tokens = u64::from(num_gpu_blocks.saturating_sub(1)) * u64::from(block_size);
-    let max_model_len = match e.max_model_len {
-        Some(0) => return invalid("engine.max_model_len", "must be positive"),
-        Some(n) if u64::from(n) > model.max_model_len => {
-            return invalid(
-                "engine.max_model_len",
-                format!("{n} exceeds the model's maximum context {}", model.max_model_len),
-            );
-        }
-        Some(n) if computed && u64::from(n) > usable_tokens => {
-            return invalid(
-                "engine.max_model_len",
-                format!(
-                    "{n} tokens do not fit in the KV cache ({usable_tokens} tokens); lower max_model_len or raise gpu_memory_utilization"
-                ),
-            );
-        }
-        Some(n) => n,
-        // Unset: the model's context, capped at what the KV cache holds (vLLM
-        // would refuse to start; a capacity planner wants the run).
-        None => model.max_model_len.min(usable_tokens.max(1)).min(u64::from(u32::MAX)) as u32,
-    };
-    let vllm_version = match &e.vllm_version {
-        Some(v) => {
-            VllmVersion::parse(v).map_err(|reason| InvalidValue { field: "engine.vllm_version".to_owned(), reason })?
-        }
-        None => DEFAULT_VLLM_VERSION,
-    };
-    let release = vllm_version.behaviour();
-    let fp8_gemm_release = match &spec.fp8_gemm_release {
-        Some(r) => Some(
-            Fp8GemmRelease::parse(r).map_err(|reason| InvalidValue { field: "fp8_gemm_release".to_owned(), reason })?,
-        ),
-        None => None,
-    };
-    let async_scheduling = e.async_scheduling.unwrap_or(true);
-    // Requests that sample with the model's top-k/top-p on a release that
-    // sorts the vocabulary for it pay the sort (greedy ones take argmax).
-    let sort_sampler = spec.sampling.unwrap_or_default() == Sampling::ModelDefaults
-        && sampling_defaults.is_some_and(|d| d.filters(model.vocab_size))
-        && vllm_version.sorts_top_k_top_p();
-    let fp8 = dtype.is_fp8();
-    // The most accurate model is the default: measured kernels with the
-    // GPU's fitted constants where the tables cover the deployment; where
-    // they do not, the roofline, saying what the tables lack. A model the
-    // scenario names is used or refused, never swapped.
-    let (chosen, latency_reason) = match spec.latency_model {
-        Some(chosen) => (chosen, "explicit".to_owned()),
-        None => {
-            let covered = KernelConstants::fitted(gpu.name)
-                .ok_or_else(|| KernelsError::Gpu(gpu.name.to_owned()))
-                .and_then(|_| Kernels::check(&model, &gpu, tp, dtype, kv_dtype_bytes));
-            match covered {
-                Ok(()) => (
-                    LatencySpec::Kernels { constants_file: None, constants: None },
-                    format!("measured {} kernel tables", gpu.name),
-                ),
-                Err(lacking) => (LatencySpec::Roofline { constants_file: None, constants: None }, lacking.to_string()),
-            }
-        }
-    };
-    let latency = match chosen {
-        LatencySpec::Roofline { .. } | LatencySpec::Linear { .. } if fp8_gemm_release.is_some() => {
-            return invalid(
-                "fp8_gemm_release",
-                format!(
-                    "only the kernels latency model has per-release FP8 GEMM tables; this deployment is priced by {}",
-                    if matches!(chosen, LatencySpec::Linear { .. }) {
-                        "linear".to_owned()
-                    } else {
-                        format!("the roofline ({latency_reason})")
-                    }
-                ),
-            );
-        }
-        LatencySpec::Roofline { constants_file, constants } => {
-            let defaults = RooflineConstants::for_gpu(gpu.name);
-            let c = constants_layered(base, defaults, constants_file.as_deref(), constants)?;
-            c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
-            StepPricer::Roofline(Box::new(
-                Roofline::new(&model, &gpu, tp, weight_bytes, fp8, c)
-                    .with_kv_cache_bytes(kv_dtype_bytes)
-                    .with_expert_parallel(u64::from(dp))
-                    .with_async_scheduling(async_scheduling)
-                    .with_sort_sampler(sort_sampler),
-            ))
-        }
-        LatencySpec::Kernels { constants_file, constants } => {
-            // Everything the kernels cannot price, the roofline can.
-            let bad = |e: KernelsError| InvalidValue {
-                field: "latency_model".to_owned(),
-                reason: format!("{e}; set latency_model: {{kind: roofline}}"),
-            };
-            if let Some(r) = fp8_gemm_release
-                && !r.measured_on(gpu.name)
-            {
-                return invalid(
-                    "fp8_gemm_release",
-                    format!("{r}: no FP8 GEMMs of that release measured on {}", gpu.name),
-                );
-            }
-            let fitted =
-                KernelConstants::fitted(gpu.name).ok_or_else(|| bad(KernelsError::Gpu(gpu.name.to_owned())))?;
-            let c = constants_layered(base, fitted, constants_file.as_deref(), constants)?;
-            c.validate().map_err(|e| InvalidValue { field: "latency_model.constants".to_owned(), reason: e })?;
-            StepPricer::Kernels(Box::new(
-                Kernels::new_for_release(
-                    &model,
-                    &gpu,
-                    tp,
-                    dtype,
-                    kv_dtype_bytes,
-                    spec.moe_routing.unwrap_or_default(),
-                    c,
-                    fp8_gemm_release.unwrap_or_default(),
-                )
-                .map_err(bad)?
-                .with_async_scheduling(async_scheduling)
-                .with_enforce_eager(e.enforce_eager.unwrap_or(false))
-                .with_sort_sampler(sort_sampler),
-            ))
-        }
-        LatencySpec::Linear { beta } => StepPricer::Linear(
-            Linear::new(&beta)
-                .map_err(|e| InvalidValue { field: "latency_model.beta".to_owned(), reason: e.to_string() })?,
-        ),
-        LatencySpec::Unimplemented(kind) => {
-            return invalid(
-                "latency_model",
-                format!("`{kind}` is not implemented; available: kernels, roofline, linear"),
-            );
-        }
-    };
-    if e.enforce_eager == Some(true) && !matches!(latency, StepPricer::Kernels(_)) {
-        return invalid(
-            "engine.enforce_eager",
-            format!(
-                "eager launches are priced by the kernels model only (it counts the kernels a step launches), not the {} model",
-                latency.kind()
-            ),
-        );
-    }
+    let (latency, latency_reason) = latency::resolve(&pricing, spec.latency_model, base)?;
     if dp > 1 && model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
         return invalid(
             "dp",
@@ -483,26 +279,11 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
         gpu,
         tp,
         dtype,
-        engine: EngineConfig {
-            max_num_seqs,
-            max_num_batched_tokens,
-            max_model_len,
-            block_size,
-            num_gpu_blocks,
-            enable_prefix_caching: e.enable_prefix_caching.unwrap_or(true),
-            long_prefill_token_threshold: e.long_prefill_token_threshold.unwrap_or(0),
-            async_scheduling,
-            scheduler_reserve_full_isl: e.scheduler_reserve_full_isl.unwrap_or(release.scheduler_reserve_full_isl),
-            lone_request_skips_prefill_threshold: e
-                .lone_request_skips_prefill_threshold
-                .unwrap_or(release.lone_request_skips_prefill_threshold),
-            free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
-            kv_connector: ConnectorKind::None,
-        },
-        vllm_version,
-        gpu_memory_utilization: util,
-        kv_cache_dtype,
-        kv_capacity_computed: computed,
+        engine: resolved.engine,
+        vllm_version: resolved.vllm_version,
+        gpu_memory_utilization: resolved.gpu_memory_utilization,
+        kv_cache_dtype: resolved.kv_cache_dtype,
+        kv_capacity_computed: resolved.kv_capacity_computed,
         latency,
         latency_reason,
     })
@@ -519,53 +300,6 @@ fn beyond_one_node(gpu: &Gpu, gpus: u64) -> String {
         gpu.name,
         gpu.gpus_per_node
     )
-}
-
-/// A latency model's constants: `defaults`, then a constants file (as
-/// `blis-sweep fit` writes), then inline keys, each overriding the one before.
-fn constants_layered<C: serde::Serialize + serde::de::DeserializeOwned>(
-    base: &Path,
-    defaults: C,
-    file: Option<&str>,
-    inline: Option<serde_json::Value>,
-) -> Result<C, InvalidValue> {
-    let bad = |field: &str, reason: String| InvalidValue { field: field.to_owned(), reason };
-    let mut merged = serde_json::to_value(defaults).expect("constants serialize");
-    let mut overlay = |v: serde_json::Value, field: &str| -> Result<(), InvalidValue> {
-        let serde_json::Value::Object(map) = v else {
-            return Err(bad(field, "expected a mapping of constants".to_owned()));
-        };
-        merged.as_object_mut().expect("a struct serializes to a map").extend(map);
-        Ok(())
-    };
-    if let Some(f) = file {
-        let path = base.join(f);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| bad("latency_model.constants_file", format!("{}: {e}", path.display())))?;
-        let v: serde_json::Value = crate::yaml::parse(&text).map_err(|e| {
-            bad("latency_model.constants_file", format!("{}:{}: {}", path.display(), e.line, e.message))
-        })?;
-        overlay(v, "latency_model.constants_file")?;
-    }
-    if let Some(v) = inline {
-        overlay(v, "latency_model.constants")?;
-    }
-    serde_json::from_value(merged).map_err(|e| bad("latency_model.constants", e.to_string()))
-}
-
-/// Weight bytes on one GPU. FP8 quantises the linear layers; vLLM keeps the
-/// embedding and LM head in 16 bits. Under data parallelism an MoE model's
-/// experts are spread over all `dp × tp` GPUs (expert parallelism); every
-/// other weight is on each rank, split `tp` ways.
-fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, dp: u32, weight_bytes: u64) -> f64 {
-    let embed = model.vocab_size * model.hidden_size * if model.tie_word_embeddings { 1 } else { 2 };
-    // Routed experts are on the MoE layers only: not on the leading dense
-    // ones (DeepSeek-V3's first_k_dense_replace = 3).
-    let experts = model.moe.as_ref().map_or(0, |m| {
-        (model.num_layers - m.dense_layers) * m.num_experts * 3 * model.hidden_size * m.expert_intermediate_size
-    });
-    let rest = model.param_count() - embed - experts;
-    (embed * 2 + rest * weight_bytes) as f64 / tp as f64 + (experts * weight_bytes) as f64 / (tp * u64::from(dp)) as f64
 }
 
 #[cfg(test)]
@@ -693,7 +427,7 @@ mod tests {
     fn deepseek_v3_weighs_78_gib_a_gpu_on_8() {
         let text = include_str!("../tests/data/defects/16-deepseek-v3-size/dsv3-config.json");
         let m = ModelArch::from_config_json("DeepSeek-V3", text).unwrap();
-        let gib = weight_bytes_per_gpu(&m, 8, 1, 1) / (1u64 << 30) as f64;
+        let gib = engine::weight_bytes_per_gpu(&m, 8, 1, 1) / (1u64 << 30) as f64;
         let by_hand = (671_026_404_352.0 + 2.0 * 129_280.0 * 7168.0) / 8.0 / (1u64 << 30) as f64;
         assert!((gib - by_hand).abs() < 1e-9 && (gib - 78.33).abs() < 0.01, "{gib}");
     }

@@ -14,6 +14,7 @@ mod cluster;
 mod engine;
 mod kv_capacity;
 mod latency;
+mod pools;
 pub mod spec;
 mod vllm_version;
 
@@ -66,6 +67,57 @@ pub struct Deployment {
     /// has `dp` engines behind vLLM's DP load balancer, in lockstep for an
     /// MoE model.
     pub dp: u32,
+    /// Every pool (one mixed pool, `default`, without `pools:`). The fields
+    /// above from `gpu` on are those of the first pool that serves requests.
+    pub pools: Vec<Pool>,
+    /// How prompt KV moves from prefill to decode replicas.
+    pub kv_transfer: KvTransferConfig,
+    /// Which requests a P/D deployment splits.
+    pub pd: PdDecider,
+}
+
+/// One pool of a deployment, resolved.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    /// As `pools:` names it (`default` without `pools:`).
+    pub name: String,
+    /// What its replicas do.
+    pub role: Role,
+    /// GPU datasheet.
+    pub gpu: Gpu,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Serving dtype.
+    pub dtype: Dtype,
+    /// The vLLM release whose scheduler its engines behave as.
+    pub vllm_version: VllmVersion,
+    /// Scheduler and KV-cache settings.
+    pub engine: EngineConfig,
+    /// `gpu_memory_utilization` used for the KV capacity.
+    pub gpu_memory_utilization: f64,
+    /// `kv_cache_dtype`.
+    pub kv_cache_dtype: KvCacheDtype,
+    /// True when `num_gpu_blocks` was computed rather than given.
+    pub kv_capacity_computed: bool,
+    /// The step pricer.
+    pub latency: StepPricer,
+    /// Why that latency model prices it (see [`Deployment::latency_reason`]).
+    pub latency_reason: String,
+    /// Identical replicas.
+    pub replicas: u32,
+    /// The router the scenario asked for.
+    pub router: RouterConfig,
+    /// Data-parallel ranks of one engine (1: none).
+    pub dp: u32,
+    /// Its data-parallel ranks step together (an MoE model).
+    pub lockstep: bool,
+}
+
+impl Pool {
+    /// GPUs it occupies.
+    pub fn gpus(&self) -> u64 {
+        self.tp * u64::from(self.dp.max(1)) * u64::from(self.replicas.max(1))
+    }
 }
 
 impl Deployment {
@@ -73,20 +125,26 @@ impl Deployment {
     /// router, with an open-loop client, no horizon, timeout or step trace
     /// (override with struct update syntax).
     pub fn run_config(&self) -> RunConfig<StepPricer> {
-        let pool = PoolConfig {
-            name: "default".to_owned(),
-            role: Role::Mixed,
-            engine: self.engine.clone(),
-            replicas: if self.dp > 1 { self.dp } else { self.replicas },
-            router: self.router(),
-            lockstep: self.dp > 1 && self.model.moe.is_some(),
-            latency: self.latency.clone(),
-            kv_bytes_per_token: self.model.kv_bytes_per_token(1, self.kv_cache_dtype.bytes()),
-        };
+        let pools = self
+            .pools
+            .iter()
+            .map(|p| PoolConfig {
+                name: p.name.clone(),
+                role: p.role,
+                engine: p.engine.clone(),
+                replicas: if p.dp > 1 { p.dp } else { p.replicas },
+                // vLLM's DP load balancer over the ranks.
+                router: if p.dp > 1 { cluster::data_parallel_balancer() } else { p.router.clone() },
+                lockstep: p.lockstep,
+                latency: p.latency.clone(),
+                // The prompt's KV once (unsharded), at the pool's KV dtype.
+                kv_bytes_per_token: self.model.kv_bytes_per_token(1, p.kv_cache_dtype.bytes()),
+            })
+            .collect();
         RunConfig {
-            pools: vec![pool],
-            kv_transfer: KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 },
-            pd: PdDecider::Always,
+            pools,
+            kv_transfer: self.kv_transfer,
+            pd: self.pd,
             client: Client::OpenLoop,
             measurement: crate::sim::Measurement::default(),
             horizon_us: None,
@@ -103,10 +161,10 @@ impl Deployment {
         if self.dp > 1 { cluster::data_parallel_balancer() } else { self.router.clone() }
     }
 
-    /// GPUs it occupies: `tp` per engine, times the data-parallel ranks,
-    /// times the replicas.
+    /// GPUs it occupies: over its pools, `tp` per engine, times the
+    /// data-parallel ranks, times the replicas.
     pub fn gpus(&self) -> u64 {
-        self.tp * u64::from(self.dp.max(1)) * u64::from(self.replicas.max(1))
+        self.pools.iter().map(Pool::gpus).sum()
     }
 }
 
@@ -179,9 +237,86 @@ fn invalid<T>(field: &str, reason: impl Into<String>) -> Result<T, InvalidValue>
 
 /// Resolves a parsed scenario; `base` is the directory relative paths start
 /// from and `default_name` the name used when the scenario has none.
-pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, InvalidValue> {
-    // The model's published sampling defaults: known for catalog models
-    // only (a config.json path carries no generation_config.json).
+pub fn resolve(mut spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<Deployment, InvalidValue> {
+    let (model, sampling_defaults) = resolve_model(&spec, base)?;
+    if let Some(slo) = &spec.slo {
+        slo.validate().map_err(|(key, reason)| InvalidValue { field: format!("slo.{key}"), reason })?;
+    }
+    let name = spec.name.clone().unwrap_or_else(|| default_name.to_owned());
+    let pool_specs = spec.pools.take();
+    let scenario = Scenario { model: &model, sampling_defaults, spec: &spec, base };
+    let (pools, kv_transfer, pd) = match pool_specs {
+        None => {
+            if spec.kv_transfer.is_some() || spec.pd.is_some() {
+                let key = if spec.kv_transfer.is_some() { "kv_transfer" } else { "pd" };
+                return invalid(key, "only a deployment with a prefill pool moves KV; add `pools:`");
+            }
+            let settings = PoolSettings {
+                hardware: &spec.hardware,
+                tp: spec.tp,
+                dtype: spec.dtype,
+                engine: &spec.engine,
+                latency_model: spec.latency_model.clone(),
+                replicas: spec.replicas,
+                dp: spec.dp,
+                router: spec.router.clone(),
+            };
+            let pool = scenario.pool("default", Role::Mixed, settings)?;
+            (vec![pool], pools::UNUSED_LINK, PdDecider::Always)
+        }
+        Some(p) => pools::resolve(&scenario, p)?,
+    };
+    let first = pools.iter().find(|p| p.role != Role::Prefill).expect("a serving pool").clone();
+    Ok(Deployment {
+        slo: spec.slo,
+        name,
+        replicas: first.replicas,
+        router: first.router,
+        dp: first.dp,
+        gpu: first.gpu,
+        tp: first.tp,
+        dtype: first.dtype,
+        engine: first.engine,
+        vllm_version: first.vllm_version,
+        gpu_memory_utilization: first.gpu_memory_utilization,
+        kv_cache_dtype: first.kv_cache_dtype,
+        kv_capacity_computed: first.kv_capacity_computed,
+        latency: first.latency,
+        latency_reason: first.latency_reason,
+        model,
+        pools,
+        kv_transfer,
+        pd,
+    })
+}
+
+/// What every pool of a scenario shares.
+struct Scenario<'a> {
+    model: &'a ModelArch,
+    sampling_defaults: Option<catalog::SamplingDefaults>,
+    spec: &'a ScenarioSpec,
+    base: &'a Path,
+}
+
+/// One pool's settings, its own or the scenario's defaults.
+struct PoolSettings<'a> {
+    hardware: &'a str,
+    tp: Option<u64>,
+    dtype: Option<Dtype>,
+    engine: &'a spec::EngineSpec,
+    latency_model: Option<LatencySpec>,
+    replicas: Option<u32>,
+    dp: Option<u32>,
+    router: Option<spec::RouterSpec>,
+}
+
+/// The model of a scenario, and its published sampling defaults (known for
+/// catalog models only: a config.json path carries no
+/// generation_config.json).
+fn resolve_model(
+    spec: &ScenarioSpec,
+    base: &Path,
+) -> Result<(ModelArch, Option<catalog::SamplingDefaults>), InvalidValue> {
     let mut sampling_defaults = None;
     let model = match (&spec.model_config, &spec.model) {
         (Some(path), _) => {
@@ -214,79 +349,88 @@ pub fn resolve(spec: ScenarioSpec, base: &Path, default_name: &str) -> Result<De
             return invalid("model", "missing: give `model` (a catalog id) or `model_config` (a config.json path)");
         }
     };
-    let Some(gpu) = hardware::lookup(&spec.hardware) else {
-        return invalid(
-            "hardware",
-            format!("unknown GPU `{}`; the catalog has {}", spec.hardware, hardware::names().join(", ")),
-        );
-    };
-    let tp = spec.tp.unwrap_or(1);
-    if tp == 0 || model.num_heads % tp != 0 {
-        return invalid("tp", format!("{tp} must be positive and divide num_attention_heads = {}", model.num_heads));
+    Ok((model, sampling_defaults))
+}
+
+impl Scenario<'_> {
+    /// Resolves one pool of the scenario.
+    fn pool(&self, name: &str, role: Role, p: PoolSettings) -> Result<Pool, InvalidValue> {
+        let (model, spec, base) = (self.model, self.spec, self.base);
+        let Some(gpu) = hardware::lookup(p.hardware) else {
+            return invalid(
+                "hardware",
+                format!("unknown GPU `{}`; the catalog has {}", p.hardware, hardware::names().join(", ")),
+            );
+        };
+        let tp = p.tp.unwrap_or(1);
+        if tp == 0 || model.num_heads % tp != 0 {
+            return invalid(
+                "tp",
+                format!("{tp} must be positive and divide num_attention_heads = {}", model.num_heads),
+            );
+        }
+        if tp > gpu.gpus_per_node && gpu.inter_node.is_none() {
+            return invalid("tp", beyond_one_node(&gpu, tp));
+        }
+        let dtype = p.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
+        let limits = engine::batch_limits(&gpu, p.engine)?;
+        let dp = cluster::resolve_dp(p.dp, p.replicas, p.router.is_some())?;
+        // An MoE model's ranks share their experts over all `tp × dp` GPUs.
+        let ep = tp * u64::from(dp);
+        if dp > 1 && model.moe.is_some() && ep > gpu.gpus_per_node && gpu.inter_node.is_none() {
+            return invalid("dp", beyond_one_node(&gpu, ep));
+        }
+        let resolved = engine::resolve(model, &gpu, tp, dp, dtype, p.engine, limits)?;
+        let pricing = latency::PricingInputs {
+            model,
+            gpu: &gpu,
+            tp,
+            dp,
+            dtype,
+            engine: p.engine,
+            vllm_version: resolved.vllm_version,
+            sampling: spec.sampling.unwrap_or_default(),
+            sampling_defaults: self.sampling_defaults,
+            moe_routing: spec.moe_routing.unwrap_or_default(),
+            fp8_gemm_release: spec.fp8_gemm_release.as_deref(),
+        };
+        let (latency, latency_reason) = latency::resolve(&pricing, p.latency_model, base)?;
+        if dp > 1 && model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
+            return invalid(
+                "dp",
+                "dp > 1 on an MoE model with dense leading layers (first_k_dense_replace) is not modelled: ranks in lockstep price every layer as MoE",
+            );
+        }
+        if dp > 1 && model.moe.is_some() && !matches!(latency, StepPricer::Roofline(_)) {
+            return invalid(
+                "dp",
+                format!(
+                    "dp = {dp} on an MoE model is priced by the roofline model only (the {} model has no expert-parallel MoE); set latency_model: {{kind: roofline}}",
+                    latency.kind()
+                ),
+            );
+        }
+        let (replicas, router) = cluster::resolve(p.replicas, p.router)?;
+        let lockstep = dp > 1 && model.moe.is_some();
+        Ok(Pool {
+            name: name.to_owned(),
+            role,
+            replicas,
+            router,
+            dp,
+            lockstep,
+            gpu,
+            tp,
+            dtype,
+            engine: resolved.engine,
+            vllm_version: resolved.vllm_version,
+            gpu_memory_utilization: resolved.gpu_memory_utilization,
+            kv_cache_dtype: resolved.kv_cache_dtype,
+            kv_capacity_computed: resolved.kv_capacity_computed,
+            latency,
+            latency_reason,
+        })
     }
-    if tp > gpu.gpus_per_node && gpu.inter_node.is_none() {
-        return invalid("tp", beyond_one_node(&gpu, tp));
-    }
-    let dtype = spec.dtype.unwrap_or(if model.checkpoint_bytes == 2 { Dtype::Bf16 } else { Dtype::Fp16 });
-    let limits = engine::batch_limits(&gpu, &spec.engine)?;
-    let dp = cluster::resolve_dp(spec.dp, spec.replicas, spec.router.is_some())?;
-    // An MoE model's ranks share their experts over all `tp × dp` GPUs.
-    let ep = tp * u64::from(dp);
-    if dp > 1 && model.moe.is_some() && ep > gpu.gpus_per_node && gpu.inter_node.is_none() {
-        return invalid("dp", beyond_one_node(&gpu, ep));
-    }
-    let resolved = engine::resolve(&model, &gpu, tp, dp, dtype, &spec.engine, limits)?;
-    let pricing = latency::PricingInputs {
-        model: &model,
-        gpu: &gpu,
-        tp,
-        dp,
-        dtype,
-        engine: &spec.engine,
-        vllm_version: resolved.vllm_version,
-        sampling: spec.sampling.unwrap_or_default(),
-        sampling_defaults,
-        moe_routing: spec.moe_routing.unwrap_or_default(),
-        fp8_gemm_release: spec.fp8_gemm_release.as_deref(),
-    };
-    let (latency, latency_reason) = latency::resolve(&pricing, spec.latency_model, base)?;
-    if dp > 1 && model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
-        return invalid(
-            "dp",
-            "dp > 1 on an MoE model with dense leading layers (first_k_dense_replace) is not modelled: ranks in lockstep price every layer as MoE",
-        );
-    }
-    if dp > 1 && model.moe.is_some() && !matches!(latency, StepPricer::Roofline(_)) {
-        return invalid(
-            "dp",
-            format!(
-                "dp = {dp} on an MoE model is priced by the roofline model only (the {} model has no expert-parallel MoE); set latency_model: {{kind: roofline}}",
-                latency.kind()
-            ),
-        );
-    }
-    let (replicas, router) = cluster::resolve(spec.replicas, spec.router)?;
-    if let Some(slo) = &spec.slo {
-        slo.validate().map_err(|(key, reason)| InvalidValue { field: format!("slo.{key}"), reason })?;
-    }
-    Ok(Deployment {
-        slo: spec.slo,
-        replicas,
-        router,
-        dp,
-        name: spec.name.unwrap_or_else(|| default_name.to_owned()),
-        model,
-        gpu,
-        tp,
-        dtype,
-        engine: resolved.engine,
-        vllm_version: resolved.vllm_version,
-        gpu_memory_utilization: resolved.gpu_memory_utilization,
-        kv_cache_dtype: resolved.kv_cache_dtype,
-        kv_capacity_computed: resolved.kv_capacity_computed,
-        latency,
-        latency_reason,
-    })
 }
 
 /// Why a group of `gpus` of `gpu` that spans nodes is refused: the catalog

@@ -56,6 +56,95 @@ pub struct ScenarioSpec {
     pub dp: Option<u32>,
     /// How requests are admitted and spread over the replicas.
     pub router: Option<RouterSpec>,
+    /// Pools of replicas, each with its own role and deployment (the keys
+    /// above are every pool's defaults); absent: one mixed pool of the keys
+    /// above.
+    pub pools: Option<Pools>,
+    /// How prompt KV moves from prefill to decode replicas.
+    pub kv_transfer: Option<KvTransferSpec>,
+    /// Which requests a prefill/decode deployment splits.
+    pub pd: Option<PdSpec>,
+}
+
+/// `pools:`, as written: a mapping from each pool's name to its settings,
+/// in the order written.
+#[derive(Debug, Clone, Default)]
+pub struct Pools(pub Vec<(String, PoolSpec)>);
+
+impl<'de> Deserialize<'de> for Pools {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PoolsVisitor;
+        impl<'de> Visitor<'de> for PoolsVisitor {
+            type Value = Pools;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a mapping from pool names to pools, e.g. {prefill: {role: prefill, replicas: 2}}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pools, A::Error> {
+                let mut pools: Vec<(String, PoolSpec)> = Vec::new();
+                while let Some((name, pool)) = map.next_entry::<String, PoolSpec>()? {
+                    if pools.iter().any(|(n, _)| *n == name) {
+                        return Err(de::Error::custom(format!("pool `{name}` is given twice")));
+                    }
+                    pools.push((name, pool));
+                }
+                Ok(Pools(pools))
+            }
+        }
+        d.deserialize_map(PoolsVisitor)
+    }
+}
+
+/// One pool of `pools:`: what it does and how it is deployed. Keys it
+/// omits take the scenario's top-level value (`engine` key by key).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    /// `mixed`, `prefill` or `decode` (default: the pool's name, when it is
+    /// one of those).
+    pub role: Option<String>,
+    /// Identical replicas (default 1).
+    pub replicas: Option<u32>,
+    /// Catalog name of the GPU.
+    pub hardware: Option<String>,
+    /// Tensor-parallel degree.
+    pub tp: Option<u64>,
+    /// Data-parallel ranks (only 1 is modelled inside a pool).
+    pub dp: Option<u32>,
+    /// Serving dtype.
+    pub dtype: Option<Dtype>,
+    /// vLLM engine arguments, over the top-level ones.
+    pub engine: Option<EngineSpec>,
+    /// Which latency model prices its steps.
+    pub latency_model: Option<LatencySpec>,
+    /// How requests are spread over its replicas (the pools that serve
+    /// requests share one router; prefill pools another).
+    pub router: Option<RouterSpec>,
+}
+
+/// `kv_transfer:`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvTransferSpec {
+    /// `nvlink` (within a node) or `rdma` (InfiniBand/RoCE between nodes);
+    /// default `nvlink` when every pool fits one node of one GPU model.
+    pub interconnect: Option<String>,
+    /// The decode replica's inbound bandwidth, Gbit/s (default: the
+    /// interconnect's per-GPU bandwidth from the GPU catalog, times the GPUs
+    /// that read in parallel).
+    pub bandwidth_gbps: Option<f64>,
+    /// Fixed time of one transfer, µs (default: the link's, from NCCL's model).
+    pub latency_us: Option<f64>,
+}
+
+/// `pd:`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PdSpec {
+    /// `always` (default) or `prefix-threshold`.
+    pub decider: Option<String>,
+    /// `prefix-threshold`: uncached prompt tokens from which a request is
+    /// prefilled remotely.
+    pub threshold_tokens: Option<u32>,
 }
 
 /// `router:`, as written.
@@ -141,6 +230,38 @@ pub struct EngineSpec {
     /// Freed KV blocks without a prefix-cache hash are reused first
     /// (vLLM ≥ 0.28; no vLLM flag).
     pub free_uncached_blocks_first: Option<bool>,
+}
+
+impl EngineSpec {
+    /// These arguments over `base`: each one given here wins (a pool's
+    /// `engine:` over the scenario's).
+    pub fn over(self, base: &EngineSpec) -> EngineSpec {
+        EngineSpec {
+            max_num_seqs: self.max_num_seqs.or_else(|| base.max_num_seqs.clone()),
+            max_num_batched_tokens: self.max_num_batched_tokens.or_else(|| base.max_num_batched_tokens.clone()),
+            max_model_len: self.max_model_len.or_else(|| base.max_model_len.clone()),
+            block_size: self.block_size.or_else(|| base.block_size.clone()),
+            gpu_memory_utilization: self.gpu_memory_utilization.or_else(|| base.gpu_memory_utilization.clone()),
+            kv_cache_dtype: self.kv_cache_dtype.or_else(|| base.kv_cache_dtype.clone()),
+            num_gpu_blocks: self.num_gpu_blocks.or_else(|| base.num_gpu_blocks.clone()),
+            enable_prefix_caching: self.enable_prefix_caching.or_else(|| base.enable_prefix_caching.clone()),
+            long_prefill_token_threshold: self
+                .long_prefill_token_threshold
+                .or_else(|| base.long_prefill_token_threshold.clone()),
+            async_scheduling: self.async_scheduling.or_else(|| base.async_scheduling.clone()),
+            enforce_eager: self.enforce_eager.or_else(|| base.enforce_eager.clone()),
+            vllm_version: self.vllm_version.or_else(|| base.vllm_version.clone()),
+            scheduler_reserve_full_isl: self
+                .scheduler_reserve_full_isl
+                .or_else(|| base.scheduler_reserve_full_isl.clone()),
+            lone_request_skips_prefill_threshold: self
+                .lone_request_skips_prefill_threshold
+                .or_else(|| base.lone_request_skips_prefill_threshold.clone()),
+            free_uncached_blocks_first: self
+                .free_uncached_blocks_first
+                .or_else(|| base.free_uncached_blocks_first.clone()),
+        }
+    }
 }
 
 /// `latency_model:` either a bare name (`roofline`) or a mapping with `kind:`

@@ -106,14 +106,25 @@ pub fn load(data: &Path, name: &str) -> Result<IspassRun, ConvertError> {
         .as_array()
         .filter(|i| !i.is_empty())
         .ok_or_else(|| err(&config, 0, "instances", "missing"))?;
-    if instances.iter().any(|i| !i["pd_type"].is_null()) {
+    // Each instance's role: none (aggregated), `prefill` or `decode`.
+    let mut roles = [0usize; 3];
+    for i in instances {
+        match &i["pd_type"] {
+            Value::Null => roles[0] += 1,
+            Value::String(r) if r == "prefill" => roles[1] += 1,
+            Value::String(r) if r == "decode" => roles[2] += 1,
+            other => {
+                return Err(err(&config, 0, "pd_type", format!("{other}: use null, \"prefill\" or \"decode\"")));
+            }
+        }
+    }
+    let disaggregated = roles[1] + roles[2] > 0;
+    if disaggregated && (roles[0] > 0 || roles[1] == 0 || roles[2] == 0) {
         return Err(err(
             &config,
             0,
             "pd_type",
-            format!(
-                "{name} runs prefill and decode on separate instances: prefill/decode disaggregation is not modelled (issue 24)"
-            ),
+            "a disaggregated deployment needs prefill and decode instances and no aggregated one",
         ));
     }
     let field = |i: &Value, key: &str| -> Result<String, ConvertError> {
@@ -167,7 +178,12 @@ pub fn load(data: &Path, name: &str) -> Result<IspassRun, ConvertError> {
     let mut notes = vec![
         "vLLM version and engine flags unrecorded: enforce_eager, 2,048-token budget and context, 128 sequences, no async scheduling assumed (the artifact's A6000 logs)".to_owned(),
     ];
-    if replicas > 1 {
+    if disaggregated {
+        notes.push(format!(
+            "{} prefill and {} decode instance(s) on one node, KV over NVLink (the catalog's 450 GB/s a GPU each way): the run's KV connector is not recorded",
+            roles[1], roles[2]
+        ));
+    } else if replicas > 1 {
         notes.push(format!(
             "{replicas} replicas behind a round-robin router: how the real run split requests is not recorded"
         ));
@@ -175,8 +191,16 @@ pub fn load(data: &Path, name: &str) -> Result<IspassRun, ConvertError> {
     if model == "Mixtral-8x7B" {
         notes.push("expert parallelism unrecorded: replayed as TP4 (experts split by TP)".to_owned());
     }
-    let replicas_yaml =
-        if replicas > 1 { format!("replicas: {replicas}\nrouter: {{policy: round-robin}}\n") } else { String::new() };
+    let replicas_yaml = if disaggregated {
+        format!(
+            "pools:\n  prefill: {{role: prefill, replicas: {}}}\n  decode: {{role: decode, replicas: {}}}\nkv_transfer: {{interconnect: nvlink}}\n",
+            roles[1], roles[2]
+        )
+    } else if replicas > 1 {
+        format!("replicas: {replicas}\nrouter: {{policy: round-robin}}\n")
+    } else {
+        String::new()
+    };
     let scenario_yaml = format!(
         "# {name}: real vLLM on {npus}x H100 per instance (LLMServingSim 2.0, ISPASS'26 artifact)\n\
          name: {name}\nmodel: {model}\nhardware: H100\ntp: {npus}\ndtype: bf16\n{replicas_yaml}engine:\n  \
@@ -332,12 +356,15 @@ mod tests {
     }
 
     #[test]
-    fn disaggregation_and_bad_tables_are_refused_naming_the_field() {
-        let pdd = LLAMA.replace("\"pd_type\": null", "\"pd_type\": \"prefill\"");
+    fn half_disaggregated_deployments_and_bad_tables_are_refused_naming_the_field() {
+        let prefill = LLAMA.replace("\"pd_type\": null", "\"pd_type\": \"prefill\"");
+        let decode = LLAMA.replace("\"pd_type\": null", "\"pd_type\": \"decode\"");
         let dir = folder(
             "pdd",
             &[
-                ("config/PDD_config.json", &config(&pdd)),
+                ("config/PDD_config.json", &config(&prefill)),
+                ("config/PD_config.json", &config(&format!("{prefill}, {decode}"))),
+                ("reference/figure_5_H100/PD_throughput.tsv", "time_s\tthroughput\n0\t0\n1\t133\n"),
                 ("config/SD_config.json", &config(LLAMA)),
                 ("config/SM_config.json", &config(LLAMA)),
                 ("workloads/sharegpt_req300_rate10_llama.jsonl", WORKLOAD),
@@ -349,7 +376,14 @@ mod tests {
         );
         let e = load(dir.as_path(), "PDD").unwrap_err();
         assert_eq!(e.field, "pd_type");
-        assert!(e.reason.contains("prefill/decode disaggregation is not modelled"), "{e}");
+        assert!(e.reason.contains("needs prefill and decode instances"), "{e}");
+        let pd = load(dir.as_path(), "PD").unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            pd.scenario_yaml
+                .contains("pools:\n  prefill: {role: prefill, replicas: 1}\n  decode: {role: decode, replicas: 1}\n"),
+            "{}",
+            pd.scenario_yaml
+        );
         let e = load(dir.as_path(), "SD").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "throughput_tok_s"), "{e}");
         assert!(e.to_string().contains("SD_latency.tsv:2: throughput_tok_s: "), "{e}");

@@ -161,6 +161,19 @@ impl Deployment {
         if self.dp > 1 { cluster::data_parallel_balancer() } else { self.router.clone() }
     }
 
+    /// Each replica's pool, in the simulator's replica order (the order of
+    /// `replica` in results and of [`crate::sim::RunSummary::replicas`]):
+    /// the pools that serve requests first, then the prefill pools, each in
+    /// the order given, a pool's replicas (or data-parallel ranks) together.
+    pub fn replica_pools(&self) -> Vec<&Pool> {
+        let serving = self.pools.iter().filter(|p| p.role != Role::Prefill);
+        let prefill = self.pools.iter().filter(|p| p.role == Role::Prefill);
+        serving
+            .chain(prefill)
+            .flat_map(|p| std::iter::repeat_n(p, if p.dp > 1 { p.dp } else { p.replicas.max(1) } as usize))
+            .collect()
+    }
+
     /// GPUs it occupies: over its pools, `tp` per engine, times the
     /// data-parallel ranks, times the replicas.
     pub fn gpus(&self) -> u64 {

@@ -218,19 +218,41 @@ pub fn load(path: &Path) -> Result<Deployment, ScenarioError> {
     })
 }
 
-/// Line of `field`: of its innermost segment found as a key.
+/// Line of `field`: its segments followed down the file's nesting (each
+/// key looked for inside the block of the one before it), else its
+/// innermost segment found as a key anywhere.
 fn line_of(text: &str, field: &str) -> u64 {
+    let lines: Vec<&str> = text.lines().collect();
+    let key_at = |l: &str, key: &str| {
+        let l = l.trim_start().trim_start_matches(['{', '"', '\'']);
+        l.starts_with(key) && l[key.len()..].trim_start_matches(['"', '\'']).starts_with(':')
+    };
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    // Down the nesting: `pools.decode.engine.max_num_seqs` finds the
+    // decode pool's, not the top-level engine's.
+    let mut found: Option<usize> = None;
+    for key in field.split('.') {
+        let (from, parent_indent) = match found {
+            None => (0, None),
+            Some(i) => (i + 1, Some(indent(lines[i]))),
+        };
+        let hit = lines[from..]
+            .iter()
+            .take_while(|l| parent_indent.is_none_or(|p| l.trim().is_empty() || indent(l) > p))
+            .position(|l| key_at(l, key) && (parent_indent.is_some() || indent(l) == 0));
+        match hit {
+            Some(k) => found = Some(from + k),
+            None => break,
+        }
+    }
+    if field.contains('.')
+        && let Some(i) = found
+    {
+        return i as u64 + 1;
+    }
     // The innermost key written on a line of its own; keys inside a flow
     // mapping (`latency_model: {constants: …}`) are on their parent's line.
-    field
-        .rsplit('.')
-        .find_map(|key| {
-            text.lines().position(|l| {
-                let l = l.trim_start().trim_start_matches(['{', '"', '\'']);
-                l.starts_with(key) && l[key.len()..].trim_start_matches(['"', '\'']).starts_with(':')
-            })
-        })
-        .map_or(1, |i| i as u64 + 1)
+    field.rsplit('.').find_map(|key| lines.iter().position(|l| key_at(l, key))).map_or(1, |i| i as u64 + 1)
 }
 
 /// A scenario value that is well-formed but unusable, before it is placed

@@ -17,18 +17,22 @@ mod cluster;
 mod dag;
 mod disagg;
 mod engine;
+mod event;
 mod instance;
 mod kv_cache;
 mod order;
 mod outcome;
 mod pool;
 mod queue;
+mod requests;
 mod router;
 #[cfg(test)]
 mod router_tests;
 mod run;
+mod send;
 mod simulation;
 mod step_trace;
+mod steps;
 mod window;
 
 pub use client::Client;

@@ -237,29 +237,23 @@ impl EngineSpec {
     /// `engine:` over the scenario's).
     pub fn over(self, base: &EngineSpec) -> EngineSpec {
         EngineSpec {
-            max_num_seqs: self.max_num_seqs.or_else(|| base.max_num_seqs.clone()),
-            max_num_batched_tokens: self.max_num_batched_tokens.or_else(|| base.max_num_batched_tokens.clone()),
-            max_model_len: self.max_model_len.or_else(|| base.max_model_len.clone()),
-            block_size: self.block_size.or_else(|| base.block_size.clone()),
-            gpu_memory_utilization: self.gpu_memory_utilization.or_else(|| base.gpu_memory_utilization.clone()),
-            kv_cache_dtype: self.kv_cache_dtype.or_else(|| base.kv_cache_dtype.clone()),
-            num_gpu_blocks: self.num_gpu_blocks.or_else(|| base.num_gpu_blocks.clone()),
-            enable_prefix_caching: self.enable_prefix_caching.or_else(|| base.enable_prefix_caching.clone()),
-            long_prefill_token_threshold: self
-                .long_prefill_token_threshold
-                .or_else(|| base.long_prefill_token_threshold.clone()),
-            async_scheduling: self.async_scheduling.or_else(|| base.async_scheduling.clone()),
-            enforce_eager: self.enforce_eager.or_else(|| base.enforce_eager.clone()),
+            max_num_seqs: self.max_num_seqs.or(base.max_num_seqs),
+            max_num_batched_tokens: self.max_num_batched_tokens.or(base.max_num_batched_tokens),
+            max_model_len: self.max_model_len.or(base.max_model_len),
+            block_size: self.block_size.or(base.block_size),
+            gpu_memory_utilization: self.gpu_memory_utilization.or(base.gpu_memory_utilization),
+            kv_cache_dtype: self.kv_cache_dtype.or(base.kv_cache_dtype),
+            num_gpu_blocks: self.num_gpu_blocks.or(base.num_gpu_blocks),
+            enable_prefix_caching: self.enable_prefix_caching.or(base.enable_prefix_caching),
+            long_prefill_token_threshold: self.long_prefill_token_threshold.or(base.long_prefill_token_threshold),
+            async_scheduling: self.async_scheduling.or(base.async_scheduling),
+            enforce_eager: self.enforce_eager.or(base.enforce_eager),
             vllm_version: self.vllm_version.or_else(|| base.vllm_version.clone()),
-            scheduler_reserve_full_isl: self
-                .scheduler_reserve_full_isl
-                .or_else(|| base.scheduler_reserve_full_isl.clone()),
+            scheduler_reserve_full_isl: self.scheduler_reserve_full_isl.or(base.scheduler_reserve_full_isl),
             lone_request_skips_prefill_threshold: self
                 .lone_request_skips_prefill_threshold
-                .or_else(|| base.lone_request_skips_prefill_threshold.clone()),
-            free_uncached_blocks_first: self
-                .free_uncached_blocks_first
-                .or_else(|| base.free_uncached_blocks_first.clone()),
+                .or(base.lone_request_skips_prefill_threshold),
+            free_uncached_blocks_first: self.free_uncached_blocks_first.or(base.free_uncached_blocks_first),
         }
     }
 }

@@ -5,76 +5,18 @@
 //! client's timeout cuts it short.
 
 use super::engine::{KvTransfer, Owner};
-use super::outcome::{
-    ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink, later_or_overflow,
-};
+use super::event::Event;
+use super::outcome::{ClockOverflow, FinishedRequest, NodeError, RequestStatus, ResultSink, later_or_overflow};
+use super::requests::{Split, SplitStage};
 use super::router::Affinity;
-use super::simulation::{Event, Simulation};
+use super::simulation::Simulation;
 use crate::latency::LatencyModel;
-use crate::workload::{NodeKind, Request, seconds_to_us};
-
-/// A request in flight: its DAG's progress and what was measured so far.
-pub(super) struct Active {
-    pub(super) index: u64,
-    /// The slot's generation when this request took it.
-    pub(super) generation: u32,
-    pub(super) request: Request,
-    pub(super) arrival_us: u64,
-    pub(super) send_us: u64,
-    pub(super) nodes: Vec<NodeOutcome>,
-    /// Per node, what its start waits on (one allocation per request).
-    pub(super) progress: Vec<NodeProgress>,
-    pub(super) unresolved: usize,
-    /// With `affinity: request`, the replica its first llm node took.
-    pub(super) pinned: Option<u32>,
-    /// Sent inside the measurement window.
-    pub(super) in_window: bool,
-}
-
-/// A node's wait for its predecessors.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct NodeProgress {
-    /// Predecessors not resolved yet.
-    pub(super) pending_preds: u32,
-    /// The first predecessor that failed, if any.
-    pub(super) failed_pred: Option<u32>,
-    /// When its last finished predecessor finished (or the send), µs.
-    pub(super) ready_us: u64,
-    /// An llm node prefilled on one replica and decoded on another.
-    pub(super) split: Option<Split>,
-}
-
-/// Where a split llm node stands (prefill/decode disaggregation).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Split {
-    /// The prefill replica (an instance index).
-    pub(super) prefill: u32,
-    /// The decode replica.
-    pub(super) decode: u32,
-    /// The prefill's engine slot, whose blocks it holds for the transfer.
-    pub(super) prefill_slot: Option<u32>,
-    pub(super) stage: SplitStage,
-}
-
-/// The stages of a split llm node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SplitStage {
-    /// At the prefill replica (its front end or engine).
-    Prefill,
-    /// At the decode replica, its KV still held by the prefill replica.
-    Decode,
-    /// The KV has landed: the prefill replica let go of it.
-    Landed,
-}
+use crate::workload::{NodeKind, seconds_to_us};
 
 impl<L: LatencyModel> Simulation<L> {
-    pub(super) fn active_mut(&mut self, slot: u32) -> &mut Active {
-        self.active[slot as usize].as_mut().expect("live request")
-    }
-
     pub(super) fn start_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
         let now = self.now;
-        let a = self.active[slot as usize].as_mut().expect("live request");
+        let a = self.requests.active[slot as usize].as_mut().expect("live request");
         a.nodes[node as usize].start_us = Some(now);
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
@@ -109,7 +51,7 @@ impl<L: LatencyModel> Simulation<L> {
                 let mut first = replica;
                 if self.cluster.splits(replica, call) {
                     let prefill = self.cluster.route_prefill(now, call);
-                    let a = self.active[slot as usize].as_mut().expect("live request");
+                    let a = self.requests.active[slot as usize].as_mut().expect("live request");
                     a.nodes[node as usize].prefill_replica = Some(prefill);
                     a.progress[node as usize].split =
                         Some(Split { prefill, decode: replica, prefill_slot: None, stage: SplitStage::Prefill });
@@ -128,7 +70,7 @@ impl<L: LatencyModel> Simulation<L> {
             0 => self.enter_engine(slot, node, replica, sink),
             delay => {
                 self.cluster.instances[replica as usize].in_transit += 1;
-                let generation = self.active[slot as usize].as_ref().expect("live request").generation;
+                let generation = self.requests.active[slot as usize].as_ref().expect("live request").generation;
                 let at = self.later(self.now, delay, || ClockOverflow::Engine);
                 self.queue.push(at, Event::EngineEnter { slot, generation, node, replica });
             }
@@ -136,7 +78,7 @@ impl<L: LatencyModel> Simulation<L> {
     }
 
     pub(super) fn enter_engine(&mut self, slot: u32, node: u32, replica: u32, sink: &mut dyn ResultSink) {
-        let a = self.active[slot as usize].as_mut().expect("live request");
+        let a = self.requests.active[slot as usize].as_mut().expect("live request");
         let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
             unreachable!("only llm nodes enter the engine")
         };
@@ -158,7 +100,7 @@ impl<L: LatencyModel> Simulation<L> {
     /// Marks a node finished (or failed) now and releases its successors.
     pub(super) fn node_done(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
         let now = self.now;
-        let a = self.active[slot as usize].as_mut().expect("live request");
+        let a = self.requests.active[slot as usize].as_mut().expect("live request");
         let outcome = &mut a.nodes[node as usize];
         let failed = outcome.error.is_some();
         if !failed {
@@ -209,22 +151,17 @@ impl<L: LatencyModel> Simulation<L> {
             Event::NodeStart { slot, generation, .. }
             | Event::ToolDone { slot, generation, .. }
             | Event::EngineEnter { slot, generation, .. }
-            | Event::Timeout { slot, generation } => !self.is_live(slot, generation),
-            Event::KvLanded { slot, generation, .. } => !self.is_live(slot, generation),
+            | Event::Timeout { slot, generation } => !self.requests.is_live(slot, generation),
+            Event::KvLanded { slot, generation, .. } => !self.requests.is_live(slot, generation),
             Event::StepEnd { .. } => false,
         }
     }
 
-    /// Whether `slot` still holds the request of `generation`.
-    pub(super) fn is_live(&self, slot: u32, generation: u32) -> bool {
-        self.active[slot as usize].as_ref().is_some_and(|a| a.generation == generation)
-    }
-
     /// The request in `slot` leaves with `status`: reported, its slot freed.
     pub(super) fn complete(&mut self, slot: u32, status: RequestStatus, sink: &mut dyn ResultSink) {
-        let a = self.active[slot as usize].take().expect("live request");
-        self.free_slots.push(slot);
-        self.in_flight -= 1;
+        let a = self.requests.active[slot as usize].take().expect("live request");
+        self.requests.free_slots.push(slot);
+        self.requests.in_flight -= 1;
         let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
         self.window.on_leave(a.index, self.now, status == RequestStatus::Completed);
         sink.request_done(FinishedRequest {
@@ -245,9 +182,9 @@ impl<L: LatencyModel> Simulation<L> {
     /// not finished is marked timed out, and the request leaves now. Events
     /// it left in the queue find its slot's generation moved on.
     pub(super) fn time_out(&mut self, slot: u32, sink: &mut dyn ResultSink) {
-        let n = self.active_mut(slot).nodes.len();
+        let n = self.requests.get_mut(slot).nodes.len();
         for node in 0..n {
-            let a = self.active_mut(slot);
+            let a = self.requests.get_mut(slot);
             let outcome = &a.nodes[node];
             if outcome.finish_us.is_some() || outcome.error.is_some() {
                 continue;
@@ -276,7 +213,7 @@ impl<L: LatencyModel> Simulation<L> {
                     }
                 }
             }
-            self.active_mut(slot).nodes[node].error = Some(NodeError::TimedOut);
+            self.requests.get_mut(slot).nodes[node].error = Some(NodeError::TimedOut);
         }
         self.complete(slot, RequestStatus::TimedOut, sink);
     }

@@ -8,23 +8,25 @@
 //! generates. TTFT therefore holds both front ends, the prefill, the
 //! transfer and the decode replica's first step.
 
-use super::dag::SplitStage;
 use super::engine::{Departure, Owner};
+use super::event::Event;
 use super::outcome::{ClockOverflow, ResultSink};
-use super::simulation::{Event, Simulation};
+use super::requests::SplitStage;
+use super::simulation::Simulation;
 use crate::latency::LatencyModel;
 
 impl<L: LatencyModel> Simulation<L> {
     /// Whether `owner` is a split node still at its prefill replica.
     pub(super) fn is_prefill(&self, owner: Owner) -> bool {
-        let a = self.active[owner.slot as usize].as_ref().expect("live request");
+        let a = self.requests.active[owner.slot as usize].as_ref().expect("live request");
         a.progress[owner.node as usize].split.is_some_and(|s| s.stage == SplitStage::Prefill)
     }
 
     /// The prefill replica keeps the node's blocks in `engine_slot` for the
     /// decode replica to read.
     pub(super) fn prefill_held(&mut self, owner: Owner, engine_slot: u32) {
-        let split = self.active_mut(owner.slot).progress[owner.node as usize].split.as_mut().expect("a split node");
+        let split =
+            self.requests.get_mut(owner.slot).progress[owner.node as usize].split.as_mut().expect("a split node");
         split.prefill_slot = Some(engine_slot);
     }
 
@@ -33,7 +35,7 @@ impl<L: LatencyModel> Simulation<L> {
     /// to the decode replica.
     pub(super) fn prefill_done(&mut self, d: Departure, sink: &mut dyn ResultSink) {
         let Owner { slot, node } = d.owner;
-        let a = self.active_mut(slot);
+        let a = self.requests.get_mut(slot);
         let outcome = &mut a.nodes[node as usize];
         outcome.cached_tokens = d.cached_tokens;
         outcome.preemptions = d.preemptions;
@@ -48,13 +50,13 @@ impl<L: LatencyModel> Simulation<L> {
     /// link is free and lands after the transfer.
     pub(super) fn kv_load(&mut self, owner: Owner, engine_slot: u32, tokens: u32) {
         let now = self.now;
-        let a = self.active[owner.slot as usize].as_ref().expect("live request");
+        let a = self.requests.active[owner.slot as usize].as_ref().expect("live request");
         let split = a.progress[owner.node as usize].split.expect("only a split node loads KV");
         let generation = a.generation;
         let bytes = u64::from(tokens) * self.cluster.pool_of(split.prefill).kv_bytes_per_token;
         let end = self.cluster.transfer_end(now, split.decode, bytes);
         let end = self.later(end, 0, || ClockOverflow::Engine);
-        let outcome = &mut self.active_mut(owner.slot).nodes[owner.node as usize];
+        let outcome = &mut self.requests.get_mut(owner.slot).nodes[owner.node as usize];
         outcome.kv_transfer_bytes += bytes;
         outcome.kv_transfer_us += end - now;
         let event =
@@ -67,7 +69,7 @@ impl<L: LatencyModel> Simulation<L> {
     /// frees its blocks.
     pub(super) fn kv_landed(&mut self, slot: u32, node: u32, replica: u32, engine_slot: u32) {
         self.cluster.instances[replica as usize].engine.kv_loaded(engine_slot);
-        let split = self.active_mut(slot).progress[node as usize].split.as_mut().expect("a split node");
+        let split = self.requests.get_mut(slot).progress[node as usize].split.as_mut().expect("a split node");
         split.stage = SplitStage::Landed;
         let (prefill, held) = (split.prefill, split.prefill_slot.take());
         if let Some(held) = held {

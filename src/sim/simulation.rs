@@ -16,110 +16,48 @@
 //! data-parallel ranks of an MoE model: they step in lockstep
 //! ([`Simulation::start_lockstep`]).
 
-use std::collections::VecDeque;
-
-use super::client::Client;
+use super::client::{Client, ClientState};
 use super::cluster::Cluster;
-use super::dag::Active;
-use super::engine::{Batch, Departure, EngineConfig, EngineEvent, EngineStats};
+use super::engine::{EngineConfig, EngineEvent, EngineStats};
+use super::event::Event;
 use super::outcome::{ClockOverflow, NodeError, RequestStatus, ResultSink, later_or_overflow};
 use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::queue::EventQueue;
+use super::requests::Requests;
 use super::router::RouterConfig;
-use super::step_trace::NodeRef;
 use super::window::{Measurement, Window, WindowState};
 use crate::latency::LatencyModel;
-use crate::workload::Request;
-
-/// Events name a request by its slot and the slot's generation: a request
-/// that timed out leaves events behind, and they must not touch the request
-/// that reuses its slot.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Event {
-    NodeStart {
-        slot: u32,
-        generation: u32,
-        node: u32,
-    },
-    /// An llm node reaches replica `replica`'s engine, after the server's
-    /// front end.
-    EngineEnter {
-        slot: u32,
-        generation: u32,
-        node: u32,
-        replica: u32,
-    },
-    ToolDone {
-        slot: u32,
-        generation: u32,
-        node: u32,
-    },
-    /// The client stops waiting for the request.
-    Timeout {
-        slot: u32,
-        generation: u32,
-    },
-    /// Replica `replica`'s executing step ends.
-    StepEnd {
-        replica: u32,
-    },
-    /// A prompt's KV, read from its prefill replica, has landed in replica
-    /// `replica`'s engine slot `engine_slot`.
-    KvLanded {
-        slot: u32,
-        generation: u32,
-        node: u32,
-        replica: u32,
-        engine_slot: u32,
-    },
-}
 
 /// Simulated pools of engine replicas behind routers, serving a stream of
 /// request DAGs.
 pub struct Simulation<L> {
     pub(super) now: u64,
     pub(super) queue: EventQueue<Event>,
-    /// The replicas, their pools, routers and links.
-    pub(super) cluster: Cluster<L>,
-    pub(super) active: Vec<Option<Active>>,
-    pub(super) free_slots: Vec<u32>,
-    pub(super) in_flight: usize,
-    pub(super) next_index: u64,
-    pub(super) events: Vec<EngineEvent>,
-    pub(super) tracing: bool,
-    pub(super) check_invariants: bool,
-    pub(super) client: Client,
-    /// Nothing happens after this time, µs (`u64::MAX`: no horizon).
-    pub(super) horizon_us: u64,
-    /// Capped client: arrived requests waiting for a free slot, with their arrival.
-    pub(super) unsent: VecDeque<(Request, u64)>,
-    /// Closed loop: when each idle user that has sent before sends next,
-    /// ascending.
-    pub(super) users_free_at: VecDeque<u64>,
-    /// Closed loop: users that have not sent yet (all free at time 0, before
-    /// those in `users_free_at`). A count, not a queue entry each: a run never
-    /// needs more users than it has requests, however many are asked for.
-    pub(super) users_not_started: u64,
     /// The first sum of times that passed the clock: the run stops with it.
     pub(super) clock_overflow: Option<ClockOverflow>,
-    /// How many requests each slot has held.
-    pub(super) slot_generations: Vec<u32>,
-    /// The client gives up on a request this long after sending it, µs.
-    pub(super) timeout_us: Option<u64>,
-    /// Ranks that started the current lockstep step (reused buffer).
-    pub(super) lockstep_started: Vec<u32>,
+    /// Nothing happens after this time, µs (`u64::MAX`: no horizon).
+    pub(super) horizon_us: u64,
+    /// The requests in flight and their DAGs' progress.
+    pub(super) requests: Requests,
+    /// How requests are sent, and those the client still holds.
+    pub(super) client: ClientState,
+    /// The replicas, their pools, routers and links.
+    pub(super) cluster: Cluster<L>,
     /// Warm-up and ramp, as set.
     pub(super) measurement: Measurement,
     /// The measurement window as the run goes.
     pub(super) window: WindowState,
+    /// What the engines report (reused buffer).
+    pub(super) events: Vec<EngineEvent>,
+    /// Ranks that started the current lockstep step (reused buffer).
+    pub(super) lockstep_started: Vec<u32>,
+    pub(super) tracing: bool,
+    pub(super) check_invariants: bool,
 }
-
-/// An idle data-parallel rank's batch: nothing (it runs the dummy batch).
-static IDLE_RANK: crate::latency::StepBatch = crate::latency::StepBatch::EMPTY;
 
 impl<L> std::fmt::Debug for Simulation<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Simulation").field("now", &self.now).field("in_flight", &self.in_flight).finish()
+        f.debug_struct("Simulation").field("now", &self.now).field("in_flight", &self.requests.in_flight).finish()
     }
 }
 
@@ -151,25 +89,17 @@ impl<L: LatencyModel> Simulation<L> {
         Simulation {
             now: 0,
             queue: EventQueue::new(),
-            cluster: Cluster::new(pools, transfer, pd),
-            active: Vec::new(),
-            free_slots: Vec::new(),
-            in_flight: 0,
-            next_index: 0,
-            events: Vec::new(),
-            tracing: false,
-            check_invariants: false,
-            client: Client::OpenLoop,
-            horizon_us: u64::MAX,
-            unsent: VecDeque::new(),
-            users_free_at: VecDeque::new(),
-            users_not_started: 0,
             clock_overflow: None,
-            slot_generations: Vec::new(),
-            timeout_us: None,
-            lockstep_started: Vec::new(),
+            horizon_us: u64::MAX,
+            requests: Requests::default(),
+            client: ClientState::default(),
+            cluster: Cluster::new(pools, transfer, pd),
             measurement: Measurement::default(),
             window: WindowState::default(),
+            events: Vec::new(),
+            lockstep_started: Vec::new(),
+            tracing: false,
+            check_invariants: false,
         }
     }
 
@@ -184,13 +114,13 @@ impl<L: LatencyModel> Simulation<L> {
     /// its KV blocks freed, and it is reported timed out. Set before the
     /// first request is added.
     pub fn set_request_timeout(&mut self, timeout_us: Option<u64>) {
-        self.timeout_us = timeout_us;
+        self.client.timeout_us = timeout_us;
     }
 
     /// Sets how requests are sent (before the first request is added).
     pub fn set_client(&mut self, client: Client) {
-        self.client = client;
-        self.users_free_at.clear();
+        self.client.mode = client;
+        self.client.users_free_at.clear();
         // Users are a count, not a queue entry each (a run never allocates
         // for users that have not sent); user k of n starts at k · ramp / n
         // (all at 0 without a ramp), see `next_user_start`.
@@ -198,23 +128,23 @@ impl<L: LatencyModel> Simulation<L> {
             Client::ClosedLoop { users, .. } => Some(u64::from(users.max(1))),
             _ => None,
         };
-        self.users_not_started = closed_users.unwrap_or(0);
+        self.client.users_not_started = closed_users.unwrap_or(0);
         self.window = WindowState::new(self.measurement, closed_users);
     }
 
     /// When the next closed-loop user that has not sent yet starts: user k
     /// of n at k · ramp / n.
     pub(super) fn next_user_start(&self) -> u64 {
-        let Client::ClosedLoop { users, .. } = self.client else { return 0 };
+        let Client::ClosedLoop { users, .. } = self.client.mode else { return 0 };
         let n = u128::from(users.max(1));
-        let k = n - u128::from(self.users_not_started.min(n as u64));
+        let k = n - u128::from(self.client.users_not_started.min(n as u64));
         (k * u128::from(self.measurement.ramp_us) / n) as u64
     }
 
     /// Sets the warm-up and the ramp (before the first request is added).
     pub fn set_measurement(&mut self, measurement: Measurement) {
         self.measurement = measurement;
-        self.set_client(self.client);
+        self.set_client(self.client.mode);
     }
 
     /// The measurement window so far (the whole run's after `finish`).
@@ -255,7 +185,7 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// Requests added and not yet finished.
     pub fn in_flight(&self) -> usize {
-        self.in_flight
+        self.requests.in_flight
     }
 
     /// Engine counters so far, summed over the replicas.
@@ -323,7 +253,7 @@ impl<L: LatencyModel> Simulation<L> {
                 self.record_departure(d);
             }
         }
-        if (self.in_flight > 0 || !self.unsent.is_empty()) && self.horizon_us != u64::MAX {
+        if (self.requests.in_flight > 0 || !self.client.unsent.is_empty()) && self.horizon_us != u64::MAX {
             // Only a horizon leaves requests behind; the run lasted until it.
             self.now = self.now.max(self.horizon_us);
         }
@@ -332,13 +262,13 @@ impl<L: LatencyModel> Simulation<L> {
         // ended, so its send time is the end (the horizon), not its arrival.
         // Sends are then in input order at times that never decrease, as the
         // result rows (which record the send) must be for the reader.
-        while let Some((request, arrival_us)) = self.unsent.pop_front() {
+        while let Some((request, arrival_us)) = self.client.unsent.pop_front() {
             // Never sent: outside the window.
             let held_until = self.now.max(arrival_us);
             self.dispatch(request, arrival_us, held_until, false);
         }
-        for slot in 0..self.active.len() as u32 {
-            let Some(a) = self.active[slot as usize].as_mut() else { continue };
+        for slot in 0..self.requests.active.len() as u32 {
+            let Some(a) = self.requests.active[slot as usize].as_mut() else { continue };
             for node in &mut a.nodes {
                 if node.finish_us.is_none() && node.error.is_none() {
                     node.error = Some(NodeError::Unfinished);
@@ -354,189 +284,22 @@ impl<L: LatencyModel> Simulation<L> {
         self.queue.len()
     }
 
-    /// If replica `replica`'s engine is idle, starts its next step: the one
-    /// queued (async scheduling), else a newly scheduled one; with async
-    /// scheduling, the step after it is then scheduled at once.
-    pub(super) fn start_step(&mut self, replica: u32, sink: &mut dyn ResultSink) {
-        if self.cluster.instances[replica as usize].engine.stepping() {
-            return;
-        }
-        if let Some(d) = self.begin_step(replica as usize) {
-            self.launch(replica, d, sink);
-        }
-    }
-
-    /// Data-parallel ranks in lockstep: when none is executing and one has
-    /// work, every rank with work starts its step and the others run a dummy
-    /// batch; all end together, after the step the latency model prices for
-    /// all ranks at once (vLLM's DP engines of an MoE model meet in every MoE
-    /// layer; `DPEngineCoreProc` runs `execute_dummy_batch` on an idle rank
-    /// while any rank has requests).
-    pub(super) fn start_lockstep(&mut self, ranks: std::ops::Range<u32>, sink: &mut dyn ResultSink) {
-        let range = ranks.start as usize..ranks.end as usize;
-        if self.cluster.instances[range.clone()].iter().any(|i| i.engine.stepping()) {
-            return;
-        }
-        let mut started = std::mem::take(&mut self.lockstep_started);
-        started.clear();
-        for r in range.clone() {
-            if self.begin_step(r).is_some() {
-                started.push(r as u32);
-            }
-        }
-        if !started.is_empty() {
-            let batches: Vec<&crate::latency::StepBatch> = self.cluster.instances[range.clone()]
-                .iter()
-                .map(|i| if i.engine.stepping() { &i.engine.executing().priced } else { &IDLE_RANK })
-                .collect();
-            let duration = self.cluster.pool_of(ranks.start).latency.lockstep_time_us(&batches);
-            for &r in &started {
-                self.launch(r, duration, sink);
-            }
-        }
-        self.lockstep_started = started;
-    }
-
-    /// Starts replica `r`'s queued step or schedules a new one; its duration,
-    /// or `None` when it has nothing to run.
-    fn begin_step(&mut self, r: usize) -> Option<u64> {
-        let mut events = std::mem::take(&mut self.events);
-        let instance = &mut self.cluster.instances[r];
-        let latency = &self.cluster.pools[instance.pool as usize].latency;
-        let duration = match instance.engine.start_queued() {
-            Some(d) => {
-                std::mem::swap(&mut instance.trace_executing, &mut instance.trace_queued);
-                Some(d)
-            }
-            None if instance.engine.has_work() => {
-                let d = instance.engine.start_step(latency, &mut events);
-                if self.tracing {
-                    self.trace_scheduling(r, d.is_some(), false);
-                }
-                d
-            }
-            None => None,
-        };
-        self.scheduled(&mut events);
-        self.events = events;
-        duration
-    }
-
-    /// Replica `replica`'s step, just begun, executes for `duration_us`:
-    /// its end is queued, it is traced, and with async scheduling the step
-    /// after it is scheduled at once.
-    fn launch(&mut self, replica: u32, duration_us: u64, sink: &mut dyn ResultSink) {
-        let r = replica as usize;
-        let end = self.later(self.now, duration_us, || ClockOverflow::Engine);
-        self.queue.push(end, Event::StepEnd { replica });
-        let cluster = self.cluster.instances.len() > 1;
-        let instance = &mut self.cluster.instances[r];
-        if self.tracing {
-            instance.trace_executing.index = instance.steps_started;
-            instance.trace_executing.start_us = self.now;
-            instance.trace_executing.duration_us = duration_us;
-            instance.trace_executing.replica = cluster.then_some(replica);
-            sink.engine_step(&instance.trace_executing);
-        }
-        instance.steps_started += 1;
-        if instance.engine.config().async_scheduling {
-            let mut events = std::mem::take(&mut self.events);
-            let instance = &mut self.cluster.instances[r];
-            let latency = &self.cluster.pools[instance.pool as usize].latency;
-            let queued = instance.engine.queue_step(latency, &mut events);
-            if self.tracing {
-                self.trace_scheduling(r, queued, true);
-            }
-            self.scheduled(&mut events);
-            self.events = events;
-        }
-    }
-
-    /// Records the first admission of the requests the engine reports.
-    fn scheduled(&mut self, events: &mut Vec<EngineEvent>) {
-        for e in events.drain(..) {
-            match e {
-                EngineEvent::Scheduled(owner) => {
-                    // The first admission anywhere: a split request's is its
-                    // prefill's.
-                    let now = self.now;
-                    self.active_mut(owner.slot).nodes[owner.node as usize].scheduled_us.get_or_insert(now);
-                }
-                EngineEvent::KvLoad { owner, slot: engine_slot, tokens } => self.kv_load(owner, engine_slot, tokens),
-                EngineEvent::Finished(_) | EngineEvent::Held { .. } => unreachable!("only a step's end finishes"),
-            }
-        }
-    }
-
-    /// Step trace: names the requests of what replica `r`'s engine just
-    /// scheduled, in the record of the step executing or of the one queued.
-    /// A scheduling that scheduled nothing can still have preempted (a
-    /// request that cannot grow preempts itself): those are reported with
-    /// the next step. Named now, since a slot can be reused before the step
-    /// runs.
-    pub(super) fn trace_scheduling(&mut self, r: usize, scheduled: bool, queued: bool) {
-        let engine = &self.cluster.instances[r].engine;
-        if !scheduled {
-            let carried: Vec<NodeRef> =
-                engine.preempted_unscheduled().iter().map(|&slot| self.node_ref(r, slot)).collect();
-            self.cluster.instances[r].trace_carried.extend(carried);
-            return;
-        }
-        let instance = &mut self.cluster.instances[r];
-        let mut record =
-            std::mem::take(if queued { &mut instance.trace_queued } else { &mut instance.trace_executing });
-        let mut carried = std::mem::take(&mut instance.trace_carried);
-        let engine = &self.cluster.instances[r].engine;
-        let batch: &Batch = if queued { engine.last_scheduled() } else { engine.executing() };
-        record.duration_us = batch.duration_us;
-        record.kv_blocks_used = batch.kv_blocks_used;
-        record.scheduled.clear();
-        record.scheduled.extend(batch.entries.iter().map(|e| (self.node_ref(r, e.slot), e.tokens)));
-        record.admitted.clear();
-        record.admitted.extend(batch.admitted.iter().map(|&(slot, cached)| (self.node_ref(r, slot), cached)));
-        record.preempted.clear();
-        record.preempted.append(&mut carried);
-        record.preempted.extend(batch.preempted.iter().map(|&slot| self.node_ref(r, slot)));
-        let instance = &mut self.cluster.instances[r];
-        instance.trace_carried = carried;
-        *(if queued { &mut instance.trace_queued } else { &mut instance.trace_executing }) = record;
-    }
-
-    /// The request and node replica `r`'s engine holds in `slot`.
-    pub(super) fn node_ref(&self, r: usize, slot: u32) -> NodeRef {
-        let owner = self.cluster.instances[r].engine.owner(slot);
-        let a = self.active[owner.slot as usize].as_ref().expect("live request");
-        NodeRef { request_id: a.request.request_id.clone(), node: owner.node }
-    }
-
-    pub(super) fn record_departure(&mut self, d: Departure) {
-        let a = self.active_mut(d.owner.slot);
-        let split = a.progress[d.owner.node as usize].split.is_some();
-        let node = &mut a.nodes[d.owner.node as usize];
-        node.token_times_us = d.token_times_us;
-        if split {
-            // The prompt's cache hit is its prefill's; preemptions add up.
-            node.preemptions += d.preemptions;
-        } else {
-            node.preemptions = d.preemptions;
-            node.cached_tokens = d.cached_tokens;
-        }
-    }
-
     pub(super) fn handle(&mut self, event: Event, sink: &mut dyn ResultSink) {
         match event {
-            Event::NodeStart { slot, generation, node } if self.is_live(slot, generation) => {
+            Event::NodeStart { slot, generation, node } if self.requests.is_live(slot, generation) => {
                 self.start_node(slot, node, sink)
             }
-            Event::ToolDone { slot, generation, node } if self.is_live(slot, generation) => {
+            Event::ToolDone { slot, generation, node } if self.requests.is_live(slot, generation) => {
                 self.node_done(slot, node, sink)
             }
-            Event::EngineEnter { slot, generation, node, replica } if self.is_live(slot, generation) => {
+            Event::EngineEnter { slot, generation, node, replica } if self.requests.is_live(slot, generation) => {
                 self.cluster.instances[replica as usize].in_transit -= 1;
                 self.enter_engine(slot, node, replica, sink)
             }
-            Event::Timeout { slot, generation } if self.is_live(slot, generation) => self.time_out(slot, sink),
-            Event::KvLanded { slot, generation, node, replica, engine_slot } if self.is_live(slot, generation) => {
+            Event::Timeout { slot, generation } if self.requests.is_live(slot, generation) => self.time_out(slot, sink),
+            Event::KvLanded { slot, generation, node, replica, engine_slot }
+                if self.requests.is_live(slot, generation) =>
+            {
                 self.kv_landed(slot, node, replica, engine_slot)
             }
             // Left behind by a request that timed out.
@@ -545,31 +308,7 @@ impl<L: LatencyModel> Simulation<L> {
             | Event::EngineEnter { .. }
             | Event::Timeout { .. }
             | Event::KvLanded { .. } => {}
-            Event::StepEnd { replica } => {
-                let r = replica as usize;
-                let mut events = std::mem::take(&mut self.events);
-                self.cluster.instances[r].engine.finish_step(self.now, &mut events);
-                if self.check_invariants
-                    && let Err(e) = self.cluster.instances[r].engine.check_kv()
-                {
-                    panic!("KV cache invariant broken on replica {r} at {} µs: {e}", self.now);
-                }
-                for e in events.drain(..) {
-                    match e {
-                        EngineEvent::Held { owner, slot: engine_slot } => self.prefill_held(owner, engine_slot),
-                        EngineEvent::Finished(d) if self.is_prefill(d.owner) => self.prefill_done(d, sink),
-                        EngineEvent::Finished(d) => {
-                            let owner = d.owner;
-                            self.record_departure(d);
-                            self.node_done(owner.slot, owner.node, sink);
-                        }
-                        EngineEvent::Scheduled(_) | EngineEvent::KvLoad { .. } => {
-                            unreachable!("scheduling reports these")
-                        }
-                    }
-                }
-                self.events = events;
-            }
+            Event::StepEnd { replica } => self.step_end(replica, sink),
         }
     }
 }

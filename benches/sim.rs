@@ -87,7 +87,7 @@ fn one(n: u64, rate: f64, replicas: u32) {
     let mut d = blis_sweep::scenario::load(&scenario).unwrap();
     d.replicas = replicas;
     if replicas > 1 {
-        d.router.policy = blis_sweep::sim::RoutingPolicy::LeastRequests;
+        d.router.policy = blis_sweep::sim::RoutingPolicy::named("least-requests").expect("listed");
     }
     let rate = rate * f64::from(replicas);
     let mut bytes = 0u64;

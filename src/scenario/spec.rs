@@ -60,8 +60,8 @@ pub struct ScenarioSpec {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSpec {
-    /// `round-robin` (default), `random`, `least-requests`, `least-kv`,
-    /// `prefix-affinity`, `weighted` or `vllm-dp`.
+    /// A policy of the router's list (`RoutingPolicy::names`; default
+    /// `round-robin`).
     pub policy: Option<String>,
     /// The `weighted` policy's scorers.
     pub scorers: Option<Vec<ScorerSpec>>,

@@ -47,23 +47,20 @@ fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
 
 fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
     let scorers = [Scorer::Queue, Scorer::KvUtilization, Scorer::PrefixCache, Scorer::RunningRequests];
-    let policy = match rng.random_range(0..7) {
-        0 => RoutingPolicy::RoundRobin,
-        1 => RoutingPolicy::Random,
-        2 => RoutingPolicy::LeastRequests,
-        3 => RoutingPolicy::LeastKv,
-        4 => RoutingPolicy::PrefixAffinity,
-        5 => RoutingPolicy::VllmDp,
-        _ => {
-            let mut chosen = Vec::new();
-            for s in scorers {
-                if rng.random_bool(0.6) {
-                    chosen.push((s, rng.random_range(0.1..3.0)));
-                }
+    // Every listed policy, so a new one is tested here as it is added; those
+    // taking scorers last (the order these cases were first drawn in).
+    let mut names: Vec<&str> = RoutingPolicy::names().collect();
+    names.sort_by_key(|&n| RoutingPolicy::named(n).is_some_and(|p| p.takes_scorers()));
+    let mut policy = RoutingPolicy::named(names[rng.random_range(0..names.len())]).expect("listed");
+    if policy.takes_scorers() {
+        let mut chosen = Vec::new();
+        for s in scorers {
+            if rng.random_bool(0.6) {
+                chosen.push((s, rng.random_range(0.1..3.0)));
             }
-            RoutingPolicy::Weighted(chosen)
         }
-    };
+        policy = policy.with_scorers(chosen);
+    }
     RouterConfig {
         policy,
         affinity: if rng.random_bool(0.5) { Affinity::Request } else { Affinity::Node },

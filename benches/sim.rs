@@ -56,15 +56,7 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
             sub_requests: vec![SubRequest {
                 next: vec![],
                 interval: 0.0,
-                kind: NodeKind::Llm(LlmCall {
-                    input_tokens,
-                    output_tokens,
-                    input_token_ids: None,
-                    output_token_ids: None,
-                    seeded: None,
-                    model: None,
-                    prompt_blocks: None,
-                }),
+                kind: NodeKind::Llm(LlmCall::new(input_tokens, output_tokens)),
                 result: None,
             }],
         }

@@ -25,15 +25,7 @@ fn engine(max_num_seqs: u32) -> EngineConfig {
 }
 
 fn call(prompt: Vec<u32>, output_tokens: u32) -> NodeKind {
-    NodeKind::Llm(LlmCall {
-        input_tokens: prompt.len() as u32,
-        output_tokens,
-        input_token_ids: Some(prompt),
-        output_token_ids: None,
-        seeded: None,
-        model: None,
-        prompt_blocks: None,
-    })
+    NodeKind::Llm(LlmCall::for_prompt(prompt, output_tokens))
 }
 
 /// One llm call at `at_ms` with prompt `prompt`.

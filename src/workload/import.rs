@@ -276,19 +276,6 @@ pub(crate) fn fresh_tokens(stream: u64, from: u64, n: usize) -> impl Iterator<It
     })
 }
 
-/// An llm call of these lengths and nothing else.
-fn lengths(input: u32, output: u32) -> super::types::LlmCall {
-    super::types::LlmCall {
-        input_tokens: input,
-        output_tokens: output,
-        input_token_ids: None,
-        output_token_ids: None,
-        seeded: None,
-        model: None,
-        prompt_blocks: None,
-    }
-}
-
 /// A one-node request: one llm call.
 fn one_call(id: u64, arrival_s: f64, call: super::types::LlmCall) -> Request {
     Request {

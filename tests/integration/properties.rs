@@ -99,15 +99,12 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
                 let known = rng.random_range(0..=input_tokens + output_tokens);
                 SeededProgress { known_tokens: known, kv_tokens: rng.random_range(0..=known) }
             });
-            NodeKind::Llm(LlmCall {
-                input_tokens,
-                output_tokens,
-                input_token_ids,
-                output_token_ids,
-                seeded,
-                model: None,
-                prompt_blocks: None,
-            })
+            NodeKind::Llm(
+                LlmCall::new(input_tokens, output_tokens)
+                    .with_input_ids(input_token_ids)
+                    .with_output_ids(output_token_ids)
+                    .with_seeded(seeded),
+            )
         };
         subs.push(SubRequest { next, interval, kind, result: None });
     }

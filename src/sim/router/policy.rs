@@ -70,6 +70,7 @@ policies! {
     prefix_affinity,
     weighted,
     vllm_dp,
+    power_of_two,
 }
 
 /// How the router picks a replica: a policy of the list by name, with its

@@ -137,6 +137,8 @@ mod tests {
         assert_eq!(c.policy, RoutingPolicy::weighted(vec![(Scorer::Queue, 2.0), (Scorer::PrefixCache, 3.0)]));
         assert_eq!((c.affinity, c.refresh_interval_us, c.max_queue), (Affinity::Request, 50_000, Some(8)));
         assert_eq!(router("").unwrap(), (1, RouterConfig::default()));
+        let (_, c) = router("replicas: 2\nrouter: {policy: power-of-two, seed: 3}").unwrap();
+        assert_eq!((c.policy.name(), c.seed), ("power-of-two", 3));
     }
 
     #[test]

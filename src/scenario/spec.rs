@@ -71,7 +71,7 @@ pub struct RouterSpec {
     pub refresh_interval_ms: Option<f64>,
     /// Reject a request arriving when every replica has this many waiting.
     pub max_queue: Option<u32>,
-    /// Seed of the `random` policy (default 0).
+    /// Seed of the router's stream, for the policies that draw (default 0).
     pub seed: Option<u64>,
 }
 

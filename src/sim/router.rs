@@ -52,7 +52,8 @@ pub struct RouterConfig {
     /// A request arriving when every replica has this many requests waiting
     /// is rejected (`None`: every request is admitted).
     pub max_queue: Option<u32>,
-    /// Seed of the router's stream (the `random` policy's draws).
+    /// Seed of the router's stream, which the policies that draw (`random`,
+    /// `power-of-two`) draw from.
     pub seed: u64,
 }
 

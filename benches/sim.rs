@@ -56,15 +56,7 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
             sub_requests: vec![SubRequest {
                 next: vec![],
                 interval: 0.0,
-                kind: NodeKind::Llm(LlmCall {
-                    input_tokens,
-                    output_tokens,
-                    input_token_ids: None,
-                    output_token_ids: None,
-                    seeded: None,
-                    model: None,
-                    prompt_blocks: None,
-                }),
+                kind: NodeKind::Llm(LlmCall::new(input_tokens, output_tokens)),
                 result: None,
             }],
         }
@@ -87,7 +79,7 @@ fn one(n: u64, rate: f64, replicas: u32) {
     let mut d = blis_sweep::scenario::load(&scenario).unwrap();
     d.replicas = replicas;
     if replicas > 1 {
-        d.router.policy = blis_sweep::sim::RoutingPolicy::LeastRequests;
+        d.router.policy = blis_sweep::sim::RoutingPolicy::named("least-requests").expect("listed");
     }
     let rate = rate * f64::from(replicas);
     let mut bytes = 0u64;

@@ -69,7 +69,7 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Turn real vLLM runs into a workload, a baseline and a scenario.
     Convert(convert::ConvertArgs),
-    /// Write a trace in another format (mooncake, azure, agent-calls) as workload JSONL.
+    /// Write a trace in another format (`import --help` lists them) as workload JSONL.
     #[command(allow_negative_numbers = true)]
     Import(import::ImportArgs),
     /// Fit a latency model's per-GPU constants to converted real runs.

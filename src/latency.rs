@@ -218,11 +218,52 @@ impl StepPricer {
 
     /// The model's name as a scenario's `latency_model.kind` spells it.
     pub fn kind(&self) -> &'static str {
+        self.model_kind().name()
+    }
+
+    /// Which of the latency models it is.
+    pub fn model_kind(&self) -> ModelKind {
         match self {
-            StepPricer::Roofline(_) => "roofline",
-            StepPricer::Kernels(_) => "kernels",
-            StepPricer::Linear(_) => "linear",
+            StepPricer::Roofline(_) => ModelKind::Roofline,
+            StepPricer::Kernels(_) => ModelKind::Kernels,
+            StepPricer::Linear(_) => ModelKind::Linear,
         }
+    }
+}
+
+/// The latency models, named once: scenarios (`latency_model: NAME` or
+/// `{kind: NAME, …}`), messages and outputs read their names here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    /// [`Kernels`]: measured kernel tables.
+    Kernels,
+    /// [`Roofline`]: the analytical roofline.
+    Roofline,
+    /// [`Linear`]: fitted coefficients.
+    Linear,
+}
+
+impl ModelKind {
+    /// Every model, in the order messages list them.
+    pub const ALL: [ModelKind; 3] = [ModelKind::Kernels, ModelKind::Roofline, ModelKind::Linear];
+
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Kernels => "kernels",
+            ModelKind::Roofline => "roofline",
+            ModelKind::Linear => "linear",
+        }
+    }
+
+    /// The model called `name`.
+    pub fn parse(name: &str) -> Option<ModelKind> {
+        ModelKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Every name, joined with `, ` for messages.
+    pub fn names() -> String {
+        ModelKind::ALL.map(ModelKind::name).join(", ")
     }
 }
 

@@ -577,14 +577,14 @@ mod tests {
         // Each rank holds half the experts, so more KV fits beside them.
         assert!(two.engine.num_gpu_blocks > one.engine.num_gpu_blocks + one.engine.num_gpu_blocks / 4);
         let c = &two.run_config().pools[0];
-        assert_eq!((c.replicas, c.lockstep, &c.router.policy), (2, true, &RoutingPolicy::VllmDp));
+        assert_eq!((c.replicas, c.lockstep, &c.router.policy), (2, true, &RoutingPolicy::named("vllm-dp").unwrap()));
         assert_eq!(c.router.refresh_interval_us, 100_000);
         let c1 = &one.run_config().pools[0];
         assert_eq!((c1.replicas, c1.lockstep), (1, false));
         // A dense model's ranks are independent engines behind the same balancer.
         let dense = resolve(spec("model: Llama-3.1-8B\nhardware: H100\ndp: 3\n"), Path::new("."), "x").unwrap();
         let c = &dense.run_config().pools[0];
-        assert_eq!((c.replicas, c.lockstep, &c.router.policy), (3, false, &RoutingPolicy::VllmDp));
+        assert_eq!((c.replicas, c.lockstep, &c.router.policy), (3, false, &RoutingPolicy::named("vllm-dp").unwrap()));
         let tp1 = resolve(spec("model: Llama-3.1-8B\nhardware: H100\n"), Path::new("."), "x").unwrap();
         assert_eq!(dense.engine.num_gpu_blocks, tp1.engine.num_gpu_blocks);
         for (yaml, field) in [

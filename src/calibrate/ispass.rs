@@ -166,15 +166,7 @@ mod tests {
         let d = crate::scenario::resolve(spec, std::path::Path::new("."), "t").unwrap();
         let request = |id: u64, at: f64, out: u32| {
             use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
-            let call = LlmCall {
-                input_tokens: 2,
-                output_tokens: out,
-                input_token_ids: None,
-                output_token_ids: None,
-                seeded: None,
-                model: None,
-                prompt_blocks: None,
-            };
+            let call = LlmCall::new(2, out);
             let node = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
             Request { request_id: RequestId::Int(id), arrival_time: at, initial: vec![0], sub_requests: vec![node] }
         };

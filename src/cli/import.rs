@@ -93,8 +93,7 @@ pub(crate) fn parse_input(text: &str) -> anyhow::Result<(ImportFormat, PathBuf)>
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ImportArgs {
-    /// mooncake, azure or agent-calls.
-    #[arg(value_name = "FORMAT")]
+    #[arg(value_name = "FORMAT", help = ImportFormat::help())]
     format: String,
     /// The trace file.
     #[arg(value_name = "PATH")]

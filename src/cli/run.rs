@@ -32,9 +32,8 @@ pub(crate) struct RunArgs {
     /// Workload JSONL: one request DAG per line, sorted by arrival_time.
     #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
     workload: Option<PathBuf>,
-    /// A trace in another format, read directly: FORMAT:PATH with FORMAT
-    /// mooncake, azure, agent-calls or tracev2 (PATH the header, the data
-    /// beside it); see `blis-sweep import`.
+    /// A trace in another format, read directly: FORMAT:PATH, FORMAT one of
+    /// `blis-sweep import --help`'s.
     #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
     input: Option<String>,
     /// Replay a BLIS TraceV2 pair, as `blis replay` takes it: its header…

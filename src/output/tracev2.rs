@@ -496,15 +496,8 @@ mod tests {
     use super::*;
 
     fn call(prompt: Vec<u32>, output: Option<Vec<u32>>) -> LlmCall {
-        LlmCall {
-            input_tokens: prompt.len() as u32,
-            output_tokens: output.as_ref().map_or(1, |o| o.len() as u32),
-            input_token_ids: Some(prompt),
-            output_token_ids: output,
-            seeded: None,
-            model: None,
-            prompt_blocks: None,
-        }
+        let output_tokens = output.as_ref().map_or(1, |o| o.len() as u32);
+        LlmCall::for_prompt(prompt, output_tokens).with_output_ids(output)
     }
 
     #[test]

@@ -10,10 +10,6 @@ use crate::sim::{Affinity, RouterConfig, RoutingPolicy, Scorer};
 /// and a router decision walks them all.
 pub(super) const MAX_REPLICAS: u32 = 1024;
 
-/// The policies, as scenario files name them.
-const POLICIES: [&str; 7] =
-    ["round-robin", "random", "least-requests", "least-kv", "prefix-affinity", "weighted", "vllm-dp"];
-
 /// vLLM's DP coordinator publishes the ranks' queue lengths to the front
 /// end at most every 100 ms (`vllm/v1/engine/coordinator.py`,
 /// `min_stats_update_interval_ms`).
@@ -21,7 +17,8 @@ const DP_STATS_INTERVAL_US: u64 = 100_000;
 
 /// The front end of `dp` data-parallel ranks: vLLM's DP load balancer.
 pub(super) fn data_parallel_balancer() -> RouterConfig {
-    RouterConfig { policy: RoutingPolicy::VllmDp, refresh_interval_us: DP_STATS_INTERVAL_US, ..RouterConfig::default() }
+    let policy = RoutingPolicy::named("vllm-dp").expect("vLLM's balancer is a listed policy");
+    RouterConfig { policy, refresh_interval_us: DP_STATS_INTERVAL_US, ..RouterConfig::default() }
 }
 
 /// Resolves `dp`: data-parallel ranks balanced by vLLM itself, so neither
@@ -54,21 +51,23 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
     }
     let Some(spec) = router else { return Ok((replicas, RouterConfig::default())) };
     let name = spec.policy.as_deref().unwrap_or("round-robin");
-    let policy = match name {
-        "round-robin" => RoutingPolicy::RoundRobin,
-        "random" => RoutingPolicy::Random,
-        "least-requests" => RoutingPolicy::LeastRequests,
-        "least-kv" => RoutingPolicy::LeastKv,
-        "prefix-affinity" => RoutingPolicy::PrefixAffinity,
-        "vllm-dp" => RoutingPolicy::VllmDp,
-        "weighted" => RoutingPolicy::Weighted(scorers(spec.scorers.as_deref())?),
-        other => {
-            return invalid("router.policy", format!("unknown policy `{other}`; available: {}", POLICIES.join(", ")));
-        }
+    let Some(policy) = RoutingPolicy::named(name) else {
+        let available = RoutingPolicy::names().collect::<Vec<_>>().join(", ");
+        return invalid("router.policy", format!("unknown policy `{name}`; available: {available}"));
     };
-    if name != "weighted" && spec.scorers.is_some() {
-        return invalid("router.scorers", format!("only the `weighted` policy takes scorers, not `{name}`"));
-    }
+    let policy = if policy.takes_scorers() {
+        let scorers = scorers(name, spec.scorers.as_deref())?;
+        policy.with_scorers(scorers)
+    } else if spec.scorers.is_some() {
+        let takers: Vec<_> =
+            RoutingPolicy::names().filter(|&n| RoutingPolicy::named(n).is_some_and(|p| p.takes_scorers())).collect();
+        return invalid(
+            "router.scorers",
+            format!("only the `{}` policy takes scorers, not `{name}`", takers.join("`, `")),
+        );
+    } else {
+        policy
+    };
     let affinity = match spec.affinity.as_deref() {
         None | Some("node") => Affinity::Node,
         Some("request") => Affinity::Request,
@@ -92,12 +91,13 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
     Ok((replicas, config))
 }
 
-fn scorers(specs: Option<&[super::spec::ScorerSpec]>) -> Result<Vec<(Scorer, f64)>, InvalidValue> {
+/// The scorers of the policy `policy`, checked.
+fn scorers(policy: &str, specs: Option<&[super::spec::ScorerSpec]>) -> Result<Vec<(Scorer, f64)>, InvalidValue> {
     let names = || Scorer::ALL.map(Scorer::name).join(", ");
     let Some(specs) = specs.filter(|s| !s.is_empty()) else {
         return invalid(
             "router.scorers",
-            format!("the `weighted` policy needs scorers, e.g. [{{name: queue, weight: 1}}]; available: {}", names()),
+            format!("the `{policy}` policy needs scorers, e.g. [{{name: queue, weight: 1}}]; available: {}", names()),
         );
     };
     let mut out: Vec<(Scorer, f64)> = Vec::new();
@@ -134,9 +134,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(n, 4);
-        assert_eq!(c.policy, RoutingPolicy::Weighted(vec![(Scorer::Queue, 2.0), (Scorer::PrefixCache, 3.0)]));
+        assert_eq!(c.policy, RoutingPolicy::weighted(vec![(Scorer::Queue, 2.0), (Scorer::PrefixCache, 3.0)]));
         assert_eq!((c.affinity, c.refresh_interval_us, c.max_queue), (Affinity::Request, 50_000, Some(8)));
         assert_eq!(router("").unwrap(), (1, RouterConfig::default()));
+        let (_, c) = router("replicas: 2\nrouter: {policy: power-of-two, seed: 3}").unwrap();
+        assert_eq!((c.policy.name(), c.seed), ("power-of-two", 3));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::{InvalidValue, invalid};
 use crate::arch::catalog::SamplingDefaults;
 use crate::arch::{Dtype, Gpu, ModelArch, MoeRouting};
 use crate::latency::{
-    Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, Roofline, RooflineConstants, StepPricer,
+    Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, ModelKind, Roofline, RooflineConstants, StepPricer,
 };
 
 /// What prices one engine's steps depend on besides `latency_model:` itself.
@@ -86,7 +86,7 @@ pub(crate) fn resolve(
                 format!(
                     "only the kernels latency model has per-release FP8 GEMM tables; this deployment is priced by {}",
                     if matches!(chosen, LatencySpec::Linear { .. }) {
-                        "linear".to_owned()
+                        ModelKind::Linear.name().to_owned()
                     } else {
                         format!("the roofline ({latency_reason})")
                     }
@@ -145,10 +145,7 @@ pub(crate) fn resolve(
                 .map_err(|e| InvalidValue { field: "latency_model.beta".to_owned(), reason: e.to_string() })?,
         ),
         LatencySpec::Unimplemented(kind) => {
-            return invalid(
-                "latency_model",
-                format!("`{kind}` is not implemented; available: kernels, roofline, linear"),
-            );
+            return invalid("latency_model", format!("`{kind}` is not implemented; available: {}", ModelKind::names()));
         }
     };
     if e.enforce_eager == Some(true) && !matches!(latency, StepPricer::Kernels(_)) {
@@ -193,4 +190,33 @@ fn constants_layered<C: serde::Serialize + serde::de::DeserializeOwned>(
         overlay(v, "latency_model.constants")?;
     }
     serde_json::from_value(merged).map_err(|e| bad("latency_model.constants", e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each listed model parses by its name, bare and as `kind:` (whose tags
+    /// serde spells from the variants, so this keeps the two in step).
+    #[test]
+    fn every_listed_model_parses_by_its_name() {
+        let parse = |yaml: &str| serde_saphyr::from_str::<LatencySpec>(yaml);
+        for kind in ModelKind::ALL {
+            let name = kind.name();
+            let mapped = parse(&format!("{{kind: {name}, beta: [1, 2, 3]}}"))
+                .or_else(|_| parse(&format!("{{kind: {name}}}")))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let bare = parse(name);
+            let found = match mapped {
+                LatencySpec::Kernels { .. } => ModelKind::Kernels,
+                LatencySpec::Roofline { .. } => ModelKind::Roofline,
+                LatencySpec::Linear { .. } => ModelKind::Linear,
+                LatencySpec::Unimplemented(other) => panic!("{name} parsed as unimplemented `{other}`"),
+            };
+            assert_eq!(found, kind);
+            // A bare name needs no parameters, except linear's coefficients.
+            assert_eq!(bare.is_ok(), kind != ModelKind::Linear, "{name}");
+        }
+        assert_eq!(parse("vidur").unwrap(), LatencySpec::Unimplemented("vidur".to_owned()));
+    }
 }

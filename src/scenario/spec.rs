@@ -151,8 +151,8 @@ pub struct PdSpec {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSpec {
-    /// `round-robin` (default), `random`, `least-requests`, `least-kv`,
-    /// `prefix-affinity`, `weighted` or `vllm-dp`.
+    /// A policy of the router's list (`RoutingPolicy::names`; default
+    /// `round-robin`).
     pub policy: Option<String>,
     /// The `weighted` policy's scorers.
     pub scorers: Option<Vec<ScorerSpec>>,
@@ -162,7 +162,7 @@ pub struct RouterSpec {
     pub refresh_interval_ms: Option<f64>,
     /// Reject a request arriving when every replica has this many waiting.
     pub max_queue: Option<u32>,
-    /// Seed of the `random` policy (default 0).
+    /// Seed of the router's stream, for the policies that draw (default 0).
     pub seed: Option<u64>,
 }
 
@@ -289,6 +289,8 @@ pub enum LatencySpec {
     Unimplemented(String),
 }
 
+/// The mapping form, by `kind:`. Its tags are [`crate::latency::ModelKind`]'s
+/// names (serde spells them from the variants; a test checks they agree).
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum LatencyTable {
@@ -306,11 +308,14 @@ impl<'de> Deserialize<'de> for LatencySpec {
                 f.write_str("a latency model name or a mapping with `kind:`")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<LatencySpec, E> {
-                match v {
-                    "roofline" => Ok(LatencySpec::Roofline { constants_file: None, constants: None }),
-                    "kernels" => Ok(LatencySpec::Kernels { constants_file: None, constants: None }),
-                    "linear" => Err(E::custom("`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]}")),
-                    other => Ok(LatencySpec::Unimplemented(other.to_owned())),
+                use crate::latency::ModelKind;
+                match ModelKind::parse(v) {
+                    Some(ModelKind::Roofline) => Ok(LatencySpec::Roofline { constants_file: None, constants: None }),
+                    Some(ModelKind::Kernels) => Ok(LatencySpec::Kernels { constants_file: None, constants: None }),
+                    Some(ModelKind::Linear) => {
+                        Err(E::custom("`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]}"))
+                    }
+                    None => Ok(LatencySpec::Unimplemented(v.to_owned())),
                 }
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LatencySpec, A::Error> {

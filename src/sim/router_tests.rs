@@ -25,15 +25,7 @@ fn engine(max_num_seqs: u32) -> EngineConfig {
 }
 
 fn call(prompt: Vec<u32>, output_tokens: u32) -> NodeKind {
-    NodeKind::Llm(LlmCall {
-        input_tokens: prompt.len() as u32,
-        output_tokens,
-        input_token_ids: Some(prompt),
-        output_token_ids: None,
-        seeded: None,
-        model: None,
-        prompt_blocks: None,
-    })
+    NodeKind::Llm(LlmCall::for_prompt(prompt, output_tokens))
 }
 
 /// One llm call at `at_ms` with prompt `prompt`.
@@ -89,14 +81,14 @@ fn firsts(c: &Collect) -> Vec<u32> {
     c.0.iter().map(|(r, _, _)| r[0].expect("routed")).collect()
 }
 
-fn policy(policy: RoutingPolicy) -> RouterConfig {
-    RouterConfig { policy, ..RouterConfig::default() }
+fn policy(name: &str) -> RouterConfig {
+    RouterConfig { policy: RoutingPolicy::named(name).expect("a listed policy"), ..RouterConfig::default() }
 }
 
 #[test]
 fn round_robin_takes_turns() {
     let requests = (0..7).map(|i| single(i, i as f64, prompt(1, 1), 3)).collect();
-    let c = route(3, 8, 0, policy(RoutingPolicy::RoundRobin), requests);
+    let c = route(3, 8, 0, policy("round-robin"), requests);
     assert_eq!(firsts(&c), [0, 1, 2, 0, 1, 2, 0]);
 }
 
@@ -110,7 +102,7 @@ fn least_requests_picks_the_emptiest_then_the_lowest_index() {
         single(2, 10.0, prompt(3, 1), 50),
         single(3, 10.0, prompt(4, 1), 50),
     ];
-    let c = route(2, 8, 0, policy(RoutingPolicy::LeastRequests), requests);
+    let c = route(2, 8, 0, policy("least-requests"), requests);
     assert_eq!(firsts(&c), [0, 1, 1, 0]);
 }
 
@@ -119,7 +111,7 @@ fn requests_in_the_front_end_count_as_waiting() {
     // A 2 ms front end: at 0 ms nothing is in an engine yet, but the router
     // knows where it sent each request.
     let requests = (0..4).map(|i| single(i, 0.0, prompt(1, 1), 3)).collect();
-    let c = route(2, 8, 2000, policy(RoutingPolicy::LeastRequests), requests);
+    let c = route(2, 8, 2000, policy("least-requests"), requests);
     assert_eq!(firsts(&c), [0, 1, 0, 1]);
 }
 
@@ -129,9 +121,10 @@ fn least_kv_avoids_the_replica_holding_a_long_prompt() {
     let requests = || {
         vec![single(0, 0.0, prompt(1, 32), 100), single(1, 5.0, prompt(2, 1), 100), single(2, 6.0, prompt(3, 1), 100)]
     };
-    let c = route(2, 8, 0, policy(RoutingPolicy::LeastKv), requests());
+    let c = route(2, 8, 0, policy("least-kv"), requests());
     assert_eq!(firsts(&c), [0, 1, 1]);
-    let weighted = policy(RoutingPolicy::Weighted(vec![(Scorer::KvUtilization, 1.0)]));
+    let weighted =
+        RouterConfig { policy: RoutingPolicy::weighted(vec![(Scorer::KvUtilization, 1.0)]), ..RouterConfig::default() };
     assert_eq!(firsts(&route(2, 8, 0, weighted, requests())), [0, 1, 1]);
 }
 
@@ -147,10 +140,10 @@ fn prefix_affinity_sends_a_shared_prefix_where_it_is_cached() {
             single(3, 22.0, prompt(1, 4), 100),
         ]
     };
-    let c = route(2, 8, 0, policy(RoutingPolicy::PrefixAffinity), requests());
+    let c = route(2, 8, 0, policy("prefix-affinity"), requests());
     assert_eq!(firsts(&c), [0, 0, 1, 0]);
     // Round-robin spreads them regardless.
-    assert_eq!(firsts(&route(2, 8, 0, policy(RoutingPolicy::RoundRobin), requests())), [0, 1, 0, 1]);
+    assert_eq!(firsts(&route(2, 8, 0, policy("round-robin"), requests())), [0, 1, 0, 1]);
 }
 
 #[test]
@@ -158,9 +151,9 @@ fn request_affinity_pins_a_dag_to_its_first_replica() {
     let dags = || vec![chain(0, 0.0), chain(1, 0.5), chain(2, 1.0)];
     // Per node, round-robin's turns move each DAG: decisions 0-2 are the
     // first nodes, decision 3 is request 0's second node.
-    let node_affinity = route(2, 8, 0, policy(RoutingPolicy::RoundRobin), dags());
+    let node_affinity = route(2, 8, 0, policy("round-robin"), dags());
     assert_eq!(node_affinity.0[0].0[..2], [Some(0), Some(1)]);
-    let pinned = RouterConfig { affinity: Affinity::Request, ..policy(RoutingPolicy::RoundRobin) };
+    let pinned = RouterConfig { affinity: Affinity::Request, ..policy("round-robin") };
     let c = route(2, 8, 0, pinned, dags());
     assert_eq!(c.0.iter().map(|(r, _, _)| r.clone()).collect::<Vec<_>>(), [[Some(0); 3], [Some(1); 3], [Some(0); 3]]);
 }
@@ -168,14 +161,14 @@ fn request_affinity_pins_a_dag_to_its_first_replica() {
 #[test]
 fn a_stale_view_herds_and_vllm_counts_its_own_picks() {
     let burst = || (0..4).map(|i| single(i, 10.0 + i as f64 * 0.1, prompt(1, 1), 50)).collect::<Vec<_>>();
-    let live = route(2, 8, 0, policy(RoutingPolicy::LeastRequests), burst());
+    let live = route(2, 8, 0, policy("least-requests"), burst());
     assert_eq!(firsts(&live), [0, 1, 0, 1]);
     // Refreshed at the first decision (10 ms), the view says both are empty
     // for the next second: every request goes to replica 0.
-    let stale = RouterConfig { refresh_interval_us: 1_000_000, ..policy(RoutingPolicy::LeastRequests) };
+    let stale = RouterConfig { refresh_interval_us: 1_000_000, ..policy("least-requests") };
     assert_eq!(firsts(&route(2, 8, 0, stale, burst())), [0, 0, 0, 0]);
     // vLLM's DP balancer counts each pick as waiting until the next update.
-    let dp = RouterConfig { refresh_interval_us: 100_000, ..policy(RoutingPolicy::VllmDp) };
+    let dp = RouterConfig { refresh_interval_us: 100_000, ..policy("vllm-dp") };
     assert_eq!(firsts(&route(2, 8, 0, dp, burst())), [0, 1, 0, 1]);
 }
 
@@ -192,7 +185,7 @@ fn a_full_cluster_rejects_at_once() {
         single(4, 0.6, prompt(5, 1), 20),
         single(5, 100.0, prompt(6, 1), 20),
     ];
-    let router = RouterConfig { max_queue: Some(1), ..policy(RoutingPolicy::LeastRequests) };
+    let router = RouterConfig { max_queue: Some(1), ..policy("least-requests") };
     let c = route(2, 1, 0, router, requests);
     let statuses: Vec<RequestStatus> = c.0.iter().map(|(_, s, _)| *s).collect();
     use crate::sim::RequestStatus::{Completed, Rejected};
@@ -205,7 +198,7 @@ fn a_full_cluster_rejects_at_once() {
 #[test]
 fn random_is_seeded() {
     let requests = || (0..40).map(|i| single(i, i as f64, prompt(1, 1), 2)).collect::<Vec<_>>();
-    let seeded = |seed| RouterConfig { seed, ..policy(RoutingPolicy::Random) };
+    let seeded = |seed| RouterConfig { seed, ..policy("random") };
     let a = firsts(&route(3, 8, 0, seeded(7), requests()));
     assert_eq!(a, firsts(&route(3, 8, 0, seeded(7), requests())));
     assert_ne!(a, firsts(&route(3, 8, 0, seeded(8), requests())));

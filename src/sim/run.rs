@@ -291,15 +291,7 @@ mod tests {
             sub_requests: vec![SubRequest {
                 next: vec![],
                 interval: 0.0,
-                kind: NodeKind::Llm(LlmCall {
-                    input_tokens: 8,
-                    output_tokens,
-                    input_token_ids: None,
-                    output_token_ids: None,
-                    seeded: None,
-                    model: None,
-                    prompt_blocks: None,
-                }),
+                kind: NodeKind::Llm(LlmCall::new(8, output_tokens)),
                 result: None,
             }],
         })

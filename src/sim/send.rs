@@ -217,15 +217,7 @@ mod tests {
     }
 
     fn request(id: u64, arrival_time: f64) -> Request {
-        let call = LlmCall {
-            input_tokens: 8,
-            output_tokens: 4,
-            input_token_ids: None,
-            output_token_ids: None,
-            seeded: None,
-            model: None,
-            prompt_blocks: None,
-        };
+        let call = LlmCall::new(8, 4);
         Request {
             request_id: RequestId::Int(id),
             arrival_time,

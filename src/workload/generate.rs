@@ -458,15 +458,7 @@ impl Requests<'_> {
         SubRequest {
             next,
             interval,
-            kind: NodeKind::Llm(LlmCall {
-                input_tokens: input.len() as u32,
-                output_tokens: output.len() as u32,
-                input_token_ids: Some(input),
-                output_token_ids: Some(output),
-                seeded: None,
-                model: None,
-                prompt_blocks: None,
-            }),
+            kind: NodeKind::Llm(LlmCall::for_prompt(input, output.len() as u32).with_output_ids(output)),
             result: None,
         }
     }

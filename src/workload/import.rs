@@ -38,7 +38,8 @@ use std::path::Path;
 
 use super::types::Request;
 
-/// The formats `--input FORMAT:PATH` takes.
+/// The formats `--input FORMAT:PATH` takes; named, described and opened by
+/// the one list of importers below.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImportFormat {
     /// See [`mooncake`].
@@ -53,32 +54,84 @@ pub enum ImportFormat {
     LlmservingsimDataset,
 }
 
+/// One importer: its format's name, what it reads and how to open it.
+struct Importer {
+    format: ImportFormat,
+    /// The name `--input` and plans use.
+    name: &'static str,
+    /// What it reads, for help text.
+    reads: &'static str,
+    open: fn(&Path, &ImportOptions) -> Result<Requests, ImportError>,
+}
+
+/// The importers, in the order messages list them: every format is named,
+/// described and opened here alone.
+const IMPORTERS: [Importer; 5] = [
+    Importer {
+        format: ImportFormat::Mooncake,
+        name: "mooncake",
+        reads: "Mooncake's FAST'25 traces (JSON lines; prompts as 512-token block ids)",
+        open: |path, _| mooncake::open(path),
+    },
+    Importer {
+        format: ImportFormat::Azure,
+        name: "azure",
+        reads: "the Azure LLM inference traces of 2023 (CSV)",
+        open: |path, _| azure::open(path),
+    },
+    Importer {
+        format: ImportFormat::AgentCalls,
+        name: "agent-calls",
+        reads: "lmcache-agent-trace's per-call table, each session a request DAG",
+        open: agent_calls::open,
+    },
+    Importer {
+        format: ImportFormat::TraceV2,
+        name: "tracev2",
+        reads: "BLIS's TraceV2 pair (PATH the header YAML, the data CSV beside it)",
+        open: tracev2::open,
+    },
+    Importer {
+        format: ImportFormat::LlmservingsimDataset,
+        name: "llmservingsim-dataset",
+        reads: "LLMServingSim's request datasets (JSON lines with token ids)",
+        open: |path, _| llmservingsim_dataset::open(path),
+    },
+];
+
 impl ImportFormat {
-    /// Every format, as named on the command line.
-    pub const ALL: [ImportFormat; 5] = [
-        ImportFormat::Mooncake,
-        ImportFormat::Azure,
-        ImportFormat::AgentCalls,
-        ImportFormat::TraceV2,
-        ImportFormat::LlmservingsimDataset,
-    ];
+    /// Every format, in the list's order.
+    pub fn all() -> impl Iterator<Item = ImportFormat> {
+        IMPORTERS.iter().map(|i| i.format)
+    }
+
+    fn importer(self) -> &'static Importer {
+        IMPORTERS.iter().find(|i| i.format == self).expect("every format is listed")
+    }
 
     /// The name `--input` and plans use.
     pub fn name(self) -> &'static str {
-        match self {
-            ImportFormat::Mooncake => "mooncake",
-            ImportFormat::Azure => "azure",
-            ImportFormat::AgentCalls => "agent-calls",
-            ImportFormat::TraceV2 => "tracev2",
-            ImportFormat::LlmservingsimDataset => "llmservingsim-dataset",
-        }
+        self.importer().name
+    }
+
+    /// What it reads, for help text.
+    pub fn reads(self) -> &'static str {
+        self.importer().reads
     }
 
     /// The format called `name`, or a message listing them.
     pub fn parse(name: &str) -> Result<ImportFormat, String> {
-        Self::ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| {
-            format!("unknown format `{name}`; available: {}", Self::ALL.map(ImportFormat::name).join(", "))
+        Self::all().find(|f| f.name() == name).ok_or_else(|| {
+            format!(
+                "unknown format `{name}`; available: {}",
+                Self::all().map(ImportFormat::name).collect::<Vec<_>>().join(", ")
+            )
         })
+    }
+
+    /// Every format with what it reads, one per line, for `--help`.
+    pub fn help() -> String {
+        Self::all().map(|f| format!("{}: {}", f.name(), f.reads())).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -174,13 +227,7 @@ pub type Requests = Box<dyn Iterator<Item = Result<Request, ImportError>> + Send
 
 /// Opens `path` as `format`.
 pub fn open(format: ImportFormat, path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
-    match format {
-        ImportFormat::Mooncake => mooncake::open(path),
-        ImportFormat::Azure => azure::open(path),
-        ImportFormat::AgentCalls => agent_calls::open(path, options),
-        ImportFormat::TraceV2 => tracev2::open(path, options),
-        ImportFormat::LlmservingsimDataset => llmservingsim_dataset::open(path),
-    }
+    (format.importer().open)(path, options)
 }
 
 /// Opens `path` for reading, or names it. A pipe or FIFO is copied on its
@@ -229,19 +276,6 @@ pub(crate) fn fresh_tokens(stream: u64, from: u64, n: usize) -> impl Iterator<It
     })
 }
 
-/// An llm call of these lengths and nothing else.
-fn lengths(input: u32, output: u32) -> super::types::LlmCall {
-    super::types::LlmCall {
-        input_tokens: input,
-        output_tokens: output,
-        input_token_ids: None,
-        output_token_ids: None,
-        seeded: None,
-        model: None,
-        prompt_blocks: None,
-    }
-}
-
 /// A one-node request: one llm call.
 fn one_call(id: u64, arrival_s: f64, call: super::types::LlmCall) -> Request {
     Request {
@@ -269,4 +303,21 @@ fn tokens(v: i64, min: i64) -> Result<u32, String> {
         return Err(format!("{v} is below {min}"));
     }
     u32::try_from(v).ok().filter(|&n| n <= MAX_TOKENS).ok_or_else(|| format!("{v} exceeds {MAX_TOKENS}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_is_listed_once_and_parses_by_its_name() {
+        for (i, f) in ImportFormat::all().enumerate() {
+            assert_eq!(ImportFormat::all().position(|g| g == f), Some(i), "{} listed twice", f.name());
+            assert_eq!(ImportFormat::parse(f.name()), Ok(f));
+        }
+        assert_eq!(
+            ImportFormat::parse("sharegpt").unwrap_err(),
+            "unknown format `sharegpt`; available: mooncake, azure, agent-calls, tracev2, llmservingsim-dataset"
+        );
+    }
 }

@@ -405,15 +405,13 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                     Some(SeededProgress { known_tokens: known, kv_tokens: kv })
                 }
             };
-            NodeKind::Llm(LlmCall {
-                input_tokens: sub.input_tokens,
-                output_tokens: sub.output_tokens,
-                input_token_ids: sub.input_token_ids,
-                output_token_ids: sub.output_token_ids,
-                seeded,
-                model: sub.model,
-                prompt_blocks: None,
-            })
+            NodeKind::Llm(
+                LlmCall::new(sub.input_tokens, sub.output_tokens)
+                    .with_input_ids(sub.input_token_ids)
+                    .with_output_ids(sub.output_token_ids)
+                    .with_seeded(seeded)
+                    .with_model(sub.model),
+            )
         }
     };
     let result = match format {

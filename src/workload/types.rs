@@ -163,6 +163,52 @@ impl PromptBlocks {
 }
 
 impl LlmCall {
+    /// A call of `input_tokens` prompt and `output_tokens` output tokens and
+    /// nothing else: no token ids, seeded progress, model or prompt blocks
+    /// (add them with the `with_` builders).
+    pub fn new(input_tokens: u32, output_tokens: u32) -> LlmCall {
+        LlmCall {
+            input_tokens,
+            output_tokens,
+            input_token_ids: None,
+            output_token_ids: None,
+            seeded: None,
+            model: None,
+            prompt_blocks: None,
+        }
+    }
+
+    /// A call of the prompt `prompt` (its token ids, so `input_tokens` is
+    /// its length) and `output_tokens` output tokens.
+    pub fn for_prompt(prompt: Vec<u32>, output_tokens: u32) -> LlmCall {
+        LlmCall::new(prompt.len() as u32, output_tokens).with_input_ids(prompt)
+    }
+
+    /// With these prompt token ids (of length `input_tokens`).
+    pub fn with_input_ids(self, ids: impl Into<Option<Vec<u32>>>) -> LlmCall {
+        LlmCall { input_token_ids: ids.into(), ..self }
+    }
+
+    /// With these output token ids (of length `output_tokens`).
+    pub fn with_output_ids(self, ids: impl Into<Option<Vec<u32>>>) -> LlmCall {
+        LlmCall { output_token_ids: ids.into(), ..self }
+    }
+
+    /// Started part-way, as the workload seeds it.
+    pub fn with_seeded(self, seeded: Option<SeededProgress>) -> LlmCall {
+        LlmCall { seeded, ..self }
+    }
+
+    /// With the model it names (provenance only).
+    pub fn with_model(self, model: Option<String>) -> LlmCall {
+        LlmCall { model, ..self }
+    }
+
+    /// With its prompt given as block identities.
+    pub fn with_prompt_blocks(self, blocks: PromptBlocks) -> LlmCall {
+        LlmCall { prompt_blocks: Some(blocks), ..self }
+    }
+
     /// The prompt's token ids, given or stood in for by its blocks; `None`
     /// when the workload gives neither (no prefix caching for it).
     pub fn prompt_ids(&self) -> Option<Box<dyn Iterator<Item = u32> + '_>> {
@@ -204,4 +250,22 @@ pub struct NodeResult {
     pub error: Option<String>,
     /// The replica that served it, when a cluster of more than one did.
     pub replica: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The constructor leaves everything but the lengths unset; the builders
+    /// set one field each.
+    #[test]
+    fn a_call_is_its_lengths_plus_what_is_added() {
+        let bare = LlmCall::new(5, 2);
+        assert_eq!((bare.input_tokens, bare.output_tokens), (5, 2));
+        assert!(bare.input_token_ids.is_none() && bare.output_token_ids.is_none() && bare.prompt_ids().is_none());
+        let full = LlmCall::for_prompt(vec![1, 2, 3], 2).with_output_ids(vec![9, 9]).with_model(Some("m".to_owned()));
+        assert_eq!(full.input_tokens, 3);
+        assert_eq!(full.prompt_ids().map(|ids| ids.collect::<Vec<_>>()), Some(vec![1, 2, 3]));
+        assert_eq!((full.output_token_ids, full.model, full.seeded), (Some(vec![9, 9]), Some("m".to_owned()), None));
+    }
 }

@@ -129,16 +129,8 @@ fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, V
     let requests = case["requests"].as_array().unwrap();
     for (r, (req, prompt)) in requests.iter().zip(prompts(case)).enumerate() {
         let output_tokens = req["output_len"].as_u64().unwrap() as u32;
-        let call = LlmCall {
-            input_tokens: prompt.len() as u32,
-            output_tokens,
-            input_token_ids: Some(prompt),
-            // The fake model runner always samples token 7.
-            output_token_ids: Some(vec![7; output_tokens as usize]),
-            seeded: None,
-            model: None,
-            prompt_blocks: None,
-        };
+        // The fake model runner always samples token 7.
+        let call = LlmCall::for_prompt(prompt, output_tokens).with_output_ids(vec![7; output_tokens as usize]);
         let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
         let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;
         let request = Request {

@@ -637,15 +637,7 @@ fn random_workload(rng: &mut Xoshiro256PlusPlus) -> Vec<Request> {
             };
             let input_tokens = ids.as_ref().map_or_else(|| rng.random_range(1..=300), |v| v.len() as u32);
             previous = ids.clone();
-            let call = LlmCall {
-                input_tokens,
-                output_tokens: rng.random_range(1..=40),
-                input_token_ids: ids,
-                output_token_ids: None,
-                seeded: None,
-                model: None,
-                prompt_blocks: None,
-            };
+            let call = LlmCall::new(input_tokens, rng.random_range(1..=40)).with_input_ids(ids);
             let interval = seconds(rng, 1_000_000);
             nodes.push(SubRequest { next: vec![], interval, kind: NodeKind::Llm(call), result: None });
         }

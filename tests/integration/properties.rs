@@ -48,23 +48,20 @@ fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
 
 fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
     let scorers = [Scorer::Queue, Scorer::KvUtilization, Scorer::PrefixCache, Scorer::RunningRequests];
-    let policy = match rng.random_range(0..7) {
-        0 => RoutingPolicy::RoundRobin,
-        1 => RoutingPolicy::Random,
-        2 => RoutingPolicy::LeastRequests,
-        3 => RoutingPolicy::LeastKv,
-        4 => RoutingPolicy::PrefixAffinity,
-        5 => RoutingPolicy::VllmDp,
-        _ => {
-            let mut chosen = Vec::new();
-            for s in scorers {
-                if rng.random_bool(0.6) {
-                    chosen.push((s, rng.random_range(0.1..3.0)));
-                }
+    // Every listed policy, so a new one is tested here as it is added; those
+    // taking scorers last (the order these cases were first drawn in).
+    let mut names: Vec<&str> = RoutingPolicy::names().collect();
+    names.sort_by_key(|&n| RoutingPolicy::named(n).is_some_and(|p| p.takes_scorers()));
+    let mut policy = RoutingPolicy::named(names[rng.random_range(0..names.len())]).expect("listed");
+    if policy.takes_scorers() {
+        let mut chosen = Vec::new();
+        for s in scorers {
+            if rng.random_bool(0.6) {
+                chosen.push((s, rng.random_range(0.1..3.0)));
             }
-            RoutingPolicy::Weighted(chosen)
         }
-    };
+        policy = policy.with_scorers(chosen);
+    }
     RouterConfig {
         policy,
         affinity: if rng.random_bool(0.5) { Affinity::Request } else { Affinity::Node },
@@ -103,15 +100,12 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
                 let known = rng.random_range(0..=input_tokens + output_tokens);
                 SeededProgress { known_tokens: known, kv_tokens: rng.random_range(0..=known) }
             });
-            NodeKind::Llm(LlmCall {
-                input_tokens,
-                output_tokens,
-                input_token_ids,
-                output_token_ids,
-                seeded,
-                model: None,
-                prompt_blocks: None,
-            })
+            NodeKind::Llm(
+                LlmCall::new(input_tokens, output_tokens)
+                    .with_input_ids(input_token_ids)
+                    .with_output_ids(output_token_ids)
+                    .with_seeded(seeded),
+            )
         };
         subs.push(SubRequest { next, interval, kind, result: None });
     }

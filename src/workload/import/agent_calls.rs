@@ -277,15 +277,7 @@ fn token_ids(k: u64, calls: &[Call]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
 }
 
 fn llm(c: &Call, prompt: Vec<u32>, output: Vec<u32>) -> LlmCall {
-    LlmCall {
-        input_tokens: c.input,
-        output_tokens: c.output,
-        input_token_ids: Some(prompt),
-        output_token_ids: Some(output),
-        seeded: None,
-        model: None,
-        prompt_blocks: None,
-    }
+    LlmCall::new(c.input, c.output).with_input_ids(prompt).with_output_ids(output)
 }
 
 /// Session `k` as one request DAG (see the module doc).

@@ -9,7 +9,8 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, lengths, one_call, open_file, tokens};
+use super::{ImportError, Requests, one_call, open_file, tokens};
+use crate::workload::LlmCall;
 
 /// Streams `path`.
 pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {
@@ -45,7 +46,7 @@ pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {
             let output = count(c_out, "GeneratedTokens", 1)?;
             let arrival_s = (t - start) as f64 / 1e6;
             crate::workload::checked_seconds_to_us(arrival_s).map_err(|e| at("TIMESTAMP", e))?;
-            Ok(one_call(index, arrival_s, lengths(input, output)))
+            Ok(one_call(index, arrival_s, LlmCall::new(input, output)))
         })();
         index += 1;
         Some(result)

@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, json_lines, lengths, one_call, tokens};
+use super::{ImportError, Requests, json_lines, one_call, tokens};
 use crate::workload::types::LlmCall;
 
 #[derive(serde::Deserialize)]
@@ -80,7 +80,7 @@ fn row(
     if r.input_tok_ids.len() != input as usize {
         return Err(bad("input_tok_ids", format!("{} ids for input_toks {input}", r.input_tok_ids.len())));
     }
-    let call = LlmCall { input_token_ids: Some(r.input_tok_ids), ..lengths(input, output) };
+    let call = LlmCall::new(input, output).with_input_ids(r.input_tok_ids);
     Ok(one_call(index, arrival_s, call))
 }
 

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, json_lines, lengths, one_call, tokens};
+use super::{ImportError, Requests, json_lines, one_call, tokens};
 use crate::workload::types::{LlmCall, PromptBlocks};
 
 /// Tokens per `hash_ids` block (Mooncake's `block_size`, FAST'25 traces README).
@@ -63,10 +63,8 @@ fn row(file: &str, line: u64, text: &str, last_ms: &mut f64) -> Result<crate::wo
             format!("{} ids for {input} tokens; blocks of {BLOCK_TOKENS} need {blocks}", r.hash_ids.len()),
         ));
     }
-    let call = LlmCall {
-        prompt_blocks: Some(PromptBlocks { block_tokens: BLOCK_TOKENS, ids: r.hash_ids }),
-        ..lengths(input, output)
-    };
+    let call =
+        LlmCall::new(input, output).with_prompt_blocks(PromptBlocks { block_tokens: BLOCK_TOKENS, ids: r.hash_ids });
     Ok(one_call(line - 1, arrival_s, call))
 }
 

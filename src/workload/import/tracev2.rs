@@ -732,15 +732,9 @@ fn root_wait(r: &Record) -> u64 {
 }
 
 fn call(prompt: Vec<u32>, output: Vec<u32>, (known_prompt, known_output): (bool, bool)) -> LlmCall {
-    LlmCall {
-        input_tokens: prompt.len() as u32,
-        output_tokens: output.len() as u32,
-        input_token_ids: known_prompt.then_some(prompt),
-        output_token_ids: (known_prompt && known_output).then_some(output),
-        seeded: None,
-        model: None,
-        prompt_blocks: None,
-    }
+    LlmCall::new(prompt.len() as u32, output.len() as u32)
+        .with_input_ids(known_prompt.then_some(prompt))
+        .with_output_ids((known_prompt && known_output).then_some(output))
 }
 
 /// (sort key: first line, request) pairs for `mode`.

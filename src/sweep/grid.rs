@@ -170,7 +170,7 @@ pub struct Plan {
     /// Latency targets every run is judged by (over its scenario's).
     pub slo: Option<crate::metrics::Slo>,
     /// A capacity search over the deployments, when the plan asks for one.
-    pub search: Option<super::capacity::Search>,
+    pub search: Option<super::plan::Search>,
     /// The workloads grid overrides make (`workload.generate.*`, …), which
     /// runs name by index.
     pub workloads: Vec<WorkloadSource>,
@@ -410,7 +410,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     }
     let measurement = measurement(&spec.workload).map_err(|(f, r)| invalid(f, r))?;
     // (A search over users sets the closed loop's count itself.)
-    let counts_users = search.as_ref().is_some_and(|s| s.over == super::capacity::Over::Concurrency);
+    let counts_users = search.as_ref().is_some_and(|s| s.over == super::plan::Over::Concurrency);
     check_axes(&spec.grid, spec.workload.closed_loop && !counts_users).map_err(|(f, r)| invalid(f, r))?;
     if spec.scenarios.is_empty() {
         return Err(invalid("scenarios", "name at least one scenario".to_owned()));

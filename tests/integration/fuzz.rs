@@ -33,7 +33,7 @@ use blis_sweep::output::{TraceV2Server, TraceV2Writer};
 use blis_sweep::scenario::{self, ScenarioSpec};
 use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
-use blis_sweep::sweep::{calibration, capacity, grid};
+use blis_sweep::sweep::{calibration, capacity, grid, plan};
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
 use blis_sweep::workload::import::{self, ImportFormat, ImportOptions, SessionMode, convert};
 use blis_sweep::workload::reader::{Format, Reader};
@@ -476,11 +476,11 @@ static SEARCHES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU
 /// small workload. Capacity searches are ~10 probes of full sweep runs
 /// (tables written), so they run for one accepted plan in [`SEARCH_ONE_IN`] (chosen by
 /// the input's bytes, so a saved input replays the same).
-fn search_is_cheap(plan: &grid::Plan, search: &capacity::Search, bytes: &[u8]) -> bool {
+fn search_is_cheap(plan: &grid::Plan, search: &plan::Search, bytes: &[u8]) -> bool {
     let (lo, hi) = search.range;
     let narrow = match search.over {
-        capacity::Over::Rate => hi / lo <= 1e3,
-        capacity::Over::Concurrency => hi <= 32.0,
+        plan::Over::Rate => hi / lo <= 1e3,
+        plan::Over::Concurrency => hi <= 32.0,
     };
     plan.cells.len() <= 2
         && search.precision >= 0.05

@@ -11,16 +11,15 @@
 //! replayed and compared with their measurements.
 
 pub mod calibration;
-pub mod capacity;
 mod collector;
 pub mod error;
 pub mod executor;
 pub mod grid;
 pub(crate) mod input;
 mod lock;
-mod output_dir;
+pub(crate) mod output_dir;
 mod parts;
 pub mod plan;
 mod resume;
 mod summary;
-mod tables;
+pub(crate) mod tables;

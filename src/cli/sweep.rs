@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sweep::capacity;
+use crate::capacity;
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
 use crate::sweep::{calibration, grid};
 

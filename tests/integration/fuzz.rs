@@ -27,13 +27,14 @@ use std::time::{Duration, Instant};
 
 use blis_sweep::arch::ModelArch;
 use blis_sweep::calibrate::observed;
+use blis_sweep::capacity;
 use blis_sweep::latency::StepPricer;
 use blis_sweep::metrics::{Metrics, MetricsCollector};
 use blis_sweep::output::{TraceV2Server, TraceV2Writer};
 use blis_sweep::scenario::{self, ScenarioSpec};
 use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
-use blis_sweep::sweep::{calibration, capacity, grid, plan};
+use blis_sweep::sweep::{calibration, grid, plan};
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
 use blis_sweep::workload::import::{self, ImportFormat, ImportOptions, SessionMode, convert};
 use blis_sweep::workload::reader::{Format, Reader};

@@ -23,17 +23,19 @@
 //! Every probe is a normal run of the sweep: the searches proceed in rounds,
 //! each round one probe for every deployment still searching, run in
 //! parallel on the sweep's pool; every run lands in the output's tables and
-//! a rerun reuses them.
+//! a rerun reuses them. The search drives [`crate::sweep`] from above: the
+//! sweep knows a plan's `search:` ([`crate::sweep::plan::Search`]) but not
+//! this module.
 
 use std::collections::BTreeMap;
 
-use super::error::SweepError;
-use super::executor::{self, RunFinished, SweepOptions};
-use super::grid::{Cell, Plan};
-use super::output_dir::Layout;
-use super::plan::{Over, Search};
-use super::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
 use crate::metrics::{Metrics, Verdict};
+use crate::sweep::error::SweepError;
+use crate::sweep::executor::{self, RunFinished, SweepOptions};
+use crate::sweep::grid::{Cell, Plan};
+use crate::sweep::output_dir::Layout;
+use crate::sweep::plan::{Over, Search};
+use crate::sweep::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
 
 /// One deployment's answer.
 #[derive(Debug, Clone)]
@@ -116,8 +118,8 @@ struct State {
 /// The workload's own rate, requests per second.
 fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
     let requests = plan.workload.requests(seed).map_err(|e| match e {
-        super::grid::OpenError::File(path, e) => format!("{}: {e}", path.display()),
-        super::grid::OpenError::Import(e) => e.to_string(),
+        crate::sweep::grid::OpenError::File(path, e) => format!("{}: {e}", path.display()),
+        crate::sweep::grid::OpenError::Import(e) => e.to_string(),
     })?;
     let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
     for r in requests {
@@ -498,14 +500,14 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     }
     let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match the schema");
     let path = plan.output.join("capacity.parquet");
-    let file = super::output_dir::TmpFile::create(&path)?;
+    let file = crate::sweep::output_dir::TmpFile::create(&path)?;
     let tmp = file.tmp().to_owned();
     let err = |e: parquet::errors::ParquetError| SweepError::Io {
         path: tmp.display().to_string(),
         error: std::io::Error::other(e),
     };
-    let mut writer =
-        ArrowWriter::try_new(file, schema.clone(), Some(super::tables::writer_properties(&schema))).map_err(err)?;
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(crate::sweep::tables::writer_properties(&schema)))
+        .map_err(err)?;
     writer.write(&batch).map_err(err)?;
     writer.into_inner().map_err(err)?.commit()?;
     Ok(text)

@@ -7,10 +7,9 @@
 //! and one sweep at a time ([`output_dir`], [`lock`]); a finished run is
 //! reused by a later sweep only when nothing it depends on changed
 //! ([`resume`]); [`input`] reads the workload once, [`summary`] writes the
-//! per-sweep tables. [`calibration`] is the other kind of plan: real runs
-//! replayed and compared with their measurements.
+//! per-sweep tables. What drives the sweep from above (a capacity search,
+//! the calibration matrix) lives outside it.
 
-pub mod calibration;
 mod collector;
 pub mod error;
 pub mod executor;

@@ -211,7 +211,7 @@ fn read(path: &Path) -> Result<String, PlanError> {
 }
 
 /// Sets `path` (dot-separated keys) in a JSON object, creating maps on the way.
-pub(super) fn set_path(target: &mut Value, path: &str, value: Value) {
+pub(crate) fn set_path(target: &mut Value, path: &str, value: Value) {
     let mut node = target;
     let mut keys = path.split('.').peekable();
     while let Some(key) = keys.next() {

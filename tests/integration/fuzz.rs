@@ -26,6 +26,7 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use blis_sweep::arch::ModelArch;
+use blis_sweep::calibrate::matrix;
 use blis_sweep::calibrate::observed;
 use blis_sweep::capacity;
 use blis_sweep::latency::StepPricer;
@@ -34,7 +35,7 @@ use blis_sweep::output::{TraceV2Server, TraceV2Writer};
 use blis_sweep::scenario::{self, ScenarioSpec};
 use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
-use blis_sweep::sweep::{calibration, grid, plan};
+use blis_sweep::sweep::{grid, plan};
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
 use blis_sweep::workload::import::{self, ImportFormat, ImportOptions, SessionMode, convert};
 use blis_sweep::workload::reader::{Format, Reader};
@@ -251,8 +252,8 @@ fn plans(dir: &Path) -> bool {
     for name in ["plan.yaml", "generated.yaml"] {
         let path = dir.join(name);
         let text = String::from_utf8_lossy(&read(dir, name)).into_owned();
-        let result = if calibration::is_calibration_plan(&text) {
-            calibration::load(&path).map(|_| ())
+        let result = if matrix::is_calibration_plan(&text) {
+            matrix::load(&path).map(|_| ())
         } else {
             grid::load(&path).map(|_| ())
         };

@@ -8,7 +8,7 @@
 //! Runs known only by their aggregates (`source: blis-trainval`, and
 //! `source: blis-eval`, whose workloads are assumed from the profile each
 //! names) are compared on those, whole run and per load stage
-//! ([`aggregates`]). Every run that swept its rate over two or more stages
+//! ([`super::aggregates`]). Every run that swept its rate over two or more stages
 //! also gets its error against load ([`crate::calibrate::load`]):
 //! `calibration_stages.parquet` (experiment × stage × metric) and the "Error
 //! against load" section of `calibration.md`.
@@ -38,20 +38,19 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::SweepError;
-use super::grid::{PlanError, set_path};
-use super::output_dir::{TmpFile, write_atomic};
-use super::tables::writer_properties;
-use crate::calibrate::fit::{replay, replay_after_warmups};
-use crate::calibrate::ispass::IspassComparison;
-use crate::calibrate::load::{self, StageComparison};
-use crate::calibrate::report::{CalibrateOptions, Report, compare};
-use crate::calibrate::{observed, stats::MetricReport};
+use super::aggregates::AggregateComparison;
+use super::fit::{replay, replay_after_warmups};
+use super::ispass::IspassComparison;
+use super::load::{self, StageComparison};
+use super::report::{CalibrateOptions, Report, compare};
+use super::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
+use crate::sweep::error::SweepError;
+use crate::sweep::grid::{PlanError, set_path};
+use crate::sweep::output_dir::{TmpFile, write_atomic};
+use crate::sweep::tables::writer_properties;
 use crate::workload::import::convert::{self, Published, Source};
 use crate::workload::import::{blis_eval, blis_trainval, ispass26, silicon};
-
-pub use crate::calibrate::aggregates::AggregateComparison;
 
 /// The plan file.
 #[derive(Debug, Clone, Deserialize)]

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::input::hash_file;
 use super::plan::{GridSpec, PlanSpec};
-use crate::hash::{Fnv64, hash_file, hash64};
+use crate::hash::{Fnv64, hash64};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
 use crate::workload::generate::{GenerateSpec, Generator};

@@ -49,7 +49,8 @@ use crate::sweep::error::SweepError;
 use crate::sweep::grid::{PlanError, set_path};
 use crate::sweep::output_dir::{TmpFile, write_atomic};
 use crate::sweep::tables::writer_properties;
-use crate::workload::import::convert::{self, Published, Source};
+use crate::workload::import::blis_vllm_h100::{self, Published};
+use crate::workload::import::measured::{self, Source};
 use crate::workload::import::{blis_eval, blis_trainval, ispass26, silicon};
 
 /// The plan file.
@@ -117,7 +118,7 @@ pub fn load(file: &Path) -> Result<CalibrationPlan, PlanError> {
     for (i, s) in spec.calibration.iter().enumerate() {
         let data = base.join(&s.data);
         let available =
-            convert::list(s.source, &data).map_err(|e| invalid(format!("calibration[{i}].data"), e.to_string()))?;
+            measured::list(s.source, &data).map_err(|e| invalid(format!("calibration[{i}].data"), e.to_string()))?;
         let names = if s.experiments.is_empty() { available.clone() } else { s.experiments.clone() };
         for name in names {
             if !available.contains(&name) {
@@ -282,9 +283,9 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         return outcome;
     }
     let result = (|| -> Result<Comparison, String> {
-        let converted = convert::convert(e.source, &e.data, &e.name).map_err(|x| x.to_string())?;
+        let converted = measured::convert(e.source, &e.data, &e.name).map_err(|x| x.to_string())?;
         if e.source == Source::BlisVllmH100 {
-            outcome.blis = convert::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
+            outcome.blis = blis_vllm_h100::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
         }
         let d = deployment(plan, &e.name, &converted.scenario_yaml)?;
         outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
@@ -294,7 +295,7 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         let real =
             observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;
         if e.source == Source::BlisVllmH100 {
-            let stages = convert::stages(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let stages = blis_vllm_h100::stages(&e.data, &e.name).map_err(|x| x.to_string())?;
             let blis: Vec<(i32, String, f64)> =
                 outcome.blis.iter().map(|p| (p.stage, p.metric.clone(), p.predicted_ms)).collect();
             outcome.stages = load::from_requests(&real, &sim, &stages, &blis);

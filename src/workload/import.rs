@@ -17,19 +17,23 @@
 //!   ns, lengths, the prompts' token ids), as the ISPASS'26 artifact ships
 //!   them.
 //!
-//! Real vLLM runs with their measurements (`blis-sweep convert`) come in
-//! through [`convert`]: a workload, a baseline and a scenario each
-//! (`blis_vllm_h100.rs`, `llmservingsim.rs`).
+//! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
+//! calibration matrix) come in through [`measured`], the one list of their
+//! sources: a workload, a baseline and a scenario each ([`blis_vllm_h100`],
+//! [`llmservingsim`]), or the aggregates of a run ([`blis_trainval`],
+//! [`blis_eval`], [`silicon`], [`ispass26`]); [`common`] holds what they
+//! share.
 
 pub mod agent_calls;
 pub mod azure;
 pub mod blis_eval;
 pub mod blis_trainval;
-mod blis_vllm_h100;
-pub mod convert;
+pub mod blis_vllm_h100;
+pub mod common;
 pub mod ispass26;
-mod llmservingsim;
+pub mod llmservingsim;
 pub mod llmservingsim_dataset;
+pub mod measured;
 pub mod mooncake;
 pub mod silicon;
 pub mod tracev2;

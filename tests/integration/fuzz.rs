@@ -37,7 +37,9 @@ use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
 use blis_sweep::sweep::{grid, plan};
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
-use blis_sweep::workload::import::{self, ImportFormat, ImportOptions, SessionMode, convert};
+use blis_sweep::workload::import::{
+    self, ImportFormat, ImportOptions, SessionMode, blis_vllm_h100, common, llmservingsim,
+};
 use blis_sweep::workload::reader::{Format, Reader};
 use blis_sweep::workload::writer::write_workload_row;
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
@@ -318,7 +320,7 @@ fn tracev2(dir: &Path) -> bool {
     result.is_ok()
 }
 
-fn converted(c: &convert::Converted, what: &str) {
+fn converted(c: &common::Converted, what: &str) {
     let mut out = Vec::new();
     for r in &c.workload {
         write_workload_row(&mut out, r);
@@ -332,7 +334,7 @@ fn converted(c: &convert::Converted, what: &str) {
 }
 
 fn convert_blis(dir: &Path) -> bool {
-    let c = convert::blis_vllm_h100(dir, "mini");
+    let c = blis_vllm_h100::blis_vllm_h100(dir, "mini");
     match &c {
         Ok(c) => converted(c, "convert blis-vllm-h100"),
         Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
@@ -341,7 +343,7 @@ fn convert_blis(dir: &Path) -> bool {
 }
 
 fn convert_llmservingsim(dir: &Path) -> bool {
-    let c = convert::llmservingsim(dir, "GPU__m");
+    let c = llmservingsim::llmservingsim(dir, "GPU__m");
     match &c {
         Ok(c) => converted(c, "convert llmservingsim"),
         Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
@@ -353,11 +355,11 @@ fn convert_llmservingsim(dir: &Path) -> bool {
 /// checked by `check`, or refused in one line.
 fn list_and_load<T>(
     dir: &Path,
-    list: fn(&Path) -> Result<Vec<String>, convert::ConvertError>,
-    load: fn(&Path, &str) -> Result<T, convert::ConvertError>,
+    list: fn(&Path) -> Result<Vec<String>, common::ConvertError>,
+    load: fn(&Path, &str) -> Result<T, common::ConvertError>,
     check: fn(&T),
 ) -> bool {
-    let refused = |e: convert::ConvertError| one_line(&e.to_string(), &dir.display().to_string());
+    let refused = |e: common::ConvertError| one_line(&e.to_string(), &dir.display().to_string());
     let names = match list(dir) {
         Ok(n) => n,
         Err(e) => {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::convert::{
+use super::common::{
     ConvertError, Converted, MAX_TOKENS, column, count_in, in_arrival_order, llm_request, read_csv, seconds_in, spread,
     token_ids,
 };

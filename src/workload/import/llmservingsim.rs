@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::convert::{
+use super::common::{
     ConvertError, Converted, MAX_TOKENS, count_in, in_arrival_order, llm_request, seconds_in, spread, token_ids,
 };
 use crate::workload::types::RequestId;

@@ -1,18 +1,16 @@
-//! Converters that bring real vLLM measurements into the simulator's formats:
-//! a workload JSONL (what was sent), a baseline result JSONL (what the real
-//! server measured, in the result format) and a scenario (how it was served).
+//! What every importer of measured runs shares: the error a bad input
+//! gives ([`ConvertError`], `FILE:LINE: field: reason`), what a conversion
+//! produces ([`Converted`]), CSV rows and their columns, fresh token ids and
+//! the one-call requests built from them.
 //!
 //! Where the data has only TTFT and E2E per request, the baseline spreads
-//! E2E − TTFT evenly over the remaining tokens: per-request means (and so mean
-//! ITL) are exact, per-token jitter is not represented.
+//! E2E − TTFT evenly over the remaining tokens (`spread`): per-request means
+//! (and so mean ITL) are exact, per-token jitter is not represented.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use crate::workload::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SubRequest};
-
-pub use super::blis_vllm_h100::{Published, blis_published, blis_vllm_h100, stages};
-pub use super::llmservingsim::llmservingsim;
 
 /// A converted run.
 #[derive(Debug, Clone)]
@@ -70,88 +68,6 @@ pub struct ConvertError {
     pub field: String,
     /// Why.
     pub reason: String,
-}
-
-/// A folder of real runs that [`convert`] understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Source {
-    /// `../shared/data/blis-vllm-h100`: see [`blis_vllm_h100`].
-    BlisVllmH100,
-    /// `../shared/data/llmservingsim-vllm-bench`: see [`llmservingsim`].
-    Llmservingsim,
-    /// BLIS's training experiments in `../shared/data/blis-vllm-h100` known
-    /// only by their aggregates: see [`super::blis_trainval`] (calibration
-    /// plans only; nothing to convert).
-    BlisTrainval,
-    /// BLIS's held-out evaluation runs in `../shared/data/blis-vllm-h100`
-    /// known only by their aggregates, replayed with the workload their
-    /// profile names (assumed): see [`super::blis_eval`] (calibration plans
-    /// only).
-    BlisEval,
-    /// aiconfigurator's measured deployments (`silicon_sample.csv`): see
-    /// [`super::silicon`] (calibration plans only).
-    Silicon,
-    /// LLMServingSim 2.0's ISPASS'26 runs (`../shared/data/llmservingsim-ispass26`):
-    /// see [`super::ispass26`] (calibration plans only).
-    #[serde(rename = "llmservingsim-ispass26")]
-    Ispass26,
-}
-
-impl Source {
-    /// The name plans and the command line use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::BlisVllmH100 => "blis-vllm-h100",
-            Source::Llmservingsim => "llmservingsim",
-            Source::BlisTrainval => "blis-trainval",
-            Source::BlisEval => "blis-eval",
-            Source::Silicon => "silicon",
-            Source::Ispass26 => "llmservingsim-ispass26",
-        }
-    }
-}
-
-/// The runs in `data`, sorted: the request files of a blis-vllm-h100
-/// folder, the run folders of an llmservingsim one.
-pub fn list(source: Source, data: &Path) -> Result<Vec<String>, ConvertError> {
-    let (dir, suffix) = match source {
-        Source::BlisVllmH100 => (data.join("requests"), ".csv"),
-        Source::Llmservingsim => (data.join("runs"), ""),
-        Source::BlisTrainval => return super::blis_trainval::list(data),
-        Source::BlisEval => return super::blis_eval::list(data),
-        Source::Silicon => return super::silicon::list(data),
-        Source::Ispass26 => return super::ispass26::list(data),
-    };
-    let entries = std::fs::read_dir(&dir).map_err(|e| ConvertError {
-        file: dir.display().to_string(),
-        line: 0,
-        field: "folder".to_owned(),
-        reason: e.to_string(),
-    })?;
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter_map(|n| if suffix.is_empty() { Some(n) } else { n.strip_suffix(suffix).map(str::to_owned) })
-        .collect();
-    names.sort();
-    Ok(names)
-}
-
-/// Converts run `name` of `data`.
-pub fn convert(source: Source, data: &Path, name: &str) -> Result<Converted, ConvertError> {
-    match source {
-        Source::BlisVllmH100 => blis_vllm_h100(data, name),
-        Source::Llmservingsim => llmservingsim(data, name),
-        Source::BlisTrainval | Source::BlisEval | Source::Silicon | Source::Ispass26 => Err(ConvertError {
-            file: data.display().to_string(),
-            line: 0,
-            field: "source".to_owned(),
-            reason: format!(
-                "{name}: a {} run has no per-request data to convert; replay it in a calibration plan",
-                source.name()
-            ),
-        }),
-    }
 }
 
 /// Tokens one converted request may carry (4 Mi: its JSONL line stays under

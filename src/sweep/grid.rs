@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::input::hash_file;
 use super::plan::{GridSpec, PlanSpec};
 use crate::hash::{Fnv64, hash64};
 use crate::scenario::ScenarioSpec;
@@ -654,6 +653,23 @@ fn measurement(w: &super::plan::WorkloadSpec) -> Result<crate::sim::Measurement,
         Some(s) => seconds("workload.ramp_s", s)?,
     };
     Ok(Measurement { warmup, ramp_us })
+}
+
+/// [`hash64`] of a file's bytes, read in 64 KiB pieces (never whole); a
+/// pipe or FIFO through its copy ([`crate::spool`]), which the runs read.
+fn hash_file(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut file = crate::spool::open(path)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut h = Fnv64::new();
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(h.finish()),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A cell's id: its parameters' hash continued with the workload's key.

@@ -44,20 +44,3 @@ pub(crate) fn read_workload(path: &Path) -> Result<FirstRead, SweepError> {
     }
     Ok(FirstRead { content: hash.finish() })
 }
-
-/// [`crate::hash::hash64`] of a file's bytes, read in 64 KiB pieces (never
-/// whole); a pipe or FIFO through its copy ([`crate::spool`]), which the runs
-/// read.
-pub(crate) fn hash_file(path: &Path) -> std::io::Result<u64> {
-    let mut file = crate::spool::open(path)?;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut h = Fnv64::new();
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(h.finish()),
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}

@@ -362,6 +362,21 @@ impl Extra {
     }
 }
 
+/// The TraceV2 header's `server` block of a deployment: here, where a
+/// deployment meets the writers (`output/` sits below `scenario/`).
+impl From<&Deployment> for TraceV2Server {
+    fn from(d: &Deployment) -> TraceV2Server {
+        TraceV2Server {
+            model: d.model.name.clone(),
+            tensor_parallel: d.tp,
+            max_num_seqs: d.engine.max_num_seqs,
+            block_size: d.engine.block_size,
+            gpu_memory_utilization: d.gpu_memory_utilization,
+            max_model_len: d.engine.max_model_len,
+        }
+    }
+}
+
 fn simulate(
     d: &Deployment,
     input: &Input,

@@ -21,7 +21,8 @@ use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, ClockOverflow, RunConfig, RunError, Tee};
 use crate::workload::Request;
-use crate::workload::import::{self, ImportFormat, ImportOptions};
+use crate::workload::import::common::ImportOptions;
+use crate::workload::import::{self, ImportFormat};
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]

@@ -13,7 +13,7 @@ pub enum SweepError {
     Workload(#[from] ReadError),
     /// An imported trace has a bad row (found before any run starts).
     #[error(transparent)]
-    Import(#[from] crate::workload::import::ImportError),
+    Import(#[from] crate::workload::import::common::ImportError),
     /// An output or input file could not be read or written.
     #[error("{path}: {error}")]
     Io {

@@ -135,7 +135,7 @@ pub fn run(
     // that run, not the sweep, and is not walked here).
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
         if let WorkloadSource::Import { format, path, options } = source {
-            let options = crate::workload::import::ImportOptions { total_sessions: None, ..options.clone() };
+            let options = crate::workload::import::common::ImportOptions { total_sessions: None, ..options.clone() };
             for request in crate::workload::import::open(*format, path, &options)? {
                 request?;
             }

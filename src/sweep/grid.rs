@@ -22,7 +22,8 @@ use crate::hash::{Fnv64, hash64};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
 use crate::workload::generate::{GenerateSpec, Generator};
-use crate::workload::import::{ImportFormat, ImportOptions, SessionMode};
+use crate::workload::import::ImportFormat;
+use crate::workload::import::common::{ImportOptions, SessionMode};
 
 /// A plan that cannot be run at all. Fatal: no run starts.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +71,7 @@ pub(crate) enum OpenError {
     /// Its file.
     File(PathBuf, std::io::Error),
     /// An imported trace's first check.
-    Import(crate::workload::import::ImportError),
+    Import(crate::workload::import::common::ImportError),
 }
 
 impl WorkloadSource {

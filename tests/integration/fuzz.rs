@@ -37,9 +37,8 @@ use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
 use blis_sweep::sweep::{grid, plan};
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
-use blis_sweep::workload::import::{
-    self, ImportFormat, ImportOptions, SessionMode, blis_vllm_h100, common, llmservingsim,
-};
+use blis_sweep::workload::import::common::{ImportOptions, SessionMode};
+use blis_sweep::workload::import::{self, ImportFormat, blis_vllm_h100, common, llmservingsim};
 use blis_sweep::workload::reader::{Format, Reader};
 use blis_sweep::workload::writer::write_workload_row;
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
@@ -442,7 +441,7 @@ fn replay_config(requests: &[Request], options: &ImportOptions) -> RunConfig<Ste
 }
 
 /// Opens a TraceV2 pair through the import API; every row or the error.
-fn import_trace(header: &Path, options: &ImportOptions) -> Result<Vec<Request>, import::ImportError> {
+fn import_trace(header: &Path, options: &ImportOptions) -> Result<Vec<Request>, common::ImportError> {
     import::open(ImportFormat::TraceV2, header, options)?.collect()
 }
 

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, lengths, one_call, open_file, tokens};
+use super::common::{ImportError, Requests, lengths, one_call, open_file, tokens};
 
 /// Streams `path`.
 pub(super) fn open(path: &Path) -> Result<Requests, ImportError> {

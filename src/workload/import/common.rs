@@ -1,7 +1,10 @@
-//! What every importer of measured runs shares: the error a bad input
-//! gives ([`ConvertError`], `FILE:LINE: field: reason`), what a conversion
-//! produces ([`Converted`]), CSV rows and their columns, fresh token ids and
-//! the one-call requests built from them.
+//! What every importer shares: the errors a bad input gives
+//! ([`ImportError`] for a trace, [`ConvertError`] for a measured run; both
+//! `FILE:LINE: field: reason`), the options and session modes of a trace,
+//! what a conversion produces ([`Converted`]), files opened through the
+//! spool, JSON lines and CSV rows, fresh token ids and the one-call requests
+//! built from them. The importers import this file and nothing of each other
+//! but what one source reads of another's data.
 //!
 //! Where the data has only TTFT and E2E per request, the baseline spreads
 //! E2E − TTFT evenly over the remaining tokens (`spread`): per-request means
@@ -70,9 +73,10 @@ pub struct ConvertError {
     pub reason: String,
 }
 
-/// Tokens one converted request may carry (4 Mi: its JSONL line stays under
-/// the reader's 32 MiB limit); real prompts are far shorter.
-pub(super) const MAX_TOKENS: u64 = 1 << 22;
+/// Tokens one imported call or converted request may carry (4 Mi: a
+/// workload row written from it stays under the reader's 32 MiB line
+/// limit); real prompts are far shorter.
+pub(super) const MAX_TOKENS: u32 = 1 << 22;
 
 /// Sorts `rows` (line, request) by arrival time, file order among equal
 /// times, as the workload format requires; a repeated id is an error naming
@@ -113,7 +117,7 @@ pub(super) fn seconds_in(v: f64) -> Result<f64, String> {
 /// same stream always gives the same ids, different streams (almost surely)
 /// different ones. Ids are in `0..32000`.
 pub(super) fn token_ids(stream: u64, n: usize) -> impl Iterator<Item = u32> {
-    super::fresh_tokens(stream, 0, n)
+    fresh_tokens(stream, 0, n)
 }
 
 pub(super) fn llm_request(
@@ -174,6 +178,179 @@ pub(super) fn read_csv(path: &Path) -> Result<(Vec<String>, Vec<Vec<String>>), C
         rows.push(r.map_err(|e| err(i as u64 + 2, e.to_string()))?.iter().map(str::to_owned).collect());
     }
     Ok((headers, rows))
+}
+
+/// How a trace's sessions are replayed (the seed's session modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionMode {
+    /// Every record at its own recorded time, as recorded (`blis replay`'s
+    /// default for TraceV2).
+    Fixed,
+    /// A session is one request DAG: each call is sent when the calls it
+    /// follows have finished and the tool time after them has passed.
+    ClosedLoop,
+    /// Each call is its own request, sent at its recorded offset in the
+    /// session whatever the simulated service did, with the same growing
+    /// context: the real cross-session overlap, no feedback.
+    FixedAccumulate,
+}
+
+impl SessionMode {
+    /// The mode called `name` (`closed-loop`, `fixed-accumulate`).
+    pub fn parse(name: &str) -> Result<SessionMode, String> {
+        match name {
+            "fixed" => Ok(SessionMode::Fixed),
+            "closed-loop" => Ok(SessionMode::ClosedLoop),
+            "fixed-accumulate" => Ok(SessionMode::FixedAccumulate),
+            other => Err(format!("unknown session mode `{other}`; available: fixed, closed-loop, fixed-accumulate")),
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionMode::Fixed => "fixed",
+            SessionMode::ClosedLoop => "closed-loop",
+            SessionMode::FixedAccumulate => "fixed-accumulate",
+        }
+    }
+}
+
+/// What an importer may be told besides the file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ImportOptions {
+    /// Sessions started per second (Poisson), for traces of sessions whose
+    /// recorded start times are not one run's (agent-calls).
+    pub session_rate: Option<f64>,
+    /// How sessions are replayed (`None`: the format's default).
+    pub session_mode: Option<SessionMode>,
+    /// Seeds session arrivals and the corpus shuffle.
+    pub seed: u64,
+    /// TraceV2: the data CSV, when not beside the header.
+    pub trace_data: Option<std::path::PathBuf>,
+    /// TraceV2: replay a pool of this many sessions at once, a new one
+    /// admitted as one completes (closed loop; the run's client caps it).
+    pub concurrent_sessions: Option<u32>,
+    /// TraceV2 pool: sessions in all (default: the corpus), the corpus
+    /// cloned (fresh tokens but for group prefixes) to fill.
+    pub total_sessions: Option<u32>,
+    /// TraceV2 pool: a seeded Fisher–Yates shuffle of the corpus first.
+    pub shuffle_corpus: bool,
+}
+
+/// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is
+/// built as the run reads it and the capped client reads no further ahead
+/// than it can send, so memory stays flat (10^5 sessions: 16 MB) — except
+/// where the client must read on: at a `--horizon`, every session not sent
+/// is read and reported unfinished, and with a rejecting router
+/// (`max_queue`). There 10^6 sessions of a 5-record corpus took 1.6 GB
+/// (10^8 once asked for 8.8 GB up front and aborted), hence the bound.
+pub const MAX_POOL_SESSIONS: u32 = 1_000_000;
+
+/// A row an importer cannot take. Fatal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {column}: {reason}", if *line == 0 { String::new() } else { format!(":{line}") })]
+pub struct ImportError {
+    /// The file.
+    pub file: String,
+    /// 1-based line (0 when not about one line).
+    pub line: u64,
+    /// The column or field.
+    pub column: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl ImportError {
+    pub(crate) fn new(file: &str, line: u64, column: &str, reason: impl Into<String>) -> ImportError {
+        ImportError { file: file.to_owned(), line, column: column.to_owned(), reason: reason.into() }
+    }
+}
+
+/// A stream of imported requests, in arrival order.
+pub type Requests = Box<dyn Iterator<Item = Result<Request, ImportError>> + Send>;
+
+/// Opens `path` for reading, or names it. A pipe or FIFO is copied on its
+/// first open and read from the copy on every open ([`crate::spool`]): an
+/// importer's trace is read more than once (a count pass, then the runs).
+pub(super) fn open_file(path: &Path) -> Result<std::io::BufReader<crate::spool::Input>, ImportError> {
+    crate::spool::open(path)
+        .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
+        .map_err(|e| ImportError::new(&path.display().to_string(), 0, "file", format!("cannot open: {e}")))
+}
+
+/// Streams the non-blank lines of a JSON-lines trace through `row(file,
+/// line, text)`: one request a line, a read error named by its line. The
+/// JSON-lines importers' one reading loop.
+pub(super) fn json_lines<F>(path: &Path, mut row: F) -> Result<Requests, ImportError>
+where
+    F: FnMut(&str, u64, &str) -> Result<Request, ImportError> + Send + 'static,
+{
+    use std::io::BufRead;
+    let file = path.display().to_string();
+    let mut lines = open_file(path)?.lines();
+    let mut line = 0u64;
+    Ok(Box::new(std::iter::from_fn(move || {
+        loop {
+            line += 1;
+            let text = match lines.next()? {
+                Ok(t) => t,
+                Err(e) => return Some(Err(ImportError::new(&file, line, "file", e.to_string()))),
+            };
+            if !text.trim().is_empty() {
+                return Some(row(&file, line, &text));
+            }
+        }
+    })))
+}
+
+/// Fresh token ids of stream `stream` from position `from`: deterministic,
+/// in `0..32000` (a Llama-2-sized vocabulary); distinct streams share no
+/// block of them.
+pub(super) fn fresh_tokens(stream: u64, from: u64, n: usize) -> impl Iterator<Item = u32> {
+    (from..from + n as u64).map(move |k| {
+        let mut z = stream.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.wrapping_add(0x6A09_E667_F3BC_C909);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % 32_000) as u32
+    })
+}
+
+/// An llm call of these lengths and nothing else.
+pub(super) fn lengths(input: u32, output: u32) -> crate::workload::types::LlmCall {
+    crate::workload::types::LlmCall {
+        input_tokens: input,
+        output_tokens: output,
+        input_token_ids: None,
+        output_token_ids: None,
+        seeded: None,
+        model: None,
+        prompt_blocks: None,
+    }
+}
+
+/// A one-node request: one llm call.
+pub(super) fn one_call(id: u64, arrival_s: f64, call: crate::workload::types::LlmCall) -> Request {
+    Request {
+        request_id: crate::workload::types::RequestId::Int(id),
+        arrival_time: (arrival_s * 1e6).round() / 1e6,
+        initial: vec![0],
+        sub_requests: vec![crate::workload::types::SubRequest {
+            next: vec![],
+            interval: 0.0,
+            kind: crate::workload::types::NodeKind::Llm(call),
+            result: None,
+        }],
+    }
+}
+
+/// Checks a token count read from a trace: at least `min`, at most
+/// [`MAX_TOKENS`].
+pub(super) fn tokens(v: i64, min: i64) -> Result<u32, String> {
+    if v < min {
+        return Err(format!("{v} is below {min}"));
+    }
+    u32::try_from(v).ok().filter(|&n| n <= MAX_TOKENS).ok_or_else(|| format!("{v} exceeds {MAX_TOKENS}"))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::calibrate::matrix;
@@ -121,7 +121,7 @@ pub(crate) enum Outcome {
 
 pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
     let plan = grid::load(&args.plan)?;
-    super::print(&grid::describe(&plan))
+    print(&grid::describe(&plan))
 }
 
 pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
@@ -282,6 +282,15 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
     Ok(Outcome::AllOk)
 }
 
+/// Writes `text` to stdout. Never `print!`, which panics when stdout is
+/// closed (`| head`): a closed stdout is an error here, which [`super::main`]
+/// turns into a quiet end.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("stdout")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,7 +338,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
     if !args.no_report {
         crate::report::write(&output)?;
     }
-    super::print(&table)?;
+    print(&table)?;
     if !quiet {
         say!(
             "{name}: capacity of {} deployments ({} runs now), {:.1} s -> {}",

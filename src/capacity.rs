@@ -118,8 +118,8 @@ struct State {
 /// The workload's own rate, requests per second.
 fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
     let requests = plan.workload.requests(seed).map_err(|e| match e {
-        crate::sweep::grid::OpenError::File(path, e) => format!("{}: {e}", path.display()),
-        crate::sweep::grid::OpenError::Import(e) => e.to_string(),
+        crate::sweep::source::OpenError::File(path, e) => format!("{}: {e}", path.display()),
+        crate::sweep::source::OpenError::Import(e) => e.to_string(),
     })?;
     let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
     for r in requests {

@@ -2,7 +2,8 @@
 //! rate scale × overrides), each one single-threaded simulation, run in
 //! parallel on a rayon pool; each run writes its own Parquet parts
 //! ([`parts`]), one collector thread puts finished runs in place. [`plan`]
-//! mirrors the file, [`grid`] expands it, [`executor`] runs it ([`error`]: why a sweep stops), [`tables`]
+//! mirrors the file, [`grid`] expands it ([`source`]: where its runs read
+//! their requests), [`executor`] runs it ([`error`]: why a sweep stops), [`tables`]
 //! defines the tables. An output folder belongs to one plan
 //! and one sweep at a time ([`output_dir`], [`lock`]); a finished run is
 //! reused by a later sweep only when nothing it depends on changed
@@ -20,5 +21,6 @@ pub(crate) mod output_dir;
 mod parts;
 pub mod plan;
 mod resume;
+pub mod source;
 mod summary;
 pub(crate) mod tables;

@@ -28,7 +28,6 @@ mod sweep;
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 /// Simulates vLLM inference serving: request DAGs in, per-token latencies
@@ -131,15 +130,6 @@ fn one_line(e: &anyhow::Error) -> String {
         .chars()
         .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
         .collect()
-}
-
-/// Writes `text` to stdout. Never `print!`, which panics when stdout is
-/// closed (`| head`): a closed stdout is an error here, which [`main`]
-/// turns into a quiet end.
-fn print(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("stdout")
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

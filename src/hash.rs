@@ -1,8 +1,7 @@
 //! FNV-1a, 64 bits, whole or streaming: what run ids, plan hashes and RNG
 //! stream names are made of. Stable across platforms and releases, which is
-//! all an id needs; not a defence against anyone crafting collisions.
-
-use std::path::Path;
+//! all an id needs; not a defence against anyone crafting collisions. Pure:
+//! the files hashed are read by the sweep ([`hash64`] fed in pieces).
 
 /// FNV-1a, 64 bits: stable across platforms and releases, which is all an id
 /// (or an RNG stream name) needs.
@@ -36,23 +35,6 @@ impl Fnv64 {
 impl Default for Fnv64 {
     fn default() -> Self {
         Fnv64::new()
-    }
-}
-
-/// [`hash64`] of a file's bytes, read in 64 KiB pieces (never whole); a
-/// pipe or FIFO through its copy ([`crate::spool`]), which the runs read.
-pub fn hash_file(path: &Path) -> std::io::Result<u64> {
-    use std::io::Read;
-    let mut file = crate::spool::open(path)?;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut h = Fnv64::new();
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(h.finish()),
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod arch;
 mod atomic;
 pub mod calibrate;
+pub mod capacity;
 pub mod cli;
 pub mod hash;
 pub mod latency;

@@ -8,7 +8,8 @@ use std::io::BufRead;
 use std::path::Path;
 
 use crate::workload::NodeKind;
-use crate::workload::import::{ImportError, tracev2};
+use crate::workload::import::common::ImportError;
+use crate::workload::import::tracev2;
 use crate::workload::reader::{Format, ReadError, Reader};
 use crate::workload::timeline::node_times;
 

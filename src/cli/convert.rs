@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::atomic;
-use crate::workload::import::convert::{self, Converted};
+use crate::workload::import::common::Converted;
+use crate::workload::import::measured;
 use crate::workload::import::{blis_trainval, silicon};
 use crate::workload::writer::write_workload_row;
 
@@ -170,15 +171,15 @@ fn silicon(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
 
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let (source, data, names, out) = match args.source {
-        Source::BlisVllmH100 { data, experiment, out } => (convert::Source::BlisVllmH100, data, experiment, out),
-        Source::Llmservingsim { data, run, out } => (convert::Source::Llmservingsim, data, run, out),
+        Source::BlisVllmH100 { data, experiment, out } => (measured::Source::BlisVllmH100, data, experiment, out),
+        Source::Llmservingsim { data, run, out } => (measured::Source::Llmservingsim, data, run, out),
         Source::BlisTrainval { data, experiment, out } => return write(&out, &trainval(&data, experiment)?),
         Source::Silicon { data, row, out } => return write(&out, &silicon(&data, row)?),
     };
-    let names = if names.is_empty() { convert::list(source, &data)? } else { names };
+    let names = if names.is_empty() { measured::list(source, &data)? } else { names };
     let mut runs = Vec::with_capacity(names.len());
     for name in names {
-        let c: Converted = convert::convert(source, &data, &name)?;
+        let c: Converted = measured::convert(source, &data, &name)?;
         let baseline = Some(c.baseline_jsonl());
         let mut notes = c.notes;
         if let Some(t) = c.client_timeout_s {

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::atomic;
-use crate::workload::import::{self, ImportError, ImportFormat, ImportOptions, SessionMode};
+use crate::workload::import::common::{ImportError, ImportOptions, MAX_POOL_SESSIONS, SessionMode};
+use crate::workload::import::{self, ImportFormat};
 use crate::workload::writer::write_workload_row;
 
 /// Flags of the importers (`run --input`, `import`).
@@ -55,8 +56,8 @@ impl ImportFlags {
         if self.total_sessions == Some(0) {
             anyhow::bail!("--total-sessions: must be at least 1");
         }
-        if let Some(m) = self.total_sessions.filter(|&m| m > import::MAX_POOL_SESSIONS) {
-            anyhow::bail!("--total-sessions: {m} is more than a pool replays (at most {})", import::MAX_POOL_SESSIONS);
+        if let Some(m) = self.total_sessions.filter(|&m| m > MAX_POOL_SESSIONS) {
+            anyhow::bail!("--total-sessions: {m} is more than a pool replays (at most {})", MAX_POOL_SESSIONS);
         }
         Ok(ImportOptions {
             session_rate: self.session_rate,

@@ -21,7 +21,8 @@ use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
 use crate::sim::{self, Client, ClockOverflow, RunConfig, RunError, Tee};
 use crate::workload::Request;
-use crate::workload::import::{self, ImportFormat, ImportOptions};
+use crate::workload::import::common::ImportOptions;
+use crate::workload::import::{self, ImportFormat};
 use crate::workload::reader::{Format, Reader};
 
 #[derive(Debug, clap::Args)]
@@ -358,6 +359,21 @@ impl Extra {
         let steps = self.steps.map(|(f, _)| f);
         let trace = self.trace.map(|(h, _, d, _)| [h, d]).into_iter().flatten();
         steps.into_iter().chain(trace)
+    }
+}
+
+/// The TraceV2 header's `server` block of a deployment: here, where a
+/// deployment meets the writers (`output/` sits below `scenario/`).
+impl From<&Deployment> for TraceV2Server {
+    fn from(d: &Deployment) -> TraceV2Server {
+        TraceV2Server {
+            model: d.model.name.clone(),
+            tensor_parallel: d.tp,
+            max_num_seqs: d.engine.max_num_seqs,
+            block_size: d.engine.block_size,
+            gpu_memory_utilization: d.gpu_memory_utilization,
+            max_model_len: d.engine.max_model_len,
+        }
     }
 }
 

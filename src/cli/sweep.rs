@@ -12,12 +12,13 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sweep::capacity;
+use crate::calibrate::matrix;
+use crate::capacity;
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
-use crate::sweep::{calibration, grid};
+use crate::sweep::grid;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct SweepArgs {
@@ -120,7 +121,7 @@ pub(crate) enum Outcome {
 
 pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
     let plan = grid::load(&args.plan)?;
-    super::print(&grid::describe(&plan))
+    print(&grid::describe(&plan))
 }
 
 pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
@@ -132,7 +133,7 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    if std::fs::read_to_string(&path).is_ok_and(|t| calibration::is_calibration_plan(&t)) {
+    if std::fs::read_to_string(&path).is_ok_and(|t| matrix::is_calibration_plan(&t)) {
         return run_calibration(&path, jobs, args.quiet, args.no_report);
     }
     let plan = grid::load(&path)?;
@@ -242,9 +243,9 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
 /// A calibration plan: replays every experiment, writes the matrix. Failed
 /// experiments (a bad data file) are reported and make the exit status 1.
 fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: bool) -> anyhow::Result<Outcome> {
-    let plan = calibration::load(path)?;
+    let plan = matrix::load(path)?;
     let started = Instant::now();
-    let outcomes = calibration::run(&plan, jobs, &|o| {
+    let outcomes = matrix::run(&plan, jobs, &|o| {
         if quiet {
             return;
         }
@@ -253,11 +254,11 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
             Err(why) => say!("{}: failed: {why}", o.experiment.name),
         }
     })?;
-    calibration::write(&plan, &outcomes)?;
+    matrix::write(&plan, &outcomes)?;
     if !no_report {
         crate::report::write(&plan.output)?;
     }
-    let failed: Vec<&calibration::Outcome> = outcomes.iter().filter(|o| o.report.is_err()).collect();
+    let failed: Vec<&matrix::Outcome> = outcomes.iter().filter(|o| o.report.is_err()).collect();
     if !quiet {
         say!(
             "{}: {} experiments, {} failed, {:.1} s -> {}",
@@ -279,6 +280,15 @@ fn run_calibration(path: &std::path::Path, jobs: usize, quiet: bool, no_report: 
         return Ok(Outcome::SomeFailed);
     }
     Ok(Outcome::AllOk)
+}
+
+/// Writes `text` to stdout. Never `print!`, which panics when stdout is
+/// closed (`| head`): a closed stdout is an error here, which [`super::main`]
+/// turns into a quiet end.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("stdout")
 }
 
 #[cfg(test)]
@@ -328,7 +338,7 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
     if !args.no_report {
         crate::report::write(&output)?;
     }
-    super::print(&table)?;
+    print(&table)?;
     if !quiet {
         say!(
             "{name}: capacity of {} deployments ({} runs now), {:.1} s -> {}",

@@ -96,7 +96,9 @@ const COLUMNS: [&str; 32] = [
     "dag",
 ];
 
-/// The deployment, for the header's informational `server` block.
+/// The deployment, for the header's informational `server` block (built
+/// from a scenario's deployment by the command that runs it: the scenario
+/// layer sits above the writers).
 #[derive(Debug, Clone)]
 pub struct TraceV2Server {
     /// Model name.
@@ -111,19 +113,6 @@ pub struct TraceV2Server {
     pub gpu_memory_utilization: f64,
     /// Longest sequence served.
     pub max_model_len: u32,
-}
-
-impl From<&crate::scenario::Deployment> for TraceV2Server {
-    fn from(d: &crate::scenario::Deployment) -> TraceV2Server {
-        TraceV2Server {
-            model: d.model.name.clone(),
-            tensor_parallel: d.tp,
-            max_num_seqs: d.engine.max_num_seqs,
-            block_size: d.engine.block_size,
-            gpu_memory_utilization: d.gpu_memory_utilization,
-            max_model_len: d.engine.max_model_len,
-        }
-    }
 }
 
 /// One record, held until the end.

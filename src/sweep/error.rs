@@ -1,5 +1,6 @@
-//! Why a sweep could not complete: the one fatal error of every part of the
-//! sweep (reading its inputs, claiming and writing its output folder,
+//! Why a plan cannot run ([`PlanError`], found before any run starts) or a
+//! sweep could not complete ([`SweepError`]): the fatal errors of every part
+//! of the sweep (reading its inputs, claiming and writing its output folder,
 //! collecting its runs). A run's own failure is not here: it becomes that
 //! run's row.
 
@@ -13,7 +14,7 @@ pub enum SweepError {
     Workload(#[from] ReadError),
     /// An imported trace has a bad row (found before any run starts).
     #[error(transparent)]
-    Import(#[from] crate::workload::import::ImportError),
+    Import(#[from] crate::workload::import::common::ImportError),
     /// An output or input file could not be read or written.
     #[error("{path}: {error}")]
     Io {
@@ -48,5 +49,23 @@ pub enum SweepError {
         found: String,
         /// This plan's.
         ours: String,
+    },
+}
+
+/// A plan that cannot be run at all. Fatal: no run starts.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A file (the plan, a scenario) cannot be read or does not parse.
+    #[error(transparent)]
+    File(#[from] crate::yaml::FileError),
+    /// A value is wrong for the plan as a whole.
+    #[error("{file}: {field}: {reason}")]
+    Invalid {
+        /// The plan file.
+        file: String,
+        /// The key, e.g. `grid.overrides.tp`.
+        field: String,
+        /// Why.
+        reason: String,
     },
 }

@@ -25,12 +25,13 @@ use rayon::prelude::*;
 
 use super::collector::{Message, collect};
 use super::error::SweepError;
-use super::grid::{self, Cell, Plan, WorkloadSource};
+use super::grid::{Cell, Plan};
 use super::input;
 use super::lock::OutputLock;
 use super::output_dir::{Layout, TmpFile, io_err};
 use super::parts::RunParts;
 use super::resume::{self, Outputs, RunStatus};
+use super::source::{OpenError, WorkloadSource};
 use super::summary::{self, BATCH_CELLS};
 use super::tables::{DeploymentRow, RunColumns};
 use crate::metrics::{Metrics, MetricsCollector};
@@ -135,7 +136,7 @@ pub fn run(
     // that run, not the sweep, and is not walked here).
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
         if let WorkloadSource::Import { format, path, options } = source {
-            let options = crate::workload::import::ImportOptions { total_sessions: None, ..options.clone() };
+            let options = crate::workload::import::common::ImportOptions { total_sessions: None, ..options.clone() };
             for request in crate::workload::import::open(*format, path, &options)? {
                 request?;
             }
@@ -349,8 +350,8 @@ fn simulate_cell(
         progress: ctx.opts.progress.as_deref(),
     };
     let requests = ctx.plan.workload_of(cell).requests(cell.seed).map_err(|e| match e {
-        grid::OpenError::File(path, e) => CellError::Io(io_err(&path)(e)),
-        grid::OpenError::Import(e) => CellError::Failed(e.to_string()),
+        OpenError::File(path, e) => CellError::Io(io_err(&path)(e)),
+        OpenError::Import(e) => CellError::Failed(e.to_string()),
     })?;
     // A stopping sweep ends the source: the rest of the run would be thrown away.
     let source = requests.map(|request| {

@@ -17,87 +17,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::error::PlanError;
 use super::plan::{GridSpec, PlanSpec};
-use crate::hash::{Fnv64, hash_file, hash64};
+use super::source::{
+    WorkloadSource, file_key, is_stream, is_workload_parameter, measurement, source_key, workload_source,
+};
+use crate::hash::{Fnv64, hash64};
 use crate::scenario::ScenarioSpec;
 use crate::sim::Client;
-use crate::workload::generate::{GenerateSpec, Generator};
-use crate::workload::import::{ImportFormat, ImportOptions, SessionMode};
-
-/// A plan that cannot be run at all. Fatal: no run starts.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// A file (the plan, a scenario) cannot be read or does not parse.
-    #[error(transparent)]
-    File(#[from] crate::yaml::FileError),
-    /// A value is wrong for the plan as a whole.
-    #[error("{file}: {field}: {reason}")]
-    Invalid {
-        /// The plan file.
-        file: String,
-        /// The key, e.g. `grid.overrides.tp`.
-        field: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-/// Where every run's requests come from.
-#[derive(Debug, Clone)]
-pub enum WorkloadSource {
-    /// A workload JSONL file. Not a regular file (a FIFO, `/dev/stdin`): the
-    /// sweep spools it once and points this at the copy.
-    File(PathBuf),
-    /// Generated anew for every run from the run's seed.
-    Generate(Box<Generator>),
-    /// A trace read by an importer for every run (the run's seed seeds it).
-    Import {
-        /// Its format.
-        format: ImportFormat,
-        /// The trace.
-        path: PathBuf,
-        /// Its options (the seed is each run's).
-        options: ImportOptions,
-    },
-}
-
-/// A workload's requests, in arrival order; a bad row ends them with its message.
-pub(crate) type SourceRequests<'a> = Box<dyn Iterator<Item = Result<crate::workload::Request, String>> + 'a>;
-
-/// Why a workload could not be opened.
-#[derive(Debug)]
-pub(crate) enum OpenError {
-    /// Its file.
-    File(PathBuf, std::io::Error),
-    /// An imported trace's first check.
-    Import(crate::workload::import::ImportError),
-}
-
-impl WorkloadSource {
-    /// The requests a run with `seed` reads (the one place a plan's workload
-    /// is opened: runs and a capacity search's base rate).
-    pub(crate) fn requests(&self, seed: u64) -> Result<SourceRequests<'_>, OpenError> {
-        Ok(match self {
-            WorkloadSource::File(path) => {
-                let file = crate::spool::open(path).map_err(|e| OpenError::File(path.clone(), e))?;
-                let reader = crate::workload::reader::Reader::new(
-                    std::io::BufReader::with_capacity(1 << 20, file),
-                    path.display().to_string(),
-                    crate::workload::reader::Format::Workload,
-                );
-                Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
-            }
-            WorkloadSource::Generate(g) => {
-                Box::new(g.requests(seed).map(|r| r.map_err(|e| format!("workload.generate.{e}"))))
-            }
-            WorkloadSource::Import { format, path, options } => {
-                let options = ImportOptions { seed, ..options.clone() };
-                let requests = crate::workload::import::open(*format, path, &options).map_err(OpenError::Import)?;
-                Box::new(requests.map(|r| r.map_err(|e| e.to_string())))
-            }
-        })
-    }
-}
 
 /// One run of the sweep.
 #[derive(Debug, Clone)]
@@ -170,7 +97,7 @@ pub struct Plan {
     /// Latency targets every run is judged by (over its scenario's).
     pub slo: Option<crate::metrics::Slo>,
     /// A capacity search over the deployments, when the plan asks for one.
-    pub search: Option<super::capacity::Search>,
+    pub search: Option<super::plan::Search>,
     /// The workloads grid overrides make (`workload.generate.*`, …), which
     /// runs name by index.
     pub workloads: Vec<WorkloadSource>,
@@ -190,18 +117,6 @@ pub struct Plan {
     pub plan_hash: String,
 }
 
-/// What a run id says about a workload file: its content, not its path.
-fn file_key(content: u64) -> String {
-    format!("file:{content:016x}")
-}
-
-/// Whether `path` exists but cannot be read twice: not a regular file (a
-/// FIFO, a character device, `/dev/stdin` on a pipe). The sweep reads such a
-/// workload once, when it runs, through [`crate::spool`].
-pub fn is_stream(path: &Path) -> bool {
-    crate::spool::is_stream(path)
-}
-
 fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, PlanError> {
     Ok(crate::yaml::parse_file(file, text)?)
 }
@@ -211,7 +126,7 @@ fn read(path: &Path) -> Result<String, PlanError> {
 }
 
 /// Sets `path` (dot-separated keys) in a JSON object, creating maps on the way.
-pub(super) fn set_path(target: &mut Value, path: &str, value: Value) {
+pub(crate) fn set_path(target: &mut Value, path: &str, value: Value) {
     let mut node = target;
     let mut keys = path.split('.').peekable();
     while let Some(key) = keys.next() {
@@ -232,128 +147,6 @@ pub fn load(file: &Path) -> Result<Plan, PlanError> {
     let text = read(file)?;
     let spec: PlanSpec = parse_yaml(file, &text)?;
     resolve(spec, file, &text)
-}
-
-/// What a plan's `workload:` section reads requests from.
-fn workload_source(
-    w: &super::plan::WorkloadSpec,
-    base: &Path,
-    invalid: &dyn Fn(&str, String) -> PlanError,
-) -> Result<WorkloadSource, PlanError> {
-    if w.import.is_none() {
-        for (key, given) in [
-            ("workload.session_rate", w.session_rate.is_some()),
-            ("workload.session_mode", w.session_mode.is_some()),
-            ("workload.concurrent_sessions", w.concurrent_sessions.is_some()),
-            ("workload.total_sessions", w.total_sessions.is_some()),
-            ("workload.shuffle_corpus", w.shuffle_corpus),
-        ] {
-            if given {
-                return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
-            }
-        }
-    }
-    Ok(match (&w.path, &w.generate) {
-        (Some(path), None) if w.import.is_some() => {
-            let name = w.import.as_deref().unwrap_or_default();
-            let format = ImportFormat::parse(name).map_err(|e| invalid("workload.import", e))?;
-            let session_mode = w
-                .session_mode
-                .as_deref()
-                .map(SessionMode::parse)
-                .transpose()
-                .map_err(|e| invalid("workload.session_mode", e))?;
-            if let Some(r) = w.session_rate
-                && !(r.is_finite() && r > 0.0)
-            {
-                return Err(invalid("workload.session_rate", format!("{r} must be a positive number")));
-            }
-            if w.total_sessions.is_some() || w.shuffle_corpus {
-                let n = w.concurrent_sessions;
-                if n.is_none() {
-                    return Err(invalid(
-                        "workload.concurrent_sessions",
-                        "total_sessions and shuffle_corpus need a pool: give concurrent_sessions".to_owned(),
-                    ));
-                }
-            }
-            for (key, v) in
-                [("workload.concurrent_sessions", w.concurrent_sessions), ("workload.total_sessions", w.total_sessions)]
-            {
-                if v == Some(0) {
-                    return Err(invalid(key, "must be at least 1".to_owned()));
-                }
-            }
-            let options = ImportOptions {
-                session_rate: w.session_rate,
-                session_mode,
-                concurrent_sessions: w.concurrent_sessions,
-                total_sessions: w.total_sessions,
-                shuffle_corpus: w.shuffle_corpus,
-                ..ImportOptions::default()
-            };
-            WorkloadSource::Import { format, path: base.join(path), options }
-        }
-        (None, None) if w.import.is_some() => {
-            return Err(invalid("workload.import", "give the trace as `path`".to_owned()));
-        }
-        (Some(path), None) => WorkloadSource::File(base.join(path)),
-        (None, Some(value)) => {
-            let spec: GenerateSpec =
-                serde_json::from_value(value.clone()).map_err(|e| invalid("workload.generate", e.to_string()))?;
-            let generator = Generator::new(&spec, base)
-                .map_err(|e| invalid(&format!("workload.generate.{}", e.field), e.reason))?;
-            WorkloadSource::Generate(Box::new(generator))
-        }
-        _ => return Err(invalid("workload", "give exactly one of `path` and `generate`".to_owned())),
-    })
-}
-
-/// What a run id says about a workload that is not a plain file.
-fn source_key(
-    source: &WorkloadSource,
-    generate: Option<&Value>,
-    invalid: &dyn Fn(&str, String) -> PlanError,
-) -> Result<String, PlanError> {
-    Ok(match (source, generate) {
-        (WorkloadSource::File(path), _) if is_stream(path) => format!("unread:{}", path.display()),
-        (WorkloadSource::File(path), _) => {
-            let content = hash_file(path)
-                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
-            file_key(content)
-        }
-        (WorkloadSource::Generate(_), Some(value)) => format!("generate:{value}"),
-        (WorkloadSource::Generate(_), None) => "generate".to_owned(),
-        (WorkloadSource::Import { format, path, options }, _) => {
-            let content = hash_file(path)
-                .map_err(|e| invalid("workload.path", format!("{}: cannot read: {e}", path.display())))?;
-            let pool = match options.concurrent_sessions {
-                // Only when a pool is asked for, so other ids stay put.
-                Some(n) => format!(":pool{n}:{:?}:{}", options.total_sessions, options.shuffle_corpus),
-                None => String::new(),
-            };
-            format!(
-                "import:{}:{:?}:{}:{}{pool}",
-                format.name(),
-                options.session_rate,
-                options.session_mode.map_or("default", SessionMode::name),
-                file_key(content)
-            )
-        }
-    })
-}
-
-/// Workload keys a grid override may vary, run by run.
-fn is_workload_parameter(key: &str) -> bool {
-    key.starts_with("workload.generate.")
-        || [
-            "workload.session_rate",
-            "workload.session_mode",
-            "workload.concurrent_sessions",
-            "workload.total_sessions",
-            "workload.shuffle_corpus",
-        ]
-        .contains(&key)
 }
 
 /// The most runs a plan expands to. A run's cell holds its scenario and
@@ -410,7 +203,7 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
     }
     let measurement = measurement(&spec.workload).map_err(|(f, r)| invalid(f, r))?;
     // (A search over users sets the closed loop's count itself.)
-    let counts_users = search.as_ref().is_some_and(|s| s.over == super::capacity::Over::Concurrency);
+    let counts_users = search.as_ref().is_some_and(|s| s.over == super::plan::Over::Concurrency);
     check_axes(&spec.grid, spec.workload.closed_loop && !counts_users).map_err(|(f, r)| invalid(f, r))?;
     if spec.scenarios.is_empty() {
         return Err(invalid("scenarios", "name at least one scenario".to_owned()));
@@ -631,28 +424,6 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
         cells,
         plan_hash: format!("{:016x}", hash64(hash_input.as_bytes())),
     })
-}
-
-/// `workload.warmup` and `workload.ramp_s`, checked.
-fn measurement(w: &super::plan::WorkloadSpec) -> Result<crate::sim::Measurement, (&'static str, String)> {
-    use crate::sim::{Measurement, Warmup};
-    let seconds = |key: &'static str, s: f64| crate::workload::checked_seconds_to_us(s).map_err(|reason| (key, reason));
-    let warmup = match w.warmup {
-        None => Warmup::Auto,
-        Some(super::plan::WarmupSpec { requests: Some(n), seconds: None }) => Warmup::Requests(n),
-        Some(super::plan::WarmupSpec { requests: None, seconds: Some(s) }) => {
-            Warmup::Micros(seconds("workload.warmup.seconds", s)?)
-        }
-        Some(_) => return Err(("workload.warmup", "give one of {requests: N} or {seconds: S}".to_owned())),
-    };
-    let ramp_us = match w.ramp_s {
-        None => 0,
-        Some(_) if !w.closed_loop => {
-            return Err(("workload.ramp_s", "only a closed loop's users ramp up".to_owned()));
-        }
-        Some(s) => seconds("workload.ramp_s", s)?,
-    };
-    Ok(Measurement { warmup, ramp_us })
 }
 
 /// A cell's id: its parameters' hash continued with the workload's key.

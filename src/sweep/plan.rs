@@ -1,5 +1,8 @@
 //! The plan file exactly as written: plain serde structs, unknown keys
-//! rejected with their line. [`super::grid`] resolves it into runs.
+//! rejected with their line. [`super::grid`] resolves it into runs; a
+//! capacity search's `search:` ([`SearchSpec`]) resolves to a [`Search`]
+//! here, so the plan knows it before the search (which drives the sweep)
+//! runs.
 //!
 //! ```yaml
 //! name: quickstart
@@ -19,6 +22,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::metrics::Slo;
+
 /// A sweep plan.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,9 +33,9 @@ pub struct PlanSpec {
     /// The traffic every run replays.
     pub workload: WorkloadSpec,
     /// Latency targets every run is judged by (over a scenario's own).
-    pub slo: Option<crate::metrics::Slo>,
+    pub slo: Option<Slo>,
     /// A capacity search over the grid's deployments instead of the grid.
-    pub search: Option<super::capacity::SearchSpec>,
+    pub search: Option<SearchSpec>,
     /// Scenario files (relative to the plan) or inline scenario mappings.
     pub scenarios: Vec<Value>,
     /// The grid; every axis defaults to a single value.
@@ -122,4 +127,94 @@ fn one_seed() -> Vec<u64> {
 
 fn one_scale() -> Vec<f64> {
     vec![1.0]
+}
+
+/// `search:` as a plan writes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSpec {
+    /// What must hold.
+    pub slo: Slo,
+    /// `rate` (default: requests per second, open loop) or `concurrency`
+    /// (users of a closed loop).
+    #[serde(default)]
+    pub over: Option<String>,
+    /// The lowest and highest load to consider.
+    pub range: [f64; 2],
+    /// Relative width the answer is bracketed to (default 0.02).
+    pub precision: Option<f64>,
+    /// Price of one GPU-hour by GPU name (e.g. `{H100: 2.5}`): gives each
+    /// deployment's cost per million output tokens at its capacity.
+    #[serde(default)]
+    pub gpu_hour_usd: BTreeMap<String, f64>,
+    /// The load to serve: the answer names the deployments that reach it
+    /// and the cheapest of them (fewest GPUs, then lowest cost).
+    pub target: Option<f64>,
+}
+
+/// What a search varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// Requests per second, open loop.
+    Rate,
+    /// Users of a closed loop.
+    Concurrency,
+}
+
+/// A resolved search.
+#[derive(Debug, Clone)]
+pub struct Search {
+    /// The SLO probes are judged by.
+    pub slo: Slo,
+    /// What is varied.
+    pub over: Over,
+    /// Lowest and highest load.
+    pub range: (f64, f64),
+    /// Relative precision.
+    pub precision: f64,
+    /// GPU-hour prices by GPU name.
+    pub gpu_hour_usd: BTreeMap<String, f64>,
+    /// The load to serve.
+    pub target: Option<f64>,
+}
+
+impl SearchSpec {
+    /// Checks the values; the message names the key.
+    pub fn resolve(&self) -> Result<Search, (String, String)> {
+        self.slo.validate().map_err(|(k, r)| (format!("search.slo.{k}"), r))?;
+        let over = match self.over.as_deref() {
+            None | Some("rate") => Over::Rate,
+            Some("concurrency") => Over::Concurrency,
+            Some(other) => return Err(("search.over".to_owned(), format!("`{other}`: rate or concurrency"))),
+        };
+        let [lo, hi] = self.range;
+        if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && hi > lo) {
+            return Err(("search.range".to_owned(), format!("[{lo}, {hi}]: give 0 < low < high")));
+        }
+        if over == Over::Concurrency && (lo.fract() != 0.0 || hi.fract() != 0.0 || hi > f64::from(u32::MAX)) {
+            return Err(("search.range".to_owned(), format!("[{lo}, {hi}]: users are whole numbers")));
+        }
+        let precision = self.precision.unwrap_or(0.02);
+        if !(precision > 0.0 && precision < 1.0) {
+            return Err(("search.precision".to_owned(), format!("{precision} must be in (0, 1)")));
+        }
+        for (gpu, price) in &self.gpu_hour_usd {
+            if !(price.is_finite() && *price > 0.0) {
+                return Err((format!("search.gpu_hour_usd.{gpu}"), format!("{price} must be a positive price")));
+            }
+        }
+        if let Some(t) = self.target
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(("search.target".to_owned(), format!("{t} must be a positive load")));
+        }
+        Ok(Search {
+            slo: self.slo,
+            over,
+            range: (lo, hi),
+            precision,
+            gpu_hour_usd: self.gpu_hour_usd.clone(),
+            target: self.target,
+        })
+    }
 }

@@ -11,309 +11,25 @@
 //! agentic requests (llm steps that fan out to tool calls and fan back in).
 //! Presets carry BLIS's numbers (`../shared/reference/blis-spec.md` §9.8).
 //!
+//! `spec.rs` mirrors the file, `distributions.rs` draws numbers, `shapes.rs`
+//! holds a request's shape and bounds; this file streams the requests.
+//!
 //! Randomness: one xoshiro256++ stream per purpose, seeded from the run's seed
 //! and the purpose's name, so adding a feature never shifts another stream.
 
+mod distributions;
+mod shapes;
+mod spec;
+
 use rand::{RngExt, SeedableRng};
-use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
+use rand_distr::{Distribution, Gamma};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Deserialize;
 
+use self::distributions::Clamped;
+use self::shapes::{Budget, MAX_PREFIX_TOKENS, MAX_REQUEST_NODES, MAX_REQUEST_TOKENS, Shape};
+pub use self::spec::{AgenticSpec, ArrivalSpec, DistSpec, GenerateError, GenerateSpec, PrefixSpec, SessionSpec};
+use self::spec::{bad, preset};
 use super::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
-
-/// A generated workload, as written in a plan or a spec file.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct GenerateSpec {
-    /// `chatbot`, `summarization`, `contentgen` or `multidoc`: BLIS's prompt
-    /// and output lengths, unless `input`/`output` are given.
-    pub preset: Option<String>,
-    /// Requests (sessions, agent runs) to generate.
-    pub num_requests: u64,
-    /// Mean arrivals per second.
-    pub rate: f64,
-    /// Arrival process; default poisson.
-    pub arrival: Option<ArrivalSpec>,
-    /// Prompt length (tokens; a session's or agent's new tokens per turn).
-    pub input: Option<DistSpec>,
-    /// Output length (tokens).
-    pub output: Option<DistSpec>,
-    /// Shared prefixes: `groups` prompts of `tokens` tokens; each request
-    /// starts with one of them, chosen uniformly.
-    pub prefix: Option<PrefixSpec>,
-    /// Multi-turn sessions.
-    pub sessions: Option<SessionSpec>,
-    /// Agentic requests.
-    pub agentic: Option<AgenticSpec>,
-    /// Token ids are drawn from `0..vocab_size` (default 32000).
-    pub vocab_size: Option<u32>,
-}
-
-/// Arrival process.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum ArrivalSpec {
-    /// Exponential gaps.
-    Poisson,
-    /// Gamma-distributed gaps with coefficient of variation `cv` (1 = Poisson;
-    /// larger is burstier).
-    Gamma {
-        /// Coefficient of variation of the gaps.
-        cv: f64,
-    },
-    /// Equal gaps.
-    Constant,
-}
-
-/// A distribution of a number: `kind` and its parameters, plus clamps.
-#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
-#[serde(deny_unknown_fields)]
-pub struct DistSpec {
-    /// constant | uniform | normal | lognormal | exponential | empirical
-    pub kind: String,
-    /// constant: the value.
-    pub value: Option<f64>,
-    /// normal, exponential: the mean.
-    pub mean: Option<f64>,
-    /// normal: the standard deviation.
-    pub std: Option<f64>,
-    /// lognormal: the median (e^mu).
-    pub median: Option<f64>,
-    /// lognormal: sigma of the underlying normal.
-    pub sigma: Option<f64>,
-    /// uniform: bounds; all kinds: clamps.
-    pub min: Option<f64>,
-    /// uniform: bounds; all kinds: clamps.
-    pub max: Option<f64>,
-    /// empirical: a file with one number per line, sampled uniformly.
-    pub path: Option<String>,
-}
-
-/// Shared prefixes.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PrefixSpec {
-    /// Distinct prefixes.
-    pub groups: u32,
-    /// Tokens in each.
-    pub tokens: u32,
-}
-
-/// Multi-turn sessions: one request is a chain of `turns` llm calls.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SessionSpec {
-    /// Turns per session (rounded, at least 1).
-    pub turns: DistSpec,
-    /// Seconds between an answer and the next turn.
-    pub think_time: Option<DistSpec>,
-}
-
-/// Agentic requests: `steps` llm calls; after each but the last, `tools`
-/// tool calls in parallel, whose results (`tool_result_tokens` each) join the
-/// next step's prompt.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct AgenticSpec {
-    /// LLM steps (rounded, at least 1).
-    pub steps: DistSpec,
-    /// Tool calls after a step (rounded, at least 0).
-    pub tools: DistSpec,
-    /// Seconds a tool call takes.
-    pub tool_duration: DistSpec,
-    /// Tokens a tool result adds to the next prompt.
-    pub tool_result_tokens: DistSpec,
-}
-
-/// Token ids one generated request may hold, over all its calls: 4 Mi, so
-/// its JSONL line (≤ 6 bytes an id) stays under the reader's 32 MiB limit.
-const MAX_REQUEST_TOKENS: usize = 1 << 22;
-/// Nodes one generated request may have (≈ 90 bytes each in JSONL).
-const MAX_REQUEST_NODES: usize = 1 << 18;
-/// Token ids held for every shared prefix together (64 MiB of ids).
-const MAX_PREFIX_TOKENS: u64 = 1 << 24;
-
-/// A spec that cannot generate. Fatal.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct GenerateError {
-    /// The key at fault, e.g. `input.std`.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
-
-fn bad<T>(field: &str, reason: impl Into<String>) -> Result<T, GenerateError> {
-    Err(GenerateError { field: field.to_owned(), reason: reason.into() })
-}
-
-/// A resolved distribution.
-#[derive(Debug, Clone)]
-enum Dist {
-    Constant(f64),
-    Uniform(f64, f64),
-    Normal(Normal<f64>),
-    LogNormal(LogNormal<f64>),
-    Exponential(Exp<f64>),
-    Empirical(Vec<f64>),
-}
-
-#[derive(Debug, Clone)]
-struct Clamped {
-    dist: Dist,
-    min: f64,
-    max: f64,
-}
-
-impl Clamped {
-    fn resolve(field: &str, s: &DistSpec, base: &std::path::Path) -> Result<Clamped, GenerateError> {
-        let need = |name: &str, v: Option<f64>| match v {
-            Some(x) if x.is_finite() => Ok(x),
-            Some(x) => bad(&format!("{field}.{name}"), format!("{x} is not a finite number")),
-            None => bad(&format!("{field}.{name}"), format!("missing (needed by kind {})", s.kind)),
-        };
-        let dist = match s.kind.as_str() {
-            "constant" => Dist::Constant(need("value", s.value)?),
-            "uniform" => {
-                let (lo, hi) = (need("min", s.min)?, need("max", s.max)?);
-                if lo > hi {
-                    return bad(&format!("{field}.min"), format!("{lo} exceeds max {hi}"));
-                }
-                Dist::Uniform(lo, hi)
-            }
-            "normal" => Dist::Normal(
-                Normal::new(need("mean", s.mean)?, need("std", s.std)?)
-                    .map_err(|e| GenerateError { field: format!("{field}.std"), reason: e.to_string() })?,
-            ),
-            "lognormal" => {
-                let median = need("median", s.median)?;
-                if median <= 0.0 {
-                    return bad(&format!("{field}.median"), "must be positive");
-                }
-                Dist::LogNormal(
-                    LogNormal::new(median.ln(), need("sigma", s.sigma)?)
-                        .map_err(|e| GenerateError { field: format!("{field}.sigma"), reason: e.to_string() })?,
-                )
-            }
-            "exponential" => {
-                let mean = need("mean", s.mean)?;
-                if mean <= 0.0 {
-                    return bad(&format!("{field}.mean"), "must be positive");
-                }
-                Dist::Exponential(
-                    Exp::new(1.0 / mean)
-                        .map_err(|e| GenerateError { field: format!("{field}.mean"), reason: e.to_string() })?,
-                )
-            }
-            "empirical" => {
-                let Some(path) = &s.path else {
-                    return bad(&format!("{field}.path"), "missing (needed by kind empirical)");
-                };
-                let full = base.join(path);
-                let text = std::fs::read_to_string(&full).map_err(|e| GenerateError {
-                    field: format!("{field}.path"),
-                    reason: format!("{}: {e}", full.display()),
-                })?;
-                let mut values = Vec::new();
-                for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                    match line.trim().parse::<f64>() {
-                        Ok(v) if v.is_finite() => values.push(v),
-                        _ => {
-                            return bad(
-                                &format!("{field}.path"),
-                                format!("{}:{}: `{}` is not a number", full.display(), i + 1, line.trim()),
-                            );
-                        }
-                    }
-                }
-                if values.is_empty() {
-                    return bad(&format!("{field}.path"), format!("{}: no values", full.display()));
-                }
-                Dist::Empirical(values)
-            }
-            other => {
-                return bad(
-                    &format!("{field}.kind"),
-                    format!(
-                        "unknown kind `{other}`; use constant, uniform, normal, lognormal, exponential or empirical"
-                    ),
-                );
-            }
-        };
-        for (name, v) in [("min", s.min), ("max", s.max)] {
-            if let Some(x) = v
-                && x.is_nan()
-            {
-                return bad(&format!("{field}.{name}"), "is not a number");
-            }
-        }
-        let (min, max) = (s.min.unwrap_or(f64::NEG_INFINITY), s.max.unwrap_or(f64::INFINITY));
-        if min > max {
-            return bad(&format!("{field}.min"), format!("{min} exceeds max {max}"));
-        }
-        Ok(Clamped { dist, min, max })
-    }
-
-    fn sample(&self, rng: &mut Xoshiro256PlusPlus) -> f64 {
-        let x = match &self.dist {
-            Dist::Constant(v) => *v,
-            Dist::Uniform(lo, hi) => lo + (hi - lo) * rng.random::<f64>(),
-            Dist::Normal(d) => d.sample(rng),
-            Dist::LogNormal(d) => d.sample(rng),
-            Dist::Exponential(d) => d.sample(rng),
-            Dist::Empirical(v) => v[rng.random_range(0..v.len())],
-        };
-        x.clamp(self.min, self.max)
-    }
-
-    /// A count: rounded, at least `floor`, at most `limit`, or an error
-    /// naming `field` (checked before anything that size is allocated).
-    fn count(&self, rng: &mut Xoshiro256PlusPlus, floor: u32, limit: u32, field: &str) -> Result<u32, GenerateError> {
-        let x = self.sample(rng).round().max(f64::from(floor));
-        if x > f64::from(limit) {
-            return bad(field, format!("drew {x}, more than {limit}; set a lower `max`"));
-        }
-        Ok(x as u32)
-    }
-
-    /// Seconds, never negative, within the simulator's clock.
-    fn seconds(&self, rng: &mut Xoshiro256PlusPlus, field: &str) -> Result<f64, GenerateError> {
-        let x = (self.sample(rng).max(0.0) * 1e6).round() / 1e6;
-        super::types::checked_seconds_to_us(x)
-            .or_else(|reason| bad(field, format!("drew {reason}; set a lower `max`")))?;
-        Ok(x)
-    }
-}
-
-fn normal(mean: f64, std: f64, min: f64, max: f64) -> DistSpec {
-    DistSpec {
-        kind: "normal".into(),
-        mean: Some(mean),
-        std: Some(std),
-        min: Some(min),
-        max: Some(max),
-        ..DistSpec::default()
-    }
-}
-
-/// BLIS's presets (`defaults.yaml`, via blis-spec §9.8): prompt and output
-/// mean / std / min / max, gaussian.
-fn preset(name: &str) -> Option<(DistSpec, DistSpec)> {
-    Some(match name {
-        "chatbot" => (normal(256.0, 100.0, 2.0, 800.0), normal(256.0, 100.0, 1.0, 1024.0)),
-        "summarization" => (normal(4096.0, 500.0, 100.0, 8192.0), normal(512.0, 150.0, 10.0, 2048.0)),
-        "contentgen" => (normal(1024.0, 150.0, 10.0, 2048.0), normal(1024.0, 200.0, 10.0, 2048.0)),
-        "multidoc" => (normal(10240.0, 1200.0, 500.0, 20480.0), normal(1536.0, 300.0, 50.0, 4096.0)),
-        _ => return None,
-    })
-}
-
-#[derive(Debug, Clone)]
-enum Shape {
-    Single,
-    Sessions { turns: Clamped, think: Option<Clamped> },
-    Agentic { steps: Clamped, tools: Clamped, duration: Clamped, result_tokens: Clamped },
-}
 
 /// A validated spec, ready to generate for any seed.
 #[derive(Debug, Clone)]
@@ -372,20 +88,7 @@ impl Generator {
                 return bad("prefix.tokens", format!("{} exceeds {MAX_REQUEST_TOKENS} tokens a request", p.tokens));
             }
         }
-        let shape = match (&spec.sessions, &spec.agentic) {
-            (Some(_), Some(_)) => return bad("agentic", "give sessions or agentic, not both"),
-            (None, None) => Shape::Single,
-            (Some(s), None) => Shape::Sessions {
-                turns: Clamped::resolve("sessions.turns", &s.turns, base)?,
-                think: s.think_time.as_ref().map(|t| Clamped::resolve("sessions.think_time", t, base)).transpose()?,
-            },
-            (None, Some(a)) => Shape::Agentic {
-                steps: Clamped::resolve("agentic.steps", &a.steps, base)?,
-                tools: Clamped::resolve("agentic.tools", &a.tools, base)?,
-                duration: Clamped::resolve("agentic.tool_duration", &a.tool_duration, base)?,
-                result_tokens: Clamped::resolve("agentic.tool_result_tokens", &a.tool_result_tokens, base)?,
-            },
-        };
+        let shape = Shape::resolve(spec.sessions.as_ref(), spec.agentic.as_ref(), base)?;
         Ok(Generator {
             num_requests: spec.num_requests,
             rate: spec.rate,
@@ -583,36 +286,6 @@ impl Requests<'_> {
             }
         }
         Ok(Request { request_id: RequestId::Int(id), arrival_time, initial: vec![0], sub_requests: subs })
-    }
-}
-
-/// What one generated request has used of its bounds.
-struct Budget {
-    id: u64,
-    ids: usize,
-    nodes: usize,
-}
-
-impl Budget {
-    fn take(&mut self, ids: usize, nodes: usize) -> Result<(), GenerateError> {
-        self.ids = self.ids.saturating_add(ids);
-        self.nodes = self.nodes.saturating_add(nodes);
-        if self.ids > MAX_REQUEST_TOKENS {
-            return bad(
-                "input",
-                format!(
-                    "request {} would hold more than {MAX_REQUEST_TOKENS} token ids over its calls; lower the lengths, turns or steps",
-                    self.id
-                ),
-            );
-        }
-        if self.nodes > MAX_REQUEST_NODES {
-            return bad(
-                "agentic.tools",
-                format!("request {} would have more than {MAX_REQUEST_NODES} sub-requests", self.id),
-            );
-        }
-        Ok(())
     }
 }
 

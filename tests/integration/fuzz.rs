@@ -26,16 +26,19 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use blis_sweep::arch::ModelArch;
+use blis_sweep::calibrate::matrix;
 use blis_sweep::calibrate::observed;
+use blis_sweep::capacity;
 use blis_sweep::latency::StepPricer;
 use blis_sweep::metrics::{Metrics, MetricsCollector};
 use blis_sweep::output::{TraceV2Server, TraceV2Writer};
 use blis_sweep::scenario::{self, ScenarioSpec};
 use blis_sweep::sim::{self, Client, FinishedRequest, RunConfig, Sink, Tee};
 use blis_sweep::sweep::executor::SweepOptions;
-use blis_sweep::sweep::{calibration, capacity, grid};
+use blis_sweep::sweep::{grid, plan};
 use blis_sweep::workload::generate::{GenerateSpec, Generator};
-use blis_sweep::workload::import::{self, ImportFormat, ImportOptions, SessionMode, convert};
+use blis_sweep::workload::import::common::{ImportOptions, SessionMode};
+use blis_sweep::workload::import::{self, ImportFormat, blis_vllm_h100, common, llmservingsim};
 use blis_sweep::workload::reader::{Format, Reader};
 use blis_sweep::workload::writer::write_workload_row;
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
@@ -250,8 +253,8 @@ fn plans(dir: &Path) -> bool {
     for name in ["plan.yaml", "generated.yaml"] {
         let path = dir.join(name);
         let text = String::from_utf8_lossy(&read(dir, name)).into_owned();
-        let result = if calibration::is_calibration_plan(&text) {
-            calibration::load(&path).map(|_| ())
+        let result = if matrix::is_calibration_plan(&text) {
+            matrix::load(&path).map(|_| ())
         } else {
             grid::load(&path).map(|_| ())
         };
@@ -316,7 +319,7 @@ fn tracev2(dir: &Path) -> bool {
     result.is_ok()
 }
 
-fn converted(c: &convert::Converted, what: &str) {
+fn converted(c: &common::Converted, what: &str) {
     let mut out = Vec::new();
     for r in &c.workload {
         write_workload_row(&mut out, r);
@@ -330,7 +333,7 @@ fn converted(c: &convert::Converted, what: &str) {
 }
 
 fn convert_blis(dir: &Path) -> bool {
-    let c = convert::blis_vllm_h100(dir, "mini");
+    let c = blis_vllm_h100::blis_vllm_h100(dir, "mini");
     match &c {
         Ok(c) => converted(c, "convert blis-vllm-h100"),
         Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
@@ -339,7 +342,7 @@ fn convert_blis(dir: &Path) -> bool {
 }
 
 fn convert_llmservingsim(dir: &Path) -> bool {
-    let c = convert::llmservingsim(dir, "GPU__m");
+    let c = llmservingsim::llmservingsim(dir, "GPU__m");
     match &c {
         Ok(c) => converted(c, "convert llmservingsim"),
         Err(e) => one_line(&e.to_string(), &dir.display().to_string()),
@@ -351,11 +354,11 @@ fn convert_llmservingsim(dir: &Path) -> bool {
 /// checked by `check`, or refused in one line.
 fn list_and_load<T>(
     dir: &Path,
-    list: fn(&Path) -> Result<Vec<String>, convert::ConvertError>,
-    load: fn(&Path, &str) -> Result<T, convert::ConvertError>,
+    list: fn(&Path) -> Result<Vec<String>, common::ConvertError>,
+    load: fn(&Path, &str) -> Result<T, common::ConvertError>,
     check: fn(&T),
 ) -> bool {
-    let refused = |e: convert::ConvertError| one_line(&e.to_string(), &dir.display().to_string());
+    let refused = |e: common::ConvertError| one_line(&e.to_string(), &dir.display().to_string());
     let names = match list(dir) {
         Ok(n) => n,
         Err(e) => {
@@ -438,7 +441,7 @@ fn replay_config(requests: &[Request], options: &ImportOptions) -> RunConfig<Ste
 }
 
 /// Opens a TraceV2 pair through the import API; every row or the error.
-fn import_trace(header: &Path, options: &ImportOptions) -> Result<Vec<Request>, import::ImportError> {
+fn import_trace(header: &Path, options: &ImportOptions) -> Result<Vec<Request>, common::ImportError> {
     import::open(ImportFormat::TraceV2, header, options)?.collect()
 }
 
@@ -476,11 +479,11 @@ static SEARCHES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU
 /// small workload. Capacity searches are ~10 probes of full sweep runs
 /// (tables written), so they run for one accepted plan in [`SEARCH_ONE_IN`] (chosen by
 /// the input's bytes, so a saved input replays the same).
-fn search_is_cheap(plan: &grid::Plan, search: &capacity::Search, bytes: &[u8]) -> bool {
+fn search_is_cheap(plan: &grid::Plan, search: &plan::Search, bytes: &[u8]) -> bool {
     let (lo, hi) = search.range;
     let narrow = match search.over {
-        capacity::Over::Rate => hi / lo <= 1e3,
-        capacity::Over::Concurrency => hi <= 32.0,
+        plan::Over::Rate => hi / lo <= 1e3,
+        plan::Over::Concurrency => hi <= 32.0,
     };
     plan.cells.len() <= 2
         && search.precision >= 0.05

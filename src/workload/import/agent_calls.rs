@@ -36,7 +36,7 @@ use std::path::Path;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
+use super::common::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// Time to the first token assumed for the hosted model that served the
@@ -141,7 +141,7 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
                     let offset_us = c.t_us - calls[0].t_us;
                     let arrival = starts[k] + offset_us as f64 / 1e6;
                     let call = llm(c, prompts[j].clone(), outputs[j].clone());
-                    requests.push((c.line, super::one_call(0, arrival, call)));
+                    requests.push((c.line, super::common::one_call(0, arrival, call)));
                 }
             }
             // Arrival order; file order among equal arrivals. Ids follow.
@@ -233,7 +233,7 @@ fn read(path: &Path) -> Result<Vec<Vec<Call>>, ImportError> {
             // The prompt was not recorded (53 magagent rows): the call is taken
             // to continue the previous one's context, prompt and output.
             (call.input, call.prev_is_prefix, call.prev_output_in) = match calls.last() {
-                Some(prev) => (prev.input.saturating_add(prev.output).min(super::MAX_TOKENS), true, true),
+                Some(prev) => (prev.input.saturating_add(prev.output).min(super::common::MAX_TOKENS), true, true),
                 None => (1, false, false),
             };
         }
@@ -246,7 +246,7 @@ fn read(path: &Path) -> Result<Vec<Vec<Call>>, ImportError> {
 fn token_ids(k: u64, calls: &[Call]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
     let mut drawn = 0u64;
     let mut draw = |n: usize| -> Vec<u32> {
-        let ids: Vec<u32> = super::fresh_tokens(k, drawn, n).collect();
+        let ids: Vec<u32> = super::common::fresh_tokens(k, drawn, n).collect();
         drawn += n as u64;
         ids
     };

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, one_call, open_file, tokens};
+use super::common::{ImportError, Requests, one_call, open_file, tokens};
 use crate::workload::LlmCall;
 
 /// Streams `path`.

@@ -27,7 +27,7 @@
 use std::path::Path;
 
 use super::blis_trainval::{self, InferencePerf, SharedPrefix, Stage, TrainvalRun};
-use super::convert::{ConvertError, column, read_csv};
+use super::common::{ConvertError, column, read_csv};
 
 /// One inference-perf profile as BLIS ran it: system prompt, question and
 /// output tokens, and the load stages (requests/s, seconds).

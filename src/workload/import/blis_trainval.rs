@@ -26,7 +26,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 
-use super::convert::{ConvertError, column, llm_request, read_csv, token_ids};
+use super::common::{ConvertError, column, llm_request, read_csv, token_ids};
 use crate::workload::types::{Request, RequestId};
 
 /// Tokens the server counts beyond `system_prompt_len + question_len`

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::convert::{
+use super::common::{
     ConvertError, Converted, MAX_TOKENS, column, count_in, in_arrival_order, llm_request, read_csv, seconds_in, spread,
     token_ids,
 };
@@ -163,7 +163,7 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
     };
     let bounded = |name: &str| -> Result<u64, ConvertError> {
         let v = number(name)?;
-        count_in(v as f64, MAX_TOKENS).map_err(|reason| ConvertError {
+        count_in(v as f64, u64::from(MAX_TOKENS)).map_err(|reason| ConvertError {
             file: exp_file.clone(),
             line: row_line,
             field: name.to_owned(),
@@ -208,7 +208,7 @@ pub fn blis_vllm_h100(data: &Path, experiment: &str) -> Result<Converted, Conver
         // times must fit the clock (µs for the arrival).
         match name {
             "index" => count_in(v, u64::MAX >> 11).map(|n| n as f64),
-            "input_tokens" => count_in(v, MAX_TOKENS).map(|n| n as f64),
+            "input_tokens" => count_in(v, u64::from(MAX_TOKENS)).map(|n| n as f64),
             "arrival_time_us" => seconds_in(v / 1e6).map(|_| v),
             _ => seconds_in(v),
         }

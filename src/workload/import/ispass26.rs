@@ -35,7 +35,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::convert::ConvertError;
+use super::common::ConvertError;
 use crate::workload::types::Request;
 
 /// Mean TTFT, mean TPOT (ms) and output throughput (tokens/s) of one run.

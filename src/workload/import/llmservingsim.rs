@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::convert::{
+use super::common::{
     ConvertError, Converted, MAX_TOKENS, count_in, in_arrival_order, llm_request, seconds_in, spread, token_ids,
 };
 use crate::workload::types::RequestId;
@@ -92,7 +92,7 @@ pub fn llmservingsim(data: &Path, run: &str) -> Result<Converted, ConvertError> 
             serde_json::from_str(line).map_err(|e| bad(&wl_file, lineno, "json", e.to_string()))?;
         let tokens = |k: &str| -> Result<u64, ConvertError> {
             let n = v[k].as_u64().ok_or_else(|| bad(&wl_file, lineno, k, "missing, or not a count".to_owned()))?;
-            count_in(n as f64, MAX_TOKENS).map_err(|reason| bad(&wl_file, lineno, k, reason))
+            count_in(n as f64, u64::from(MAX_TOKENS)).map_err(|reason| bad(&wl_file, lineno, k, reason))
         };
         let input = tokens("input_toks")? as usize;
         let output = tokens("output_toks")? as u32;

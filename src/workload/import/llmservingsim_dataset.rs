@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, json_lines, one_call, tokens};
+use super::common::{ImportError, Requests, json_lines, one_call, tokens};
 use crate::workload::types::LlmCall;
 
 #[derive(serde::Deserialize)]

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use super::{ImportError, Requests, json_lines, one_call, tokens};
+use super::common::{ImportError, Requests, json_lines, one_call, tokens};
 use crate::workload::types::{LlmCall, PromptBlocks};
 
 /// Tokens per `hash_ids` block (Mooncake's `block_size`, FAST'25 traces README).

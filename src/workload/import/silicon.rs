@@ -52,7 +52,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::blis_trainval::Aggregate;
-use super::convert::{ConvertError, column, llm_request, read_csv, token_ids};
+use super::common::{ConvertError, column, llm_request, read_csv, token_ids};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId};
 
 /// The columns that say how an MoE model's experts and attention were laid

@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
+use super::common::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// The header's keys (`blis-spec.md` §10.1); the informational ones are
@@ -315,12 +315,12 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     // all up front: 10^8 sessions took 8.8 GB before anything ran), within
     // `MAX_POOL_SESSIONS` (see there).
     let total = options.total_sessions.map_or(corpus.len() as u64, u64::from);
-    if total > u64::from(super::MAX_POOL_SESSIONS) {
+    if total > u64::from(super::common::MAX_POOL_SESSIONS) {
         return Err(ImportError::new(
             &file,
             0,
             "total_sessions",
-            format!("{total} is more than a pool replays (at most {})", super::MAX_POOL_SESSIONS),
+            format!("{total} is more than a pool replays (at most {})", super::common::MAX_POOL_SESSIONS),
         ));
     }
     if corpus.is_empty() && total > 0 {
@@ -595,7 +595,7 @@ fn resolve_parents(
     }
     let prompt = |r: &Record| {
         (u64::from(group_len.get(r.group.as_str()).copied().unwrap_or(0)) + u64::from(r.input))
-            .min(u64::from(super::MAX_TOKENS))
+            .min(u64::from(super::common::MAX_TOKENS))
     };
     let lengths: Vec<(u64, u64)> = records.iter().map(|r| (prompt(r), prompt(r) + u64::from(r.output))).collect();
     for (i, parent) in parents.iter().enumerate() {
@@ -662,7 +662,10 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
     let mut groups: HashMap<&str, Vec<u32>> = HashMap::new();
     for r in records {
         if !r.group.is_empty() && r.prefix_length > 0 && !groups.contains_key(r.group.as_str()) {
-            groups.insert(&r.group, super::fresh_tokens(stream_of(&r.group), 0, r.prefix_length as usize).collect());
+            groups.insert(
+                &r.group,
+                super::common::fresh_tokens(stream_of(&r.group), 0, r.prefix_length as usize).collect(),
+            );
         }
     }
     // Accumulate: each session's context so far (prompt and output of its
@@ -678,7 +681,7 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
     for i in order {
         let r = &records[i];
         let stream = r.request_id ^ salt.wrapping_mul(0xA076_1D64_78BD_642F);
-        let own = |n: u32| super::fresh_tokens(stream, 0, n as usize);
+        let own = |n: u32| super::common::fresh_tokens(stream, 0, n as usize);
         let group = groups.get(r.group.as_str()).map_or(&[][..], Vec::as_slice);
         let mut prompt: Vec<u32> = match context.get(r.session.as_str()) {
             Some(ctx) if accumulate && !r.session.is_empty() && r.round > 0 && r.reset == 0 => {
@@ -711,8 +714,8 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
                 }
             },
         };
-        prompt.truncate(super::MAX_TOKENS as usize);
-        let output: Vec<u32> = super::fresh_tokens(stream, 1 << 40, r.output as usize).collect();
+        prompt.truncate(super::common::MAX_TOKENS as usize);
+        let output: Vec<u32> = super::common::fresh_tokens(stream, 1 << 40, r.output as usize).collect();
         if accumulate && !r.session.is_empty() {
             let mut ctx = prompt.clone();
             ctx.extend_from_slice(&output);
@@ -749,7 +752,8 @@ fn build(
     let mut ids = token_ids(records, accumulate, salt);
     let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
         let wait = root_wait(r);
-        let mut request = super::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r.ids));
+        let mut request =
+            super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r.ids));
         request.sub_requests[0].interval = wait as f64 / 1e6;
         (r.line, request)
     };

@@ -23,108 +23,19 @@
 //! Every probe is a normal run of the sweep: the searches proceed in rounds,
 //! each round one probe for every deployment still searching, run in
 //! parallel on the sweep's pool; every run lands in the output's tables and
-//! a rerun reuses them.
+//! a rerun reuses them. The search drives [`crate::sweep`] from above: the
+//! sweep knows a plan's `search:` ([`crate::sweep::plan::Search`]) but not
+//! this module.
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-use super::error::SweepError;
-use super::executor::{self, RunFinished, SweepOptions};
-use super::grid::{Cell, Plan};
-use super::output_dir::Layout;
-use super::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
-use crate::metrics::{Metrics, Slo, Verdict};
-
-/// `search:` as a plan writes it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchSpec {
-    /// What must hold.
-    pub slo: Slo,
-    /// `rate` (default: requests per second, open loop) or `concurrency`
-    /// (users of a closed loop).
-    #[serde(default)]
-    pub over: Option<String>,
-    /// The lowest and highest load to consider.
-    pub range: [f64; 2],
-    /// Relative width the answer is bracketed to (default 0.02).
-    pub precision: Option<f64>,
-    /// Price of one GPU-hour by GPU name (e.g. `{H100: 2.5}`): gives each
-    /// deployment's cost per million output tokens at its capacity.
-    #[serde(default)]
-    pub gpu_hour_usd: BTreeMap<String, f64>,
-    /// The load to serve: the answer names the deployments that reach it
-    /// and the cheapest of them (fewest GPUs, then lowest cost).
-    pub target: Option<f64>,
-}
-
-/// What a search varies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Over {
-    /// Requests per second, open loop.
-    Rate,
-    /// Users of a closed loop.
-    Concurrency,
-}
-
-/// A resolved search.
-#[derive(Debug, Clone)]
-pub struct Search {
-    /// The SLO probes are judged by.
-    pub slo: Slo,
-    /// What is varied.
-    pub over: Over,
-    /// Lowest and highest load.
-    pub range: (f64, f64),
-    /// Relative precision.
-    pub precision: f64,
-    /// GPU-hour prices by GPU name.
-    pub gpu_hour_usd: BTreeMap<String, f64>,
-    /// The load to serve.
-    pub target: Option<f64>,
-}
-
-impl SearchSpec {
-    /// Checks the values; the message names the key.
-    pub fn resolve(&self) -> Result<Search, (String, String)> {
-        self.slo.validate().map_err(|(k, r)| (format!("search.slo.{k}"), r))?;
-        let over = match self.over.as_deref() {
-            None | Some("rate") => Over::Rate,
-            Some("concurrency") => Over::Concurrency,
-            Some(other) => return Err(("search.over".to_owned(), format!("`{other}`: rate or concurrency"))),
-        };
-        let [lo, hi] = self.range;
-        if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && hi > lo) {
-            return Err(("search.range".to_owned(), format!("[{lo}, {hi}]: give 0 < low < high")));
-        }
-        if over == Over::Concurrency && (lo.fract() != 0.0 || hi.fract() != 0.0 || hi > f64::from(u32::MAX)) {
-            return Err(("search.range".to_owned(), format!("[{lo}, {hi}]: users are whole numbers")));
-        }
-        let precision = self.precision.unwrap_or(0.02);
-        if !(precision > 0.0 && precision < 1.0) {
-            return Err(("search.precision".to_owned(), format!("{precision} must be in (0, 1)")));
-        }
-        for (gpu, price) in &self.gpu_hour_usd {
-            if !(price.is_finite() && *price > 0.0) {
-                return Err((format!("search.gpu_hour_usd.{gpu}"), format!("{price} must be a positive price")));
-            }
-        }
-        if let Some(t) = self.target
-            && !(t.is_finite() && t > 0.0)
-        {
-            return Err(("search.target".to_owned(), format!("{t} must be a positive load")));
-        }
-        Ok(Search {
-            slo: self.slo,
-            over,
-            range: (lo, hi),
-            precision,
-            gpu_hour_usd: self.gpu_hour_usd.clone(),
-            target: self.target,
-        })
-    }
-}
+use crate::metrics::{Metrics, Verdict};
+use crate::sweep::error::SweepError;
+use crate::sweep::executor::{self, RunFinished, SweepOptions};
+use crate::sweep::grid::{Cell, Plan};
+use crate::sweep::output_dir::Layout;
+use crate::sweep::plan::{Over, Search};
+use crate::sweep::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
 
 /// One deployment's answer.
 #[derive(Debug, Clone)]
@@ -207,8 +118,8 @@ struct State {
 /// The workload's own rate, requests per second.
 fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
     let requests = plan.workload.requests(seed).map_err(|e| match e {
-        super::grid::OpenError::File(path, e) => format!("{}: {e}", path.display()),
-        super::grid::OpenError::Import(e) => e.to_string(),
+        crate::sweep::source::OpenError::File(path, e) => format!("{}: {e}", path.display()),
+        crate::sweep::source::OpenError::Import(e) => e.to_string(),
     })?;
     let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
     for r in requests {
@@ -589,14 +500,14 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     }
     let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match the schema");
     let path = plan.output.join("capacity.parquet");
-    let file = super::output_dir::TmpFile::create(&path)?;
+    let file = crate::sweep::output_dir::TmpFile::create(&path)?;
     let tmp = file.tmp().to_owned();
     let err = |e: parquet::errors::ParquetError| SweepError::Io {
         path: tmp.display().to_string(),
         error: std::io::Error::other(e),
     };
-    let mut writer =
-        ArrowWriter::try_new(file, schema.clone(), Some(super::tables::writer_properties(&schema))).map_err(err)?;
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(crate::sweep::tables::writer_properties(&schema)))
+        .map_err(err)?;
     writer.write(&batch).map_err(err)?;
     writer.into_inner().map_err(err)?.commit()?;
     Ok(text)

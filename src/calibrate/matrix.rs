@@ -8,7 +8,7 @@
 //! Runs known only by their aggregates (`source: blis-trainval`, and
 //! `source: blis-eval`, whose workloads are assumed from the profile each
 //! names) are compared on those, whole run and per load stage
-//! ([`aggregates`]). Every run that swept its rate over two or more stages
+//! ([`super::aggregates`]). Every run that swept its rate over two or more stages
 //! also gets its error against load ([`crate::calibrate::load`]):
 //! `calibration_stages.parquet` (experiment × stage × metric) and the "Error
 //! against load" section of `calibration.md`.
@@ -38,20 +38,21 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::SweepError;
-use super::grid::{PlanError, set_path};
-use super::output_dir::{TmpFile, write_atomic};
-use super::tables::writer_properties;
-use crate::calibrate::fit::{replay, replay_after_warmups};
-use crate::calibrate::ispass::IspassComparison;
-use crate::calibrate::load::{self, StageComparison};
-use crate::calibrate::report::{CalibrateOptions, Report, compare};
-use crate::calibrate::{observed, stats::MetricReport};
+use super::aggregates::AggregateComparison;
+use super::fit::{replay, replay_after_warmups};
+use super::ispass::IspassComparison;
+use super::load::{self, StageComparison};
+use super::report::{CalibrateOptions, Report, compare};
+use super::{observed, stats::MetricReport};
 use crate::scenario::{self, ScenarioSpec};
-use crate::workload::import::convert::{self, Published, Source};
+use crate::sweep::error::PlanError;
+use crate::sweep::error::SweepError;
+use crate::sweep::grid::set_path;
+use crate::sweep::output_dir::{TmpFile, write_atomic};
+use crate::sweep::tables::writer_properties;
+use crate::workload::import::blis_vllm_h100::{self, Published};
+use crate::workload::import::measured::{self, Source};
 use crate::workload::import::{blis_eval, blis_trainval, ispass26, silicon};
-
-pub use crate::calibrate::aggregates::AggregateComparison;
 
 /// The plan file.
 #[derive(Debug, Clone, Deserialize)]
@@ -118,7 +119,7 @@ pub fn load(file: &Path) -> Result<CalibrationPlan, PlanError> {
     for (i, s) in spec.calibration.iter().enumerate() {
         let data = base.join(&s.data);
         let available =
-            convert::list(s.source, &data).map_err(|e| invalid(format!("calibration[{i}].data"), e.to_string()))?;
+            measured::list(s.source, &data).map_err(|e| invalid(format!("calibration[{i}].data"), e.to_string()))?;
         let names = if s.experiments.is_empty() { available.clone() } else { s.experiments.clone() };
         for name in names {
             if !available.contains(&name) {
@@ -283,9 +284,9 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         return outcome;
     }
     let result = (|| -> Result<Comparison, String> {
-        let converted = convert::convert(e.source, &e.data, &e.name).map_err(|x| x.to_string())?;
+        let converted = measured::convert(e.source, &e.data, &e.name).map_err(|x| x.to_string())?;
         if e.source == Source::BlisVllmH100 {
-            outcome.blis = convert::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
+            outcome.blis = blis_vllm_h100::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
         }
         let d = deployment(plan, &e.name, &converted.scenario_yaml)?;
         outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
@@ -295,7 +296,7 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         let real =
             observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;
         if e.source == Source::BlisVllmH100 {
-            let stages = convert::stages(&e.data, &e.name).map_err(|x| x.to_string())?;
+            let stages = blis_vllm_h100::stages(&e.data, &e.name).map_err(|x| x.to_string())?;
             let blis: Vec<(i32, String, f64)> =
                 outcome.blis.iter().map(|p| (p.stage, p.metric.clone(), p.predicted_ms)).collect();
             outcome.stages = load::from_requests(&real, &sim, &stages, &blis);

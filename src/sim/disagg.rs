@@ -103,15 +103,7 @@ mod tests {
     }
 
     fn request(id: u64, input_tokens: u32, output_tokens: u32) -> Request {
-        let call = LlmCall {
-            input_tokens,
-            output_tokens,
-            input_token_ids: None,
-            output_token_ids: None,
-            seeded: None,
-            model: None,
-            prompt_blocks: None,
-        };
+        let call = LlmCall::new(input_tokens, output_tokens);
         Request {
             request_id: RequestId::Int(id),
             arrival_time: 0.0,

@@ -134,15 +134,7 @@ pub(super) fn llm_request(
         sub_requests: vec![SubRequest {
             next: vec![],
             interval: 0.0,
-            kind: NodeKind::Llm(LlmCall {
-                input_tokens: input_ids.len() as u32,
-                output_tokens,
-                input_token_ids: Some(input_ids),
-                output_token_ids: None,
-                seeded: None,
-                model: None,
-                prompt_blocks: None,
-            }),
+            kind: NodeKind::Llm(LlmCall::for_prompt(input_ids, output_tokens)),
             result: latencies.map(|token_latency| NodeResult { token_latency, error: None, replica: None }),
         }],
     }

@@ -507,3 +507,12 @@ pub struct ReplicaMetrics {
     /// Steps it executed.
     pub engine_steps: u64,
 }
+
+/// The metrics collector is a sink like any other: it observes each
+/// request as it leaves.
+impl crate::sim::Sink for MetricsCollector {
+    fn request_done(&mut self, request: &crate::sim::FinishedRequest) -> std::io::Result<()> {
+        self.observe(request);
+        Ok(())
+    }
+}

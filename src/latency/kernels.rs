@@ -25,8 +25,8 @@
 
 use std::sync::Arc;
 
+use super::batch::{LatencyModel, StepBatch};
 use super::kernel_tables::{self, AttentionFit, AttentionKind, GemmDtype, KernelTables, MoeDtype, MoeLine};
-use super::{LatencyModel, StepBatch};
 use crate::arch::{Attention, Dtype, Gpu, ModelArch, MoeRouting};
 
 /// The kernels model's tunable constants.
@@ -57,7 +57,7 @@ pub struct KernelConstants {
     /// Multiplier on the three measured CPU terms: from the measuring host
     /// to the real runs' hosts (and the host work it did not drive: kernel
     /// launches, attention metadata, the sampler's setup); fitted.
-    #[serde(default = "super::one")]
+    #[serde(default = "super::common::one")]
     pub cpu_scale: f64,
     /// Time from a request reaching the server to the engine seeing it (HTTP,
     /// tokenization), µs; part of its TTFT and E2E.
@@ -474,7 +474,7 @@ impl Kernels {
     /// it moved the one-model held-out fits 1–2.5 points further off; see
     /// README, Accuracy.)
     fn per_sequence_gpu_us(&self, sampled: f64) -> f64 {
-        if self.sort_sampler { super::sort_sampler_us(sampled, self.vocab) } else { 0.0 }
+        if self.sort_sampler { super::common::sort_sampler_us(sampled, self.vocab) } else { 0.0 }
     }
 
     /// The same model for an engine with or without async scheduling (on
@@ -554,7 +554,7 @@ impl LatencyModel for Kernels {
             + self.generation_attention(batch);
         let allreduce = if self.tp > 1 { 2.0 * self.tables.allreduce_us(self.tp, m * self.hidden) } else { 0.0 };
         let elementwise_bytes = m * self.hidden * ELEMENTWISE_BYTES_PER_TOKEN_PER_HIDDEN;
-        let elementwise = (elementwise_bytes / (self.bandwidth * super::roofline::MEMORY_EFFICIENCY) * 1e6)
+        let elementwise = (elementwise_bytes / (self.bandwidth * super::common::MEMORY_EFFICIENCY) * 1e6)
             .max(ELEMENTWISE_KERNELS_PER_LAYER * self.kernel_floor_us);
         let layer = gemms * self.c.gemm_scale + attention * self.c.attention_scale + allreduce + elementwise;
         let lm_head = if sampled > 0.0 { self.tables.at_m(&self.lm_head, sampled) * self.c.gemm_scale } else { 0.0 };
@@ -565,13 +565,14 @@ impl LatencyModel for Kernels {
             + self.c.step_overhead_us
             + self.c.per_sequence_us * sequences;
         let c = &self.c;
-        let cpu = super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch);
+        let cpu =
+            super::common::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch);
         // Without CUDA graphs the host launches every kernel itself, but
         // launches are asynchronous: the host queues kernel i + 1 while the
         // GPU runs kernel i, so the forward pass lasts the longer of the
         // GPU's kernels and the host's launches, not their sum.
         let gpu = if self.enforce_eager { gpu.max(self.eager_launch_us(batch, m)) } else { gpu };
-        super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
+        super::common::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
 }
 
@@ -624,9 +625,9 @@ mod tests {
     /// only with the sampler on.
     #[test]
     fn the_sort_sampler_costs_its_logits() {
-        assert!((super::super::sort_sampler_us(256.0, 131_072.0) - 3812.0).abs() < 1e-9);
-        assert!((super::super::sort_sampler_us(64.0, 128_256.0) - 932.53).abs() < 0.01);
-        assert!((super::super::sort_sampler_us(8.0, 128_256.0) - 116.57).abs() < 0.01);
+        assert!((super::super::common::sort_sampler_us(256.0, 131_072.0) - 3812.0).abs() < 1e-9);
+        assert!((super::super::common::sort_sampler_us(64.0, 128_256.0) - 932.53).abs() < 0.01);
+        assert!((super::super::common::sort_sampler_us(8.0, 128_256.0) - 116.57).abs() < 0.01);
         for (n, by_hand) in [(64u32, 932.53), (8, 116.57)] {
             for tp in [1, 2] {
                 let k = kernels("Llama-3.1-8B", "H100", tp);

@@ -1,7 +1,7 @@
 //! BLIS-style linear step model: users with coefficients fitted on their own
 //! measurements price a step as a line in the batch's token counts.
 
-use super::{LatencyModel, StepBatch};
+use super::batch::{LatencyModel, StepBatch};
 
 /// `step_us = β0 + β1·prefill_tokens + β2·decode_tokens + β3·decode_context`,
 /// where `decode_context` is the summed context length of the decodes (the KV

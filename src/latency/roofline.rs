@@ -8,16 +8,14 @@
 //! aiconfigurator's kernel database, `../shared/data/aiconfigurator-vllm-h100-
 //! h200/csv_bf16`); they are applied unchanged to other GPUs.
 
-use super::{LatencyModel, StepBatch};
+use super::batch::{LatencyModel, StepBatch};
+use super::common;
 use crate::arch::hardware::InterNode;
 use crate::arch::{Attention, Gpu, ModelArch};
 
 /// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
 /// in `h100_sxm_vllm0.24_gemm_bf16.csv`.
 const GEMM_COMPUTE_EFFICIENCY: f64 = 0.81;
-/// Skinny GEMMs (m ≤ 16) that stream ≥ 4096×11008 weights reach a median
-/// 2.85 of 3.35 TB/s in the same table.
-pub(super) const MEMORY_EFFICIENCY: f64 = 0.85;
 /// FlashAttention-3 prefill (causal, isl ≥ 2048) reaches a median 48 % of the
 /// BF16 peak in `h100_sxm_vllm0.24_context_attention_kvbf16.csv`.
 const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.48;
@@ -96,7 +94,7 @@ pub struct RooflineConstants {
     #[serde(default)]
     pub cpu_per_token_us: f64,
     /// Multiplier on the three CPU terms (as the kernels model's).
-    #[serde(default = "super::one")]
+    #[serde(default = "super::common::one")]
     pub cpu_scale: f64,
     /// Time from a request reaching the server to the engine seeing it
     /// (HTTP, tokenization), µs; part of its TTFT and E2E.
@@ -107,7 +105,7 @@ impl Default for RooflineConstants {
     fn default() -> Self {
         RooflineConstants {
             gemm_efficiency: GEMM_COMPUTE_EFFICIENCY,
-            memory_efficiency: MEMORY_EFFICIENCY,
+            memory_efficiency: common::MEMORY_EFFICIENCY,
             prefill_attention_efficiency: PREFILL_ATTENTION_EFFICIENCY,
             decode_attention_efficiency: DECODE_ATTENTION_EFFICIENCY,
             decode_attention_base_us: DECODE_ATTENTION_BASE_US,
@@ -142,7 +140,7 @@ impl RooflineConstants {
             // roofline prices there (MLA, FP8 KV) takes its CPU side.
             _ => {
                 let mut c = RooflineConstants::default();
-                if let Some(k) = super::KernelConstants::fitted(gpu) {
+                if let Some(k) = super::kernels::KernelConstants::fitted(gpu) {
                     (c.cpu_step_us, c.cpu_per_sequence_us) = (k.cpu_step_us, k.cpu_per_sequence_us);
                     (c.cpu_per_token_us, c.cpu_scale) = (k.cpu_per_token_us, k.cpu_scale);
                 }
@@ -488,7 +486,7 @@ impl Roofline {
     /// The CPU side of a step of `batch`, µs.
     fn cpu_us(&self, batch: &StepBatch) -> f64 {
         let c = &self.c;
-        super::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch)
+        super::common::cpu_side_us(c.cpu_step_us, c.cpu_per_sequence_us, c.cpu_per_token_us, c.cpu_scale, batch)
     }
 
     /// The LM head over `sampled` sequences, µs, and the sort-based
@@ -497,7 +495,7 @@ impl Roofline {
         let d = self.hidden;
         let head =
             if sampled > 0.0 { self.gemm_us(sampled, self.vocab * d / self.tp, self.vocab / self.tp) } else { 0.0 };
-        let sampler = if self.sort_sampler { super::sort_sampler_us(sampled, self.vocab) } else { 0.0 };
+        let sampler = if self.sort_sampler { super::common::sort_sampler_us(sampled, self.vocab) } else { 0.0 };
         head + sampler
     }
 }
@@ -522,7 +520,7 @@ impl LatencyModel for Roofline {
             let (dense, _) = self.layer_us(batch, tokens, self.dense_ffn_us(tokens), comm);
             gpu += self.dense_layers * (dense - layer);
         }
-        super::overlap(gpu, self.cpu_us(batch), self.async_scheduling).round().max(1.0) as u64
+        super::common::overlap(gpu, self.cpu_us(batch), self.async_scheduling).round().max(1.0) as u64
     }
 
     /// Lockstep data-parallel ranks with expert parallelism: each rank runs
@@ -535,7 +533,7 @@ impl LatencyModel for Roofline {
     fn lockstep_time_us(&self, ranks: &[&StepBatch]) -> u64 {
         let (mut slowest, mut all_tokens, mut lm_head, mut cpu) = (0.0f64, 0.0, 0.0f64, 0.0f64);
         for b in ranks {
-            let b = if b.is_empty() { &super::DUMMY_BATCH } else { b };
+            let b = if b.is_empty() { &super::batch::DUMMY_BATCH } else { b };
             // Each rank's engine core has its own CPU side.
             cpu = cpu.max(self.cpu_us(b));
             let tokens = Self::tokens(b);
@@ -547,7 +545,7 @@ impl LatencyModel for Roofline {
         let ep_ranks = self.moe.as_ref().map_or(self.tp, |m| m.ranks);
         let layer = slowest + self.ffn_us(all_tokens) + self.allreduce_us(all_tokens, ep_ranks);
         let gpu = self.layers * layer + lm_head + self.c.step_overhead_us;
-        super::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
+        super::common::overlap(gpu, cpu, self.async_scheduling).round().max(1.0) as u64
     }
 }
 

@@ -2,8 +2,8 @@
 //! [`RouterConfig`]: policy and scorer names checked, weights and intervals
 //! bounded, every mistake named by its key.
 
+use super::error::{InvalidValue, invalid};
 use super::spec::RouterSpec;
-use super::{InvalidValue, invalid};
 use crate::sim::{Affinity, RouterConfig, RoutingPolicy, Scorer};
 
 /// Most replicas one scenario may declare: each is a whole engine in memory,

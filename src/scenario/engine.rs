@@ -7,10 +7,10 @@
 //! of `dp` sit between them: keeping that order keeps the first error a
 //! scenario reports the one it has always reported.
 
+use super::error::{InvalidValue, invalid};
 use super::kv_capacity;
 use super::spec::EngineSpec;
 use super::vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
-use super::{InvalidValue, invalid};
 use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch};
 use crate::sim::{ConnectorKind, EngineConfig};
 

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
+use super::error::{InvalidValue, invalid};
 use super::spec::{EngineSpec, LatencySpec, Sampling};
 use super::vllm_version::VllmVersion;
-use super::{InvalidValue, invalid};
 use crate::arch::catalog::SamplingDefaults;
 use crate::arch::{Dtype, Gpu, ModelArch, MoeRouting};
 use crate::latency::{

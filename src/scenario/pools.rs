@@ -3,8 +3,9 @@
 //! their roles checked together, the KV link's defaults taken from the GPU
 //! catalog. Every mistake is named by its key under `pools.<name>.`.
 
+use super::error::{InvalidValue, invalid};
+use super::pool::{Pool, PoolSettings, Scenario};
 use super::spec::{KvTransferSpec, PdSpec, PoolSpec, Pools};
-use super::{InvalidValue, Pool, PoolSettings, Scenario, invalid};
 use crate::arch::Gpu;
 use crate::sim::{ConnectorKind, KvTransferConfig, PdDecider, Role};
 

@@ -262,13 +262,6 @@ impl ResultSink for Forward<'_> {
     }
 }
 
-impl Sink for crate::metrics::MetricsCollector {
-    fn request_done(&mut self, request: &FinishedRequest) -> io::Result<()> {
-        self.observe(request);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

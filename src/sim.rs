@@ -8,7 +8,7 @@
 //!
 //! Reading guide: `run.rs` (the run path and the sink), `simulation.rs` (the
 //! event loop), `client.rs` (how requests are sent, admitted or rejected),
-//! `dag.rs` (a request's nodes), `router.rs` (which replica), `instance.rs`
+//! `dag.rs` (a request's nodes), `router.rs` (which replica), `replica.rs`
 //! (one replica), `engine.rs` + `kv_cache.rs` (vLLM's scheduler and paged KV
 //! cache), `outcome.rs` (what leaves).
 
@@ -18,12 +18,12 @@ mod dag;
 mod disagg;
 mod engine;
 mod event;
-mod instance;
 mod kv_cache;
 mod order;
 mod outcome;
 mod pool;
 mod queue;
+mod replica;
 mod requests;
 mod router;
 #[cfg(test)]

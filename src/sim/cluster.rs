@@ -4,8 +4,8 @@
 
 use std::ops::Range;
 
-use super::instance::Instance;
 use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
+use super::replica::Replica;
 use super::router::Router;
 use crate::latency::LatencyModel;
 
@@ -26,7 +26,7 @@ pub(super) struct Pool<L> {
 
 /// Every replica, the routers and the KV links.
 pub(super) struct Cluster<L> {
-    pub(super) instances: Vec<Instance>,
+    pub(super) instances: Vec<Replica>,
     pub(super) pools: Vec<Pool<L>>,
     /// In front of the pools that serve requests (mixed and decode): the
     /// first `serving` instances.
@@ -59,7 +59,7 @@ impl<L: LatencyModel> Cluster<L> {
         for (i, p) in order.into_iter().enumerate() {
             let first = instances.len() as u32;
             for _ in 0..p.replicas.max(1) {
-                instances.push(Instance::new(p.engine.clone(), i as u32));
+                instances.push(Replica::new(p.engine.clone(), i as u32));
             }
             if p.role != Role::Prefill {
                 serving_count = instances.len() as u32;

@@ -25,8 +25,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use self::policy::{Policy, Replicas};
 pub use self::policy::{RoutingPolicy, Scorer};
-use super::instance::Instance;
 use super::kv_cache::block_hashes;
+use super::replica::Replica;
 use crate::workload::LlmCall;
 
 /// Whether each llm node is routed on its own or a DAG sticks to one replica.
@@ -108,7 +108,7 @@ pub(super) struct Router {
 }
 
 impl Router {
-    pub(super) fn new(config: RouterConfig, instances: &mut [Instance]) -> Router {
+    pub(super) fn new(config: RouterConfig, instances: &mut [Replica]) -> Router {
         let n = instances.len();
         let policy = config.policy.start();
         let stale_prefix = config.refresh_interval_us > 0 && policy.reads_prefix();
@@ -135,7 +135,7 @@ impl Router {
     }
 
     /// Re-reads the replicas if the view is older than the refresh interval.
-    fn refresh(&mut self, now: u64, instances: &mut [Instance]) {
+    fn refresh(&mut self, now: u64, instances: &mut [Replica]) {
         let interval = self.config.refresh_interval_us;
         if self.refreshed_us.is_some_and(|t| now.saturating_sub(t) < interval) && interval > 0 {
             return;
@@ -159,14 +159,14 @@ impl Router {
 
     /// Whether a request arriving now is admitted: some replica has fewer
     /// than `max_queue` requests waiting.
-    pub(super) fn admits(&mut self, now: u64, instances: &mut [Instance]) -> bool {
+    pub(super) fn admits(&mut self, now: u64, instances: &mut [Replica]) -> bool {
         let Some(max_queue) = self.config.max_queue else { return true };
         self.refresh(now, instances);
         self.views.iter().any(|v| v.waiting < max_queue)
     }
 
     /// The replica for an llm node ready now.
-    pub(super) fn route(&mut self, now: u64, instances: &mut [Instance], call: &LlmCall) -> u32 {
+    pub(super) fn route(&mut self, now: u64, instances: &mut [Replica], call: &LlmCall) -> u32 {
         let n = instances.len();
         if n == 1 {
             return 0;
@@ -186,7 +186,7 @@ impl Router {
     }
 
     /// Leading prompt blocks of `call` each replica's prefix index holds, into `self.hits`.
-    fn prefix_hits(&mut self, instances: &[Instance], call: &LlmCall) {
+    fn prefix_hits(&mut self, instances: &[Replica], call: &LlmCall) {
         self.hashes.clear();
         if let Some(ids) = call.prompt_ids() {
             let block_size = instances[0].engine.config().block_size;

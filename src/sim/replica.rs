@@ -5,7 +5,7 @@
 use super::engine::{Engine, EngineConfig};
 use super::step_trace::{EngineStep, NodeRef};
 
-pub(super) struct Instance {
+pub(super) struct Replica {
     pub(super) engine: Engine,
     /// The pool it belongs to (an index into the simulation's pools).
     pub(super) pool: u32,
@@ -23,9 +23,9 @@ pub(super) struct Instance {
     pub(super) steps_started: u64,
 }
 
-impl Instance {
-    pub(super) fn new(config: EngineConfig, pool: u32) -> Instance {
-        Instance {
+impl Replica {
+    pub(super) fn new(config: EngineConfig, pool: u32) -> Replica {
+        Replica {
             engine: Engine::new(config),
             pool,
             in_transit: 0,

@@ -1,15 +1,20 @@
 //! The `nodes` table: one row per llm call (a DAG's `llm` node) — where it
 //! ran, when it started, got its first token and finished, its TTFT, ITL
-//! mean and p99, scheduling delay, token counts and error. Tool calls have
+//! mean and p99, scheduling delay, token counts and error; then the pool
+//! of the replica that served it and that pool's role, and for a call
+//! prefilled on another replica (prefill/decode disaggregation) that
+//! replica, its pool and the KV transfer's time and bytes. Tool calls have
 //! no row; a request's E2E is in `requests`.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
+use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{CallKey, RunColumns};
+use crate::metrics::PoolLayout;
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
@@ -27,6 +32,15 @@ pub(crate) struct NodeRows {
     times: [Float64Builder; 7],
     counts: [Int64Builder; 4],
     error: StringBuilder,
+    /// `pool`, `role`, `prefill_pool`: a few names repeated on every row.
+    pool: StringDictionaryBuilder<Int32Type>,
+    role: StringDictionaryBuilder<Int32Type>,
+    prefill_pool: StringDictionaryBuilder<Int32Type>,
+    prefill_replica: Int64Builder,
+    kv_transfer: Float64Builder,
+    kv_transfer_bytes: Int64Builder,
+    /// Each replica's pool.
+    pools: Arc<PoolLayout>,
     rows: usize,
     gaps: Vec<u64>,
 }
@@ -45,10 +59,25 @@ impl NodeRows {
             fields.push(Field::new(name, DataType::Int64, false));
         }
         fields.push(Field::new("error", DataType::Utf8, true));
+        // Added with pools, after the columns the table had before them.
+        // The pool of `replica` (`default` without `pools:`) and its role
+        // (`mixed` or `decode`); null where `replica` is.
+        let text = || DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        fields.push(Field::new("pool", text(), true));
+        fields.push(Field::new("role", text(), true));
+        // A call prefilled on a prefill replica (null otherwise): that
+        // replica, its pool, and the KV's move to `replica` — from the decode
+        // replica's request for it until it landed (link wait included), s —
+        // and its bytes.
+        fields.push(Field::new("prefill_pool", text(), true));
+        fields.push(Field::new("prefill_replica", DataType::Int64, true));
+        fields.push(Field::new("kv_transfer_s", DataType::Float64, true));
+        fields.push(Field::new("kv_transfer_bytes", DataType::Int64, true));
         Arc::new(Schema::new(fields))
     }
 
-    pub(crate) fn new() -> NodeRows {
+    /// Rows of a run whose replicas are in `pools`.
+    pub(crate) fn new(pools: Arc<PoolLayout>) -> NodeRows {
         NodeRows {
             schema: Self::schema(),
             key: CallKey::new(),
@@ -56,6 +85,13 @@ impl NodeRows {
             times: std::array::from_fn(|_| Float64Builder::new()),
             counts: std::array::from_fn(|_| Int64Builder::new()),
             error: StringBuilder::new(),
+            pool: StringDictionaryBuilder::new(),
+            role: StringDictionaryBuilder::new(),
+            prefill_pool: StringDictionaryBuilder::new(),
+            prefill_replica: Int64Builder::new(),
+            kv_transfer: Float64Builder::new(),
+            kv_transfer_bytes: Int64Builder::new(),
+            pools,
             rows: 0,
             gaps: Vec::new(),
         }
@@ -93,8 +129,17 @@ impl NodeRows {
                 b.append_value(i64::from(v));
             }
             self.key.append(r, i);
-            self.replica.append_option(node.start_us.map(|_| i64::from(node.replica.unwrap_or(0))));
+            let replica = node.start_us.map(|_| node.replica.unwrap_or(0));
+            self.replica.append_option(replica.map(i64::from));
             self.error.append_option(node.error.as_ref().map(|e| e.to_string()));
+            let pool = replica.and_then(|r| self.pools.pool_of(r));
+            self.pool.append_option(pool.map(|p| p.name.as_str()));
+            self.role.append_option(pool.map(|p| p.role.name()));
+            let prefill = node.prefill_replica.filter(|_| node.start_us.is_some());
+            self.prefill_pool.append_option(prefill.and_then(|r| self.pools.pool_of(r)).map(|p| p.name.as_str()));
+            self.prefill_replica.append_option(prefill.map(i64::from));
+            self.kv_transfer.append_option(prefill.map(|_| s(node.kv_transfer_us)));
+            self.kv_transfer_bytes.append_option(prefill.map(|_| node.kv_transfer_bytes as i64));
             self.rows += 1;
         }
     }
@@ -107,6 +152,12 @@ impl NodeRows {
         own.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.push(Arc::new(self.error.finish()));
+        own.push(Arc::new(self.pool.finish()));
+        own.push(Arc::new(self.role.finish()));
+        own.push(Arc::new(self.prefill_pool.finish()));
+        own.push(Arc::new(self.prefill_replica.finish()));
+        own.push(Arc::new(self.kv_transfer.finish()));
+        own.push(Arc::new(self.kv_transfer_bytes.finish()));
         let rows = std::mem::take(&mut self.rows);
         super::batch(&self.schema, run, rows, own)
     }

@@ -496,14 +496,8 @@ fn pools_summary(d: &Deployment, m: &Metrics) -> String {
             (n > 0).then(|| format!("{n} {}", role.name()))
         })
         .collect();
-    let mut text = format!(
-        "{}: {} pools ({}) of {}, {} GPUs",
-        d.name,
-        d.pools.len(),
-        roles.join(" + "),
-        d.model.name,
-        d.gpus()
-    );
+    let mut text =
+        format!("{}: {} pools ({}) of {}, {} GPUs", d.name, d.pools.len(), roles.join(" + "), d.model.name, d.gpus());
     if d.pools.iter().any(|p| p.role == sim::Role::Prefill) {
         let decider = match d.pd {
             sim::PdDecider::Always => "always".to_owned(),

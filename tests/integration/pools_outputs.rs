@@ -35,9 +35,12 @@ fn dir(name: &str) -> Dir {
 
 /// Each request's prompt tokens, in input order.
 fn prompts() -> Vec<u64> {
-    FILES[0].1
+    FILES[0]
+        .1
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["sub_requests"][0]["input_tokens"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["sub_requests"][0]["input_tokens"].as_u64().unwrap()
+        })
         .collect()
 }
 
@@ -76,7 +79,10 @@ fn a_pd_run_reports_each_pool_and_every_kv_transfer() {
     assert_eq!(names, [("prefill", "prefill", 1, 1), ("decode", "decode", 2, 2)]);
     let (prefill, decode) = (&pools[0], &pools[1]);
     // Every call is prefilled on the prefill pool and served by the decode pool.
-    assert_eq!((u(&prefill["llm_calls"]), u(&prefill["input_tokens"]), u(&prefill["output_tokens"])), (30, prompt_tokens, 0));
+    assert_eq!(
+        (u(&prefill["llm_calls"]), u(&prefill["input_tokens"]), u(&prefill["output_tokens"])),
+        (30, prompt_tokens, 0)
+    );
     assert_eq!(u(&decode["llm_calls"]), 30);
     assert_eq!(u(&decode["input_tokens"]), prompt_tokens);
     assert_eq!(u(&decode["output_tokens"]), u(&m["total_output_tokens"]));
@@ -154,7 +160,8 @@ fn the_nodes_table_names_each_calls_pools_and_its_transfer() {
         let scenario = rows[0][0].clone();
         let mut split = 0;
         for r in &rows {
-            let (index, input, cached): (usize, u64, u64) = (r[1].parse().unwrap(), r[2].parse().unwrap(), r[3].parse().unwrap());
+            let (index, input, cached): (usize, u64, u64) =
+                (r[1].parse().unwrap(), r[2].parse().unwrap(), r[3].parse().unwrap());
             assert_eq!((input, cached, r[11].as_str()), (prompts[index], 0, "null"), "{r:?}");
             let replica: u32 = r[4].parse().unwrap();
             let serving = (r[5].as_str(), r[6].as_str());

@@ -17,12 +17,13 @@ use crate::util::{Dir, TestCommand};
 
 const KV_BYTES_PER_TOKEN: u64 = 32 * 8 * 128 * 2 * 2;
 
-const FILES: [(&str, &str); 5] = [
+const FILES: [(&str, &str); 6] = [
     ("requests.jsonl", include_str!("../data/pools/requests.jsonl")),
     ("pd.yaml", include_str!("../data/pools/pd.yaml")),
     ("pd-threshold.yaml", include_str!("../data/pools/pd-threshold.yaml")),
     ("mixed.yaml", include_str!("../data/pools/mixed.yaml")),
     ("plan.yaml", include_str!("../data/pools/plan.yaml")),
+    ("hetero.yaml", include_str!("../data/pools/hetero.yaml")),
 ];
 
 fn dir(name: &str) -> Dir {
@@ -120,6 +121,34 @@ fn a_pd_run_reports_each_pool_and_every_kv_transfer() {
     assert!(stderr.contains("; 30 llm calls prefilled, 30 KV transfers out ("), "{stderr}");
     assert!(stderr.contains("\n  pool decode (decode): 2 replicas of 1x H100 (bf16), "), "{stderr}");
     assert!(stderr.contains("; 30 llm calls served, TTFT mean "), "{stderr}");
+}
+
+#[test]
+fn mixed_pools_of_two_gpus_each_report_their_own_calls_and_latencies() {
+    let dir = dir("pools-hetero");
+    let (m, stderr) = run(&dir, "hetero.yaml");
+    let pools = m["pools"].as_array().unwrap();
+    let per_replica: Vec<u64> = m["per_replica"].as_array().unwrap().iter().map(|r| u(&r["requests"])).collect();
+    // Replicas 0 (H100) and 1–2 (H200), in the order the pools are given.
+    let shares: Vec<(&str, &str, u64, u64)> = pools
+        .iter()
+        .map(|p| (p["pool"].as_str().unwrap(), p["role"].as_str().unwrap(), u(&p["replicas"]), u(&p["llm_calls"])))
+        .collect();
+    assert_eq!(shares, [("h100", "mixed", 1, per_replica[0]), ("h200", "mixed", 2, per_replica[1] + per_replica[2])]);
+    assert_eq!(shares.iter().map(|s| s.3).sum::<u64>(), 30);
+    let tokens: u64 = pools.iter().map(|p| u(&p["output_tokens"])).sum();
+    assert_eq!(tokens, u(&m["total_output_tokens"]));
+    // No prefill pool: no transfers anywhere.
+    assert!(pools.iter().all(|p| p.get("kv_transfers").is_none()) && m.get("kv_transfer_mean_ms").is_none());
+    // A decode step is memory-bound: H200's 4.8 TB/s beat H100's 3.35 TB/s.
+    let itl = |p: &serde_json::Value| p["itl_mean_ms"].as_f64().unwrap();
+    assert!(itl(&pools[1]) < itl(&pools[0]), "{pools:?}");
+    assert!(
+        stderr.starts_with(
+            "hetero: 2 pools (2 mixed) of Llama-3.1-8B, 3 GPUs\n  pool h100 (mixed): 1 replica of 1x H100"
+        ),
+        "{stderr}"
+    );
 }
 
 #[test]

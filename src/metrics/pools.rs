@@ -65,7 +65,8 @@ impl PoolLayout {
         self.index_of(replica).map(|p| &self.pools[p])
     }
 
-    fn index_of(&self, replica: u32) -> Option<usize> {
+    /// The index in [`PoolLayout::pools`] of `replica`'s pool.
+    pub fn index_of(&self, replica: u32) -> Option<usize> {
         self.replica_pool.get(replica as usize).copied()
     }
 

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
+use arrow_array::builder::{Float64Builder, Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{CallKey, RunColumns};
@@ -32,10 +32,14 @@ pub(crate) struct NodeRows {
     times: [Float64Builder; 7],
     counts: [Int64Builder; 4],
     error: StringBuilder,
-    /// `pool`, `role`, `prefill_pool`: a few names repeated on every row.
-    pool: StringDictionaryBuilder<Int32Type>,
-    role: StringDictionaryBuilder<Int32Type>,
-    prefill_pool: StringDictionaryBuilder<Int32Type>,
+    /// `pool` and `role` (both keyed by the pool's index), and
+    /// `prefill_pool`: a few names repeated on every row, dictionary keys
+    /// appended (no string hashed a row).
+    pool: Int32Builder,
+    prefill_pool: Int32Builder,
+    /// The dictionaries: each pool's name and its role's.
+    names: ArrayRef,
+    roles: ArrayRef,
     prefill_replica: Int64Builder,
     kv_transfer: Float64Builder,
     kv_transfer_bytes: Int64Builder,
@@ -85,9 +89,10 @@ impl NodeRows {
             times: std::array::from_fn(|_| Float64Builder::new()),
             counts: std::array::from_fn(|_| Int64Builder::new()),
             error: StringBuilder::new(),
-            pool: StringDictionaryBuilder::new(),
-            role: StringDictionaryBuilder::new(),
-            prefill_pool: StringDictionaryBuilder::new(),
+            pool: Int32Builder::new(),
+            prefill_pool: Int32Builder::new(),
+            names: Arc::new(pools.pools().iter().map(|p| Some(p.name.as_str())).collect::<StringArray>()),
+            roles: Arc::new(pools.pools().iter().map(|p| Some(p.role.name())).collect::<StringArray>()),
             prefill_replica: Int64Builder::new(),
             kv_transfer: Float64Builder::new(),
             kv_transfer_bytes: Int64Builder::new(),
@@ -132,11 +137,10 @@ impl NodeRows {
             let replica = node.start_us.map(|_| node.replica.unwrap_or(0));
             self.replica.append_option(replica.map(i64::from));
             self.error.append_option(node.error.as_ref().map(|e| e.to_string()));
-            let pool = replica.and_then(|r| self.pools.pool_of(r));
-            self.pool.append_option(pool.map(|p| p.name.as_str()));
-            self.role.append_option(pool.map(|p| p.role.name()));
+            let key = |r: u32| self.pools.index_of(r).map(|p| p as i32);
+            self.pool.append_option(replica.and_then(key));
             let prefill = node.prefill_replica.filter(|_| node.start_us.is_some());
-            self.prefill_pool.append_option(prefill.and_then(|r| self.pools.pool_of(r)).map(|p| p.name.as_str()));
+            self.prefill_pool.append_option(prefill.and_then(key));
             self.prefill_replica.append_option(prefill.map(i64::from));
             self.kv_transfer.append_option(prefill.map(|_| s(node.kv_transfer_us)));
             self.kv_transfer_bytes.append_option(prefill.map(|_| node.kv_transfer_bytes as i64));
@@ -152,9 +156,13 @@ impl NodeRows {
         own.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.push(Arc::new(self.error.finish()));
-        own.push(Arc::new(self.pool.finish()));
-        own.push(Arc::new(self.role.finish()));
-        own.push(Arc::new(self.prefill_pool.finish()));
+        let dictionary = |keys: Int32Array, values: &ArrayRef| -> ArrayRef {
+            Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values.clone()).expect("keys index the pools"))
+        };
+        let pool = self.pool.finish();
+        own.push(dictionary(pool.clone(), &self.names));
+        own.push(dictionary(pool, &self.roles));
+        own.push(dictionary(self.prefill_pool.finish(), &self.names));
         own.push(Arc::new(self.prefill_replica.finish()));
         own.push(Arc::new(self.kv_transfer.finish()));
         own.push(Arc::new(self.kv_transfer_bytes.finish()));

@@ -59,6 +59,14 @@ joined = con.sql(f"""
 assert joined == 0, f"{joined} llm calls name another request_index than their request"
 runs = con.sql(f"DESCRIBE SELECT completed_requests, total_output_tokens, engine_steps FROM {glob('runs.parquet')}")
 assert all(kind == "BIGINT" for _, kind, *_ in runs.fetchall())
+# The pool columns are in every plan's tables, pools or not (a plan without `pools:` names its one
+# pool `default`; the P/D columns are null there).
+pools = dict((n, k) for n, k, *_ in con.sql(f"""DESCRIBE SELECT pool, role, prefill_pool, prefill_replica,
+    kv_transfer_s, kv_transfer_bytes FROM {glob('nodes/*.parquet')}""").fetchall())
+assert pools == {"pool": "VARCHAR", "role": "VARCHAR", "prefill_pool": "VARCHAR", "prefill_replica": "BIGINT",
+                 "kv_transfer_s": "DOUBLE", "kv_transfer_bytes": "BIGINT"}, pools
+transfers = con.sql(f"DESCRIBE SELECT kv_transfer_mean_ms, kv_transfer_p99_ms FROM {glob('runs.parquet')}")
+assert all(kind == "DOUBLE" for _, kind, *_ in transfers.fetchall())
 
 # One row per request: avg(e2e_s) over `requests` is the runs table's mean E2E, in every plan,
 # requests with many llm calls included.

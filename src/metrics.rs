@@ -16,10 +16,17 @@
 //! - SLO attainment and goodput: see [`Slo`]; judged on the measurement
 //!   window only ([`crate::sim::Window`]: warm-up and drain left out), whose
 //!   own latencies, counts and verdict are `window`.
+//! - Per pool, with more than one pool: see [`pools`]; a run of one pool
+//!   (every scenario without `pools:`) has no `pools` block and no
+//!   `kv_transfer_*_ms`, so its JSON is what it was before pools existed.
+//!   With a prefill pool, imbalance is over the replicas that serve
+//!   requests (a prefill replica serves none).
 
 pub mod histogram;
+mod pools;
 mod slo;
 
+pub use pools::{PoolInfo, PoolLayout, PoolMetrics, TransferMetrics};
 pub use slo::{MIN_TURNOVER, Slo};
 
 use serde::Serialize;
@@ -57,6 +64,8 @@ pub struct MetricsCollector {
     /// latencies are not recorded (they were a second histogram update per
     /// token: +5 % of a plain run's time).
     skip_window: bool,
+    /// Per pool, in a deployment of more than one ([`MetricsCollector::pooled`]).
+    pools: Option<pools::PoolCollector>,
 }
 
 /// What the measurement window's requests measured.
@@ -90,6 +99,13 @@ impl MetricsCollector {
         MetricsCollector { skip_window, ..self }
     }
 
+    /// The same, told the deployment's pools: with more than one, the
+    /// metrics break the run down by pool (see [`pools`]).
+    pub fn pooled(self, layout: PoolLayout) -> MetricsCollector {
+        let pools = (layout.pools().len() > 1).then(|| pools::PoolCollector::new(layout));
+        MetricsCollector { pools, ..self }
+    }
+
     /// Takes one finished request into account.
     pub fn observe(&mut self, r: &FinishedRequest) {
         self.injected += 1;
@@ -119,6 +135,9 @@ impl MetricsCollector {
             let ran = node.start_us.is_some() && node.error.is_none();
             if ran {
                 self.input_tokens += u64::from(call.input_tokens);
+            }
+            if let Some(p) = &mut self.pools {
+                p.llm_call(call.input_tokens, node, completed);
             }
             if node.start_us.is_some() {
                 let r = node.replica.unwrap_or(0) as usize;
@@ -184,9 +203,16 @@ impl MetricsCollector {
                 }
             })
             .collect();
-        let total: u64 = per_replica.iter().map(|r| r.requests).sum();
-        let most = per_replica.iter().map(|r| r.requests).max().unwrap_or(0);
-        let imbalance = if total > 0 { most as f64 * per_replica.len() as f64 / total as f64 } else { 1.0 };
+        // Over the replicas that serve requests: a prefill replica serves none.
+        let serving: Vec<u64> = per_replica
+            .iter()
+            .filter(|r| self.pools.as_ref().is_none_or(|p| p.layout().serves(r.replica as usize)))
+            .map(|r| r.requests)
+            .collect();
+        let total: u64 = serving.iter().sum();
+        let most = serving.iter().copied().max().unwrap_or(0);
+        let imbalance = if total > 0 { most as f64 * serving.len() as f64 / total as f64 } else { 1.0 };
+        let transfers = self.pools.as_ref().filter(|p| p.layout().disaggregated()).map(|p| p.transfers.metrics());
         let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
         let ms = |h: &Histogram, p: f64| h.percentile(p) / 1e3;
         let window = (self.slo.is_some() || (end.window.explicit && !self.skip_window))
@@ -244,6 +270,9 @@ impl MetricsCollector {
             window,
             // Known to the caller, which knows the trace.
             trace_columns_not_modelled: Vec::new(),
+            kv_transfer_mean_ms: transfers.as_ref().map(|t| t.mean_ms),
+            kv_transfer_p99_ms: transfers.as_ref().map(|t| t.p99_ms),
+            pools: self.pools.as_ref().map(|p| p.finish(&end.replicas)).unwrap_or_default(),
         }
     }
 }
@@ -448,6 +477,17 @@ pub struct Metrics {
     /// BLIS would have simulated there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_columns_not_modelled: Vec<String>,
+    /// With a prefill pool: the mean time of a KV transfer (see [`pools`]),
+    /// ms; absent otherwise (a sweep's runs table: null).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_mean_ms: Option<f64>,
+    #[allow(missing_docs)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_p99_ms: Option<f64>,
+    /// With more than one pool: each pool's share, in the order the
+    /// scenario gives them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolMetrics>,
 }
 
 impl Metrics {
@@ -474,6 +514,9 @@ impl Metrics {
                 };
                 Some((k, kind))
             })
+            // The P/D ones last (null in a run without a prefill pool), after
+            // the columns runs tables had before them.
+            .chain(["kv_transfer_mean_ms", "kv_transfer_p99_ms"].map(|k| (k.to_owned(), Scalar::Number)))
             .collect()
     }
 }

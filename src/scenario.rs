@@ -141,6 +141,18 @@ impl Deployment {
     pub fn gpus(&self) -> u64 {
         self.pools.iter().map(Pool::gpus).sum()
     }
+
+    /// Its pools and each replica's, as the metrics and tables name them.
+    pub fn pool_layout(&self) -> crate::metrics::PoolLayout {
+        let pools = self
+            .pools
+            .iter()
+            .map(|p| crate::metrics::PoolInfo { name: p.name.clone(), role: p.role, gpus: p.gpus() })
+            .collect();
+        // Pool names are unique (the keys of `pools:`).
+        let of = |r: &Pool| self.pools.iter().position(|p| p.name == r.name).expect("a replica's pool is a pool");
+        crate::metrics::PoolLayout::new(pools, self.replica_pools().into_iter().map(of).collect())
+    }
 }
 
 /// Reads and resolves a scenario file.

@@ -384,7 +384,7 @@ fn simulate(
     out: (&mut dyn Write, &str),
     extra: &mut Extra,
 ) -> anyhow::Result<Metrics> {
-    let mut metrics = MetricsCollector::with_slo(d.slo).measuring(&traffic.measurement);
+    let mut metrics = MetricsCollector::with_slo(d.slo).measuring(&traffic.measurement).pooled(d.pool_layout());
     let tracing = extra.steps.is_some();
     let mut writer = JsonlWriter::new(out.0, out.1);
     if let Some((f, name)) = &mut extra.steps {
@@ -440,22 +440,29 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     let nodes = d.tp.div_ceil(d.gpu.gpus_per_node.max(1));
     let nodes = if nodes > 1 { format!(" in {nodes} nodes of {}", d.gpu.gpus_per_node) } else { String::new() };
     let rejected = if m.rejected_requests > 0 { format!(", {} rejected", m.rejected_requests) } else { String::new() };
+    let deployment = if d.pools.len() > 1 {
+        pools_summary(d, m)
+    } else {
+        format!(
+            "{name}: {cluster}{model} on {tp}x {gpu}{nodes} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model ({why})",
+            name = d.name,
+            model = d.model.name,
+            tp = d.tp,
+            gpu = d.gpu.name,
+            dtype = d.dtype,
+            blocks = d.engine.num_gpu_blocks,
+            bs = d.engine.block_size,
+            kind = d.latency.kind(),
+            why = d.latency_reason,
+        )
+    };
     let text = format!(
-        "{name}: {cluster}{model} on {tp}x {gpu}{nodes} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model ({why})\n\
+        "{deployment}\n\
          {rows} requests: {done} completed, {bad} unservable, {unfinished} unfinished{rejected}; \
          simulated {sim:.1} s in {wall_s:.2} s wall ({rate:.0} requests/s)\n\
          TTFT mean {ttft:.1} ms, p99 {ttft99:.1} ms | ITL mean {itl:.2} ms, p99 {itl99:.2} ms | \
          E2E mean {e2e:.0} ms, p99 {e2e99:.0} ms\n\
          {rps:.2} req/s, {tps:.0} tok/s, {pre} preemptions, prefix-cache hit rate {hit:.1} %",
-        name = d.name,
-        model = d.model.name,
-        tp = d.tp,
-        gpu = d.gpu.name,
-        dtype = d.dtype,
-        blocks = d.engine.num_gpu_blocks,
-        bs = d.engine.block_size,
-        kind = d.latency.kind(),
-        why = d.latency_reason,
         done = m.completed_requests,
         bad = m.dropped_unservable,
         unfinished = m.still_unfinished,
@@ -492,4 +499,63 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         ),
         _ => text,
     }
+}
+
+/// A deployment of several pools: the pools by role, the KV link and the
+/// decider, then one line a pool with its engines and its share of the run.
+fn pools_summary(d: &Deployment, m: &Metrics) -> String {
+    let roles: Vec<String> = sim::Role::ALL
+        .into_iter()
+        .filter_map(|role| {
+            let n = d.pools.iter().filter(|p| p.role == role).count();
+            (n > 0).then(|| format!("{n} {}", role.name()))
+        })
+        .collect();
+    let mut text =
+        format!("{}: {} pools ({}) of {}, {} GPUs", d.name, d.pools.len(), roles.join(" + "), d.model.name, d.gpus());
+    if d.pools.iter().any(|p| p.role == sim::Role::Prefill) {
+        let decider = match d.pd {
+            sim::PdDecider::Always => "always".to_owned(),
+            sim::PdDecider::PrefixThreshold { threshold_tokens } => {
+                format!("prefix-threshold at {threshold_tokens} uncached tokens")
+            }
+        };
+        text += &format!(
+            "; KV over {:.0} Gbit/s + {} µs a transfer; P/D decider {decider}",
+            d.kv_transfer.bandwidth_gbps, d.kv_transfer.latency_us
+        );
+    }
+    for (p, pm) in d.pools.iter().zip(&m.pools) {
+        let nodes = p.tp.div_ceil(p.gpu.gpus_per_node.max(1));
+        let nodes = if nodes > 1 { format!(" in {nodes} nodes of {}", p.gpu.gpus_per_node) } else { String::new() };
+        let replicas = if pm.replicas == 1 { "1 replica".to_owned() } else { format!("{} replicas", pm.replicas) };
+        let calls = if p.role == sim::Role::Prefill { "prefilled" } else { "served" };
+        text += &format!(
+            "\n  pool {} ({}): {replicas} of {}x {}{nodes} ({}), {} KV blocks of {}, {} latency model ({}); {} llm calls {calls}",
+            p.name,
+            p.role.name(),
+            p.tp,
+            p.gpu.name,
+            p.dtype,
+            p.engine.num_gpu_blocks,
+            p.engine.block_size,
+            p.latency.kind(),
+            p.latency_reason,
+            pm.llm_calls,
+        );
+        if let (Some(ttft), Some(ttft99), Some(itl)) = (pm.ttft_mean_ms, pm.ttft_p99_ms, pm.itl_mean_ms) {
+            text += &format!(", TTFT mean {ttft:.1} ms, p99 {ttft99:.1} ms, ITL mean {itl:.2} ms");
+        }
+        if let Some(t) = &pm.kv_transfers {
+            let way = if p.role == sim::Role::Prefill { "out" } else { "in" };
+            text += &format!(
+                ", {} KV transfers {way} ({:.1} MB), mean {:.2} ms, p99 {:.2} ms",
+                t.count,
+                t.bytes as f64 / 1e6,
+                t.mean_ms,
+                t.p99_ms
+            );
+        }
+    }
+    text
 }

@@ -345,7 +345,9 @@ fn simulate_cell(
         parts,
         results,
         steps,
-        metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo)).measuring(&ctx.plan.measurement),
+        metrics: MetricsCollector::with_slo(ctx.plan.slo.or(d.slo))
+            .measuring(&ctx.plan.measurement)
+            .pooled(d.pool_layout()),
         error: None,
         progress: ctx.opts.progress.as_deref(),
     };

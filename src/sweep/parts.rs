@@ -56,11 +56,12 @@ impl RunParts {
                 ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| io_err(&tmp)(std::io::Error::other(e)))?;
             parts.push(Part { table, writer });
         }
+        let pools = run.pools();
         Ok(RunParts {
             run,
             run_cache: Vec::new(),
             requests: RequestRows::new(),
-            nodes: NodeRows::new(),
+            nodes: NodeRows::new(pools),
             tokens: tokens.then(TokenRows::new),
             parts,
             rows: 0,

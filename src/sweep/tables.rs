@@ -9,7 +9,8 @@
 //! ([`columns::RunColumns`]: the run, its deployment as resolved, its grid
 //! values), then its own:
 //! - `requests`: one row per request DAG ([`requests`]: E2E, send wait, status);
-//! - `nodes`: one row per llm call ([`nodes`]: TTFT, ITL, scheduling delay);
+//! - `nodes`: one row per llm call ([`nodes`]: TTFT, ITL, scheduling delay,
+//!   its pool and role, a split call's prefill replica and KV transfer);
 //! - `tokens` (`--tokens`): one row per llm call with its token latencies;
 //! - `runs.parquet`: one row per run, its metrics ([`super::summary`]).
 //!

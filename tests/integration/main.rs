@@ -25,6 +25,7 @@ mod hardening;
 mod import;
 mod ispass;
 mod load_trend;
+mod pools_outputs;
 mod properties;
 mod reject;
 mod report;

@@ -17,6 +17,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field};
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::PoolLayout;
 use crate::scenario::{Deployment, ScenarioSpec};
 use crate::sim::FinishedRequest;
 use crate::sweep::grid::Cell;
@@ -95,6 +96,11 @@ pub(crate) struct DeploymentRow {
     engine_async_scheduling: Option<bool>,
     engine_gpu_memory_utilization: Option<f64>,
     engine_kv_cache_dtype: Option<String>,
+    /// Each replica's pool, for the `nodes` table's `pool` and `role` (not
+    /// a column of its own, and not kept in the run's status: only a run
+    /// being simulated needs it).
+    #[serde(skip)]
+    pools: Option<Arc<PoolLayout>>,
 }
 
 impl DeploymentRow {
@@ -123,6 +129,7 @@ impl DeploymentRow {
             engine_async_scheduling: Some(e.async_scheduling),
             engine_gpu_memory_utilization: Some(d.gpu_memory_utilization),
             engine_kv_cache_dtype: Some(d.kv_cache_dtype.to_string()),
+            pools: Some(Arc::new(d.pool_layout())),
         }
     }
 
@@ -225,6 +232,11 @@ impl RunColumns {
 
     pub(crate) fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    /// Each replica's pool (none known for a deployment that did not resolve).
+    pub(crate) fn pools(&self) -> Arc<PoolLayout> {
+        self.deployment.pools.clone().unwrap_or_default()
     }
 
     fn head(&self) -> [(&'static str, Value<'_>); 3] {

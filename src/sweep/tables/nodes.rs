@@ -1,15 +1,20 @@
 //! The `nodes` table: one row per llm call (a DAG's `llm` node) — where it
 //! ran, when it started, got its first token and finished, its TTFT, ITL
-//! mean and p99, scheduling delay, token counts and error. Tool calls have
+//! mean and p99, scheduling delay, token counts and error; then the pool
+//! of the replica that served it and that pool's role, and for a call
+//! prefilled on another replica (prefill/decode disaggregation) that
+//! replica, its pool and the KV transfer's time and bytes. Tool calls have
 //! no row; a request's E2E is in `requests`.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::builder::{Float64Builder, Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{CallKey, RunColumns};
+use crate::metrics::PoolLayout;
 use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
@@ -27,6 +32,19 @@ pub(crate) struct NodeRows {
     times: [Float64Builder; 7],
     counts: [Int64Builder; 4],
     error: StringBuilder,
+    /// `pool` and `role` (both keyed by the pool's index), and
+    /// `prefill_pool`: a few names repeated on every row, dictionary keys
+    /// appended (no string hashed a row).
+    pool: Int32Builder,
+    prefill_pool: Int32Builder,
+    /// The dictionaries: each pool's name and its role's.
+    names: ArrayRef,
+    roles: ArrayRef,
+    prefill_replica: Int64Builder,
+    kv_transfer: Float64Builder,
+    kv_transfer_bytes: Int64Builder,
+    /// Each replica's pool.
+    pools: Arc<PoolLayout>,
     rows: usize,
     gaps: Vec<u64>,
 }
@@ -45,10 +63,25 @@ impl NodeRows {
             fields.push(Field::new(name, DataType::Int64, false));
         }
         fields.push(Field::new("error", DataType::Utf8, true));
+        // Added with pools, after the columns the table had before them.
+        // The pool of `replica` (`default` without `pools:`) and its role
+        // (`mixed` or `decode`); null where `replica` is.
+        let text = || DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        fields.push(Field::new("pool", text(), true));
+        fields.push(Field::new("role", text(), true));
+        // A call prefilled on a prefill replica (null otherwise): that
+        // replica, its pool, and the KV's move to `replica` — from the decode
+        // replica's request for it until it landed (link wait included), s —
+        // and its bytes.
+        fields.push(Field::new("prefill_pool", text(), true));
+        fields.push(Field::new("prefill_replica", DataType::Int64, true));
+        fields.push(Field::new("kv_transfer_s", DataType::Float64, true));
+        fields.push(Field::new("kv_transfer_bytes", DataType::Int64, true));
         Arc::new(Schema::new(fields))
     }
 
-    pub(crate) fn new() -> NodeRows {
+    /// Rows of a run whose replicas are in `pools`.
+    pub(crate) fn new(pools: Arc<PoolLayout>) -> NodeRows {
         NodeRows {
             schema: Self::schema(),
             key: CallKey::new(),
@@ -56,6 +89,14 @@ impl NodeRows {
             times: std::array::from_fn(|_| Float64Builder::new()),
             counts: std::array::from_fn(|_| Int64Builder::new()),
             error: StringBuilder::new(),
+            pool: Int32Builder::new(),
+            prefill_pool: Int32Builder::new(),
+            names: Arc::new(pools.pools().iter().map(|p| Some(p.name.as_str())).collect::<StringArray>()),
+            roles: Arc::new(pools.pools().iter().map(|p| Some(p.role.name())).collect::<StringArray>()),
+            prefill_replica: Int64Builder::new(),
+            kv_transfer: Float64Builder::new(),
+            kv_transfer_bytes: Int64Builder::new(),
+            pools,
             rows: 0,
             gaps: Vec::new(),
         }
@@ -93,8 +134,16 @@ impl NodeRows {
                 b.append_value(i64::from(v));
             }
             self.key.append(r, i);
-            self.replica.append_option(node.start_us.map(|_| i64::from(node.replica.unwrap_or(0))));
+            let replica = node.start_us.map(|_| node.replica.unwrap_or(0));
+            self.replica.append_option(replica.map(i64::from));
             self.error.append_option(node.error.as_ref().map(|e| e.to_string()));
+            let key = |r: u32| self.pools.index_of(r).map(|p| p as i32);
+            self.pool.append_option(replica.and_then(key));
+            let prefill = node.prefill_replica.filter(|_| node.start_us.is_some());
+            self.prefill_pool.append_option(prefill.and_then(key));
+            self.prefill_replica.append_option(prefill.map(i64::from));
+            self.kv_transfer.append_option(prefill.map(|_| s(node.kv_transfer_us)));
+            self.kv_transfer_bytes.append_option(prefill.map(|_| node.kv_transfer_bytes as i64));
             self.rows += 1;
         }
     }
@@ -107,6 +156,16 @@ impl NodeRows {
         own.extend(self.times.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.extend(self.counts.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         own.push(Arc::new(self.error.finish()));
+        let dictionary = |keys: Int32Array, values: &ArrayRef| -> ArrayRef {
+            Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values.clone()).expect("keys index the pools"))
+        };
+        let pool = self.pool.finish();
+        own.push(dictionary(pool.clone(), &self.names));
+        own.push(dictionary(pool, &self.roles));
+        own.push(dictionary(self.prefill_pool.finish(), &self.names));
+        own.push(Arc::new(self.prefill_replica.finish()));
+        own.push(Arc::new(self.kv_transfer.finish()));
+        own.push(Arc::new(self.kv_transfer_bytes.finish()));
         let rows = std::mem::take(&mut self.rows);
         super::batch(&self.schema, run, rows, own)
     }

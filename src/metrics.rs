@@ -322,40 +322,7 @@ impl WindowCollector {
     }
 }
 
-/// The measurement window of a run (see [`crate::sim::Window`]): its
-/// bounds, its requests and their latencies, and, with an SLO, the verdict
-/// a capacity search takes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct WindowMetrics {
-    /// When the warm-up ended, s (null: it never did).
-    pub start_s: Option<f64>,
-    /// The last send, s.
-    pub end_s: f64,
-    /// Its length, s.
-    pub duration_s: f64,
-    /// Requests sent in it.
-    pub requests: u64,
-    /// Of those, completed.
-    pub completed: u64,
-    /// Of those, unservable, rejected, timed out or unfinished: SLO misses.
-    pub failed: u64,
-    /// Requests sent per second of the window.
-    pub offered_rps: f64,
-    /// Requests completed within the window, per second of it.
-    pub throughput_rps: f64,
-    #[allow(missing_docs)]
-    pub ttft_p99_ms: f64,
-    #[allow(missing_docs)]
-    pub itl_p99_ms: f64,
-    #[allow(missing_docs)]
-    pub e2e_p99_ms: f64,
-    #[allow(missing_docs)]
-    pub e2e_mean_ms: f64,
-    /// With an SLO: whether the window shows the load served within it.
-    pub verdict: Option<Verdict>,
-}
-
-pub use slo::Verdict;
+pub use slo::{Verdict, WindowMetrics};
 
 /// The metrics JSON, with BLIS's names where BLIS has the metric. Latencies
 /// in milliseconds; percentiles interpolate linearly between ranks (numpy's

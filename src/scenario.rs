@@ -234,7 +234,7 @@ pub fn resolve(mut spec: ScenarioSpec, base: &Path, default_name: &str) -> Resul
                 router: spec.router.clone(),
             };
             let pool = scenario.pool("default", Role::Mixed, settings)?;
-            (vec![pool], pools::UNUSED_LINK, PdDecider::Always)
+            (vec![pool], KvTransferConfig::UNUSED, PdDecider::Always)
         }
         Some(p) => pools::resolve(&scenario, p)?,
     };

@@ -9,9 +9,6 @@ use super::spec::{KvTransferSpec, PdSpec, PoolSpec, Pools};
 use crate::arch::Gpu;
 use crate::sim::{ConnectorKind, KvTransferConfig, PdDecider, Role};
 
-/// The link of a deployment that moves no KV (no prefill pool): never used.
-pub(super) const UNUSED_LINK: KvTransferConfig = KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 };
-
 /// NCCL's own model of one NVLink step (NVIDIA/nccl `src/graph/tuning.cc`,
 /// `hwLat[NCCL_HW_NVLINK][NCCL_ALGO_RING][NCCL_PROTO_LL]`), µs: the wire's
 /// fixed time on NVLink. The software's delays are the scheduler's: a read
@@ -58,7 +55,7 @@ pub(super) fn resolve(
             let key = if spec.kv_transfer.is_some() { "kv_transfer" } else { "pd" };
             return invalid(key, "only a deployment with a prefill pool moves KV");
         }
-        return Ok((resolved, UNUSED_LINK, PdDecider::Always));
+        return Ok((resolved, KvTransferConfig::UNUSED, PdDecider::Always));
     }
     for p in resolved.iter_mut().filter(|p| p.role != Role::Mixed) {
         p.engine.kv_connector = ConnectorKind::Nixl;

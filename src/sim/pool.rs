@@ -77,6 +77,10 @@ pub struct KvTransferConfig {
 }
 
 impl KvTransferConfig {
+    /// The link of a deployment that moves no KV (no prefill pool): never
+    /// used.
+    pub const UNUSED: KvTransferConfig = KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 };
+
     /// How long moving `bytes` takes on an idle link, µs (rounded up).
     pub fn duration_us(&self, bytes: u64) -> u64 {
         // Gbit/s = 1e3 bits per µs.

@@ -62,8 +62,7 @@ impl<L> RunConfig<L> {
         };
         RunConfig {
             pools: vec![pool],
-            // (Unused: nothing moves without a prefill pool.)
-            kv_transfer: KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 },
+            kv_transfer: KvTransferConfig::UNUSED,
             pd: PdDecider::Always,
             client: Client::OpenLoop,
             measurement: Measurement::default(),

@@ -79,8 +79,7 @@ impl<L: LatencyModel> Simulation<L> {
             router,
             kv_bytes_per_token: 0,
         };
-        // (No transfer happens without a prefill pool.)
-        Self::pools(vec![pool], KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 }, PdDecider::Always)
+        Self::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always)
     }
 
     /// Idle pools at time 0 (at least one that serves requests: mixed or

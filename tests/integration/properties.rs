@@ -211,8 +211,7 @@ fn random_workloads_finish_with_consistent_timelines() {
             router,
             kv_bytes_per_token: 0,
         };
-        let mut sim =
-            Simulation::pools(vec![pool], KvTransferConfig { bandwidth_gbps: 1.0, latency_us: 0 }, PdDecider::Always);
+        let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
         sim.check_invariants(true);
         let client = match rng.random_range(0..5) {
             0 => Client::Capped { limit: rng.random_range(1..=4) },

@@ -60,6 +60,24 @@ pub struct PoolConfig<L> {
     pub kv_bytes_per_token: u64,
 }
 
+impl<L> PoolConfig<L> {
+    /// The pool of an aggregated deployment: `replicas` mixed engines of
+    /// `engine` behind `router`, priced by `latency`, named `default`.
+    pub fn mixed(engine: EngineConfig, replicas: u32, router: RouterConfig, latency: L) -> Self {
+        PoolConfig {
+            name: "default".to_owned(),
+            role: Role::Mixed,
+            engine,
+            replicas,
+            lockstep: false,
+            latency,
+            router,
+            // (Nothing is sent out of a mixed pool.)
+            kv_bytes_per_token: 0,
+        }
+    }
+}
+
 /// How prompt KV moves from a prefill replica to a decode replica.
 ///
 /// Each decode replica reads over one inbound link, one transfer at a time,

@@ -15,7 +15,7 @@ use super::client::Client;
 use super::engine::{EngineConfig, EngineStats};
 use super::order::InputOrder;
 use super::outcome::{FinishedRequest, ResultSink};
-use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
+use super::pool::{KvTransferConfig, PdDecider, PoolConfig};
 use super::router::RouterConfig;
 use super::simulation::Simulation;
 use super::step_trace::EngineStep;
@@ -50,16 +50,7 @@ impl<L> RunConfig<L> {
     /// client and no window, horizon, timeout or step trace (set them with
     /// struct update syntax).
     pub fn aggregated(engine: EngineConfig, replicas: u32, router: RouterConfig, latency: L) -> Self {
-        let pool = PoolConfig {
-            name: "default".to_owned(),
-            role: Role::Mixed,
-            engine,
-            replicas,
-            lockstep: false,
-            latency,
-            router,
-            kv_bytes_per_token: 0,
-        };
+        let pool = PoolConfig::mixed(engine, replicas, router, latency);
         RunConfig {
             pools: vec![pool],
             kv_transfer: KvTransferConfig::UNUSED,

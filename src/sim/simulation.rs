@@ -21,7 +21,7 @@ use super::cluster::Cluster;
 use super::engine::{EngineConfig, EngineEvent, EngineStats};
 use super::event::Event;
 use super::outcome::{ClockOverflow, NodeError, RequestStatus, ResultSink, later_or_overflow};
-use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
+use super::pool::{KvTransferConfig, PdDecider, PoolConfig};
 use super::queue::EventQueue;
 use super::requests::Requests;
 use super::router::RouterConfig;
@@ -69,16 +69,7 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// `replicas` (≥ 1) idle engines of `config` behind a router, at time 0.
     pub fn cluster(config: EngineConfig, latency: L, replicas: u32, router: RouterConfig) -> Self {
-        let pool = PoolConfig {
-            name: "default".to_owned(),
-            role: Role::Mixed,
-            engine: config,
-            replicas,
-            lockstep: false,
-            latency,
-            router,
-            kv_bytes_per_token: 0,
-        };
+        let pool = PoolConfig::mixed(config, replicas, router, latency);
         Self::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always)
     }
 

@@ -7,7 +7,7 @@ use blis_sweep::arch::{ModelArch, catalog, hardware};
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use blis_sweep::sim::{
     Affinity, Client, ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, PdDecider, PoolConfig,
-    RequestStatus, Role, RouterConfig, RoutingPolicy, Scorer, Simulation,
+    RequestStatus, RouterConfig, RoutingPolicy, Scorer, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -201,16 +201,9 @@ fn random_workloads_finish_with_consistent_timelines() {
         let router = random_router(&mut rng);
         // A third of the clusters are data-parallel ranks in lockstep
         // (chosen by case number, so the random stream is the same).
-        let pool = PoolConfig {
-            name: "default".to_owned(),
-            role: Role::Mixed,
-            engine: engine.clone(),
-            replicas,
-            lockstep: replicas > 1 && case % 3 == 0,
-            latency: random_latency(&mut rng),
-            router,
-            kv_bytes_per_token: 0,
-        };
+        let lockstep = replicas > 1 && case % 3 == 0;
+        let pool =
+            PoolConfig { lockstep, ..PoolConfig::mixed(engine.clone(), replicas, router, random_latency(&mut rng)) };
         let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
         sim.check_invariants(true);
         let client = match rng.random_range(0..5) {

@@ -1,0 +1,1 @@
+//! `run` on scenarios with `pools:`.

@@ -5,9 +5,10 @@
 //! and peak RSS for several N, each in its own process so the peaks are
 //! comparable.
 //!
-//!     cargo bench --bench sim                 # 10k, 100k and 300k requests; then 8 replicas on 8x
+//!     cargo bench --bench sim                 # 10k, 100k and 300k requests; then 8 replicas on 8x; then 4P+4D
 //!     cargo bench --bench sim -- one 100000   # one size, in this process
 //!     cargo bench --bench sim -- cluster 8 800000   # 8 replicas, 8x the traffic
+//!     cargo bench --bench sim -- pd 400000    # 4 prefill + 4 decode replicas at PD_RATE
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
@@ -32,6 +33,12 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// 52 and 0.8 s at 54, and diverges from 56 (the served rate stops following
 /// the offered rate at 56.2 req/s).
 const RATE: f64 = 52.0;
+
+/// Arrival rate of the 4P+4D cluster, requests/s: about 93 % of where it
+/// saturates. Swept with `-- pd 20000 RATE`: served throughput tops out at
+/// 263 req/s (260.5 served at 300 offered, 263.5 at 400, TTFT p99 6 s and
+/// 22 s); TTFT p99 is 73 ms at 200 and 83 ms at 245.
+const PD_RATE: f64 = 245.0;
 
 /// BLIS's `chatbot` preset lengths (`../shared/reference/blis-spec.md` §9.8):
 /// prompt and output gaussian, mean 256, std 100, clamped to [2, 800] and
@@ -77,11 +84,28 @@ impl Sink for Nothing {
 fn one(n: u64, rate: f64, replicas: u32) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
     let mut d = blis_sweep::scenario::load(&scenario).unwrap();
-    d.replicas = replicas;
-    if replicas > 1 {
-        d.router.policy = blis_sweep::sim::RoutingPolicy::named("least-requests").expect("listed");
+    // (The run reads its pools: a scenario without `pools:` is one.)
+    for pool in &mut d.pools {
+        pool.replicas = replicas;
+        if replicas > 1 {
+            pool.router.policy = blis_sweep::sim::RoutingPolicy::named("least-requests").expect("listed");
+        }
     }
-    let rate = rate * f64::from(replicas);
+    measure(&d, n, rate * f64::from(replicas), &format!("{replicas} replica(s)"));
+}
+
+/// The same deployment as 4 prefill + 4 decode replicas (both pools behind
+/// least-requests, KV over NVLink), at `rate`.
+fn pd(n: u64, rate: f64) {
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pools-scenarios/pd-4p4d-llama-3.1-8b-h100.yaml");
+    let d = blis_sweep::scenario::load(&scenario).unwrap();
+    measure(&d, n, rate, "4P+4D");
+}
+
+/// `n` chat requests at `rate` through `d`'s run configuration, results
+/// written as `run` writes them (into a counting sink).
+fn measure(d: &blis_sweep::scenario::Deployment, n: u64, rate: f64, label: &str) {
     let mut bytes = 0u64;
     let mut metrics = MetricsCollector::default();
     let mut counted = CountingSink(&mut bytes);
@@ -101,7 +125,7 @@ fn one(n: u64, rate: f64, replicas: u32) {
     drop(rows);
     let wall_s = wall.elapsed().as_secs_f64();
     println!(
-        "{n:>8} requests  {replicas} replica(s)  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
+        "{n:>8} requests  {label}  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
          | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL",
         n as f64 / wall_s,
         rss::peak_rss_mib(),
@@ -147,6 +171,11 @@ fn main() {
         one(args[i + 1].parse().expect("a request count"), rate, 1);
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "pd") {
+        let rate = args.get(i + 2).map_or(PD_RATE, |r| r.parse().expect("a rate in req/s"));
+        pd(args[i + 1].parse().expect("a request count"), rate);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "cluster") {
         let replicas = args[i + 1].parse().expect("a replica count");
         one(args[i + 2].parse().expect("a request count"), RATE, replicas);
@@ -159,7 +188,9 @@ fn main() {
     let runs = sizes.iter().map(|n| vec!["one".to_owned(), n.to_string()]);
     // Eight replicas on eight times the traffic (416 req/s), least-requests.
     let clusters = sizes.iter().map(|n| vec!["cluster".to_owned(), "8".to_owned(), (8 * n).to_string()]);
-    for args in runs.chain(clusters) {
+    // Four prefill and four decode replicas (4P+4D) at PD_RATE.
+    let pd = [100_000u64, 400_000].map(|n| vec!["pd".to_owned(), n.to_string()]);
+    for args in runs.chain(clusters).chain(pd) {
         let status = std::process::Command::new(std::env::current_exe().unwrap()).args(&args).status().unwrap();
         assert!(status.success());
     }

@@ -175,4 +175,30 @@ mod tests {
         assert_eq!(out[1].nodes[0].prefill_replica, Some(1));
         assert!(out.iter().all(|r| r.status == RequestStatus::Completed));
     }
+
+    #[test]
+    fn a_landed_prompt_behind_a_request_that_cannot_fit_still_runs() {
+        // The decode replica runs one request at a time in 9 usable blocks
+        // of 16. A's 64-token prompt (4 blocks) is read into it at 1,128 µs
+        // and lands at 1,242 µs, but B (16 + 100 tokens, kept local by the
+        // decider) was admitted at 1,200 µs: A waits, holding its blocks.
+        // B outgrows the 5 blocks left and preempts itself, going back to
+        // the front of the queue, where it cannot fit beside A's blocks:
+        // with nothing running, A must run (and free them) or the replica
+        // stalls for good (vLLM #45387).
+        let mut decode = pool(Role::Decode, 1);
+        decode.engine = EngineConfig { kv_connector: ConnectorKind::Nixl, ..EngineConfig::for_tests(1, 256, 10) };
+        let decider = PdDecider::PrefixThreshold { threshold_tokens: 48 };
+        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), decode], LINK, decider);
+        sim.check_invariants(true);
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        sim.add_request(request(0, 64, 2), &mut out);
+        sim.add_request(Request { arrival_time: 0.0012, ..request(1, 16, 100) }, &mut out);
+        sim.finish(&mut out);
+        out.sort_by_key(|r| r.index);
+        assert_eq!(out.iter().map(|r| r.status).collect::<Vec<_>>(), [RequestStatus::Completed; 2]);
+        assert_eq!(out[0].nodes[0].prefill_replica, Some(1));
+        assert_eq!(out[1].nodes[0].prefill_replica, None);
+        assert!(out[1].nodes[0].preemptions > 0, "B outgrew what A's blocks left");
+    }
 }

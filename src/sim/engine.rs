@@ -380,7 +380,12 @@ impl Engine {
             budget -= n;
             i += 1;
         }
-        if !self.preempted_this_step {
+        // A scheduling that preempted admits nothing (vLLM's `if not
+        // preempted_reqs`), but one that preempted every running request and
+        // scheduled nothing is followed at once by the engine core's next
+        // `schedule()`, which admits: done here, or an engine whose blocks
+        // are held by requests not running (remote KV landing) would idle.
+        if !self.preempted_this_step || (self.running.is_empty() && self.building.entries.is_empty()) {
             self.admit_waiting(&mut budget, lpt, events);
         }
         if self.building.entries.is_empty() {
@@ -431,10 +436,16 @@ impl Engine {
         // being read are skipped and keep their place (scheduler.py
         // `skipped_waiting_requests`).
         let mut i = 0;
+        // A request that cannot get blocks ends admission (FCFS), except when
+        // nothing runs: then nothing would ever free the blocks that requests
+        // whose remote KV landed hold behind it, so those are admitted past
+        // it (vLLM issues #30659 and #45387: it otherwise stalls for good; the
+        // minimal fix of #45406 changes only this case).
+        let mut stuck = false;
         while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
             let Some(&slot) = self.waiting.get(i) else { break };
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
-            if seq.remote == RemoteKv::Loading {
+            if seq.remote == RemoteKv::Loading || (stuck && seq.remote != RemoteKv::Loaded) {
                 i += 1;
                 continue;
             }
@@ -464,6 +475,10 @@ impl Engine {
                         // registered when their KV has landed.
                         let target = hit_tokens + external;
                         if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, target, hit_tokens) {
+                            if self.running.is_empty() {
+                                (stuck, i) = (true, i + 1);
+                                continue;
+                            }
                             break;
                         }
                         seq.remote = RemoteKv::Loading;
@@ -495,9 +510,17 @@ impl Engine {
                 && !landed
                 && !self.kv.fits(&self.hits, seq.num_tokens.min(self.config.max_model_len))
             {
+                if self.running.is_empty() {
+                    (stuck, i) = (true, i + 1);
+                    continue;
+                }
                 break;
             }
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n, seq.num_tokens) {
+                if self.running.is_empty() && !landed {
+                    (stuck, i) = (true, i + 1);
+                    continue;
+                }
                 break;
             }
             if i == 0 {

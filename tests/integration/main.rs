@@ -25,6 +25,8 @@ mod hardening;
 mod import;
 mod ispass;
 mod load_trend;
+mod pd_properties;
+mod pools;
 mod pools_outputs;
 mod properties;
 mod reject;

@@ -15,7 +15,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 const CASES: u64 = 1000;
 
-fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
+pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
     let max_num_seqs = rng.random_range(1..=16);
     EngineConfig {
         max_num_seqs,
@@ -33,7 +33,7 @@ fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
     }
 }
 
-fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
+pub(crate) fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
     if rng.random_bool(0.5) {
         let beta = [rng.random_range(1.0..2000.0), rng.random_range(0.0..5.0), rng.random_range(0.0..50.0)];
         StepPricer::Linear(Linear::new(&beta).unwrap())
@@ -46,7 +46,7 @@ fn random_latency(rng: &mut Xoshiro256PlusPlus) -> StepPricer {
     }
 }
 
-fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
+pub(crate) fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
     let scorers = [Scorer::Queue, Scorer::KvUtilization, Scorer::PrefixCache, Scorer::RunningRequests];
     // Every listed policy, so a new one is tested here as it is added; those
     // taking scorers last (the order these cases were first drawn in).
@@ -71,7 +71,7 @@ fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
     }
 }
 
-fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Request {
+pub(crate) fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Request {
     let n = rng.random_range(1..=6usize);
     let mut subs = Vec::with_capacity(n);
     let mut has_pred = vec![false; n];
@@ -114,7 +114,7 @@ fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64) -> Reques
 }
 
 /// Whether the engine can ever serve `call` (mirrors the documented rule).
-fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
+pub(crate) fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     let total = call.input_tokens + call.output_tokens;
     // One block is vLLM's null block.
     total <= e.max_model_len && (total - 1).div_ceil(e.block_size) < e.num_gpu_blocks

@@ -26,16 +26,30 @@
 //! a rerun reuses them. The search drives [`crate::sweep`] from above: the
 //! sweep knows a plan's `search:` ([`crate::sweep::plan::Search`]) but not
 //! this module.
+//!
+//! A deployment with `pools:` is searched like any other (a grid override
+//! such as `pools.decode.replicas: [1, 2, 3]` makes one deployment a value):
+//! its GPUs are its pools' together, its cost per GPU-hour the sum over its
+//! pools of their GPUs at their GPU's `gpu_hour_usd`, and its row names its
+//! pools. When the deployments hold both aggregated (no prefill pool) and
+//! disaggregated ones, the printed table ends with the best of each at every
+//! GPU count that has both ([`table`]).
+
+mod table;
+
+pub use table::write;
 
 use std::collections::BTreeMap;
 
 use crate::metrics::{Metrics, Verdict};
+use crate::scenario::{Deployment, Pool};
+use crate::sim::Role;
 use crate::sweep::error::SweepError;
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
 use crate::sweep::grid::{Cell, Plan};
 use crate::sweep::output_dir::Layout;
 use crate::sweep::plan::{Over, Search};
-use crate::sweep::tables::{DeploymentRow, RowsBuilder, overrides_field, overrides_json};
+use crate::sweep::tables::DeploymentRow;
 
 /// One deployment's answer.
 #[derive(Debug, Clone)]
@@ -44,10 +58,18 @@ pub struct Capacity {
     pub scenario: String,
     /// Its grid overrides.
     pub overrides: Vec<(String, serde_json::Value)>,
-    /// GPUs: tp × dp × replicas.
+    /// GPUs: tp × dp × replicas, summed over the pools.
     pub gpus: u64,
-    /// The GPU's name.
+    /// The GPU's name (of the first pool that serves requests).
     pub gpu: String,
+    /// The pools as `name replicas×TPtp GPU` joined by ` + ` (see
+    /// [`pools_text`]); `None` for a deployment without `pools:`.
+    pub pools: Option<String>,
+    /// Without `pools:`, its replicas, TP and GPU (`2×TP4 H100`; `-` when
+    /// the scenario did not resolve).
+    pub layout: String,
+    /// Whether it has a prefill pool (prefill/decode disaggregation).
+    pub disaggregated: bool,
     /// The deployment as the tables' columns.
     pub(crate) deployment: DeploymentRow,
     /// The highest load that met the SLO (`None`: not even the low end).
@@ -56,7 +78,8 @@ pub struct Capacity {
     pub at_least: bool,
     /// The worst seed's metrics at `max`.
     pub metrics: Option<Metrics>,
-    /// Cost per million output tokens at `max`, when the GPU has a price.
+    /// Cost per million output tokens at `max`, when every pool's GPU has a
+    /// price (see [`hourly_cost`]).
     pub cost_per_mtok: Option<f64>,
     /// Probes run.
     pub probes: usize,
@@ -292,8 +315,12 @@ fn read_metrics(layout: &Layout, run_id: &str) -> Option<Metrics> {
 fn answer(s: State, search: &Search) -> Capacity {
     let cell = &s.cells[0];
     let d = crate::scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario).ok();
-    let gpus = d.as_ref().map_or(0, crate::scenario::Deployment::gpus);
+    let gpus = d.as_ref().map_or(0, Deployment::gpus);
     let gpu = d.as_ref().map_or(String::new(), |d| d.gpu.name.to_owned());
+    let pooled = cell.spec.pools.is_some();
+    let pools = d.as_ref().filter(|_| pooled).map(|d| pools_text(&d.pools));
+    let layout = d.as_ref().map_or_else(|| "-".to_owned(), |d| layout(d.replicas, d.dp, d.tp, d.gpu.name));
+    let disaggregated = d.as_ref().is_some_and(|d| d.pools.iter().any(|p| p.role == Role::Prefill));
     // The worst seed: the one with the highest p99 TTFT.
     let (mut max, mut metrics) = match s.good {
         Some((load, ms)) => {
@@ -343,8 +370,20 @@ fn answer(s: State, search: &Search) -> Capacity {
         (None, _, Some(_)) if at_least => (Answer::AtLeast, None),
         (None, _, Some(_)) => (Answer::Capacity, None),
     };
-    let cost_per_mtok = match (&metrics, search.gpu_hour_usd.get(&gpu)) {
-        (Some(m), Some(price)) if m.tokens_per_sec > 0.0 => Some(price * gpus as f64 / 3600.0 / m.tokens_per_sec * 1e6),
+    let hourly = d.as_ref().map(|d| hourly_cost(&d.pools, &search.gpu_hour_usd));
+    // Some pools priced, others not: no cost (a part would understate it),
+    // and the note says which price is missing.
+    let note = match &hourly {
+        Some(Err(Unpriced { missing, priced: true })) => {
+            let why = format!("no cost: search.gpu_hour_usd has no price for {}", missing.join(", "));
+            Some(note.map_or(why.clone(), |n| format!("{n}; {why}")))
+        }
+        _ => note,
+    };
+    let cost_per_mtok = match (&metrics, hourly) {
+        (Some(m), Some(Ok(usd_per_hour))) if m.tokens_per_sec > 0.0 => {
+            Some(usd_per_hour / 3600.0 / m.tokens_per_sec * 1e6)
+        }
         _ => None,
     };
     Capacity {
@@ -352,6 +391,9 @@ fn answer(s: State, search: &Search) -> Capacity {
         overrides: cell.overrides.clone(),
         gpus,
         gpu,
+        pools,
+        layout,
+        disaggregated,
         deployment: match &d {
             Some(d) => DeploymentRow::of(d),
             None => DeploymentRow::from_spec(&cell.spec),
@@ -366,149 +408,94 @@ fn answer(s: State, search: &Search) -> Capacity {
     }
 }
 
-/// Writes `capacity.parquet` (one row per deployment) under the plan's
-/// output and returns the table to print.
-pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, SweepError> {
-    use std::sync::Arc;
+/// Pools whose GPU has no `gpu_hour_usd`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unpriced {
+    /// The GPU names without a price, as the catalog names them.
+    pub missing: Vec<String>,
+    /// Whether some other pool's GPU has one.
+    pub priced: bool,
+}
 
-    use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
-    use arrow_array::{ArrayRef, RecordBatch};
-    use arrow_schema::{DataType, Field, Schema};
-    use parquet::arrow::ArrowWriter;
+/// What a deployment's GPUs cost an hour, USD: over its pools, each pool's
+/// GPUs at its own GPU's price (H100 and H200 pools each at theirs).
+pub fn hourly_cost(pools: &[Pool], gpu_hour_usd: &BTreeMap<String, f64>) -> Result<f64, Unpriced> {
+    let mut missing: Vec<String> = Vec::new();
+    let mut usd = 0.0;
+    for p in pools {
+        match gpu_hour_usd.get(p.gpu.name) {
+            Some(price) => usd += price * p.gpus() as f64,
+            None if !missing.iter().any(|m| m == p.gpu.name) => missing.push(p.gpu.name.to_owned()),
+            None => {}
+        }
+    }
+    if missing.is_empty() {
+        Ok(usd)
+    } else {
+        let priced = pools.iter().any(|p| gpu_hour_usd.contains_key(p.gpu.name));
+        Err(Unpriced { missing, priced })
+    }
+}
 
-    let load = match search.over {
-        Over::Rate => "max_rate",
-        Over::Concurrency => "max_concurrency",
-    };
-    // The deployment's columns and the overrides as in every other table.
-    let mut fields = vec![Field::new("scenario", DataType::Utf8, false)];
-    fields.extend(DeploymentRow::fields());
-    fields.push(overrides_field());
-    fields.extend([Field::new(load, DataType::Float64, true), Field::new("at_least", DataType::Boolean, false)]);
-    let metric_names =
-        ["ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "slo_attainment", "goodput_rps", "tokens_per_sec", "cost_per_mtok"];
-    fields.extend(metric_names.iter().map(|n| Field::new(*n, DataType::Float64, true)));
-    fields.push(Field::new("probes", DataType::Int64, false));
-    fields.push(Field::new("meets_target", DataType::Boolean, true));
-    fields.push(Field::new("verdict", DataType::Utf8, false));
-    fields.push(Field::new("note", DataType::Utf8, true));
-    let schema = Arc::new(Schema::new(fields));
-    let mut scenario = StringBuilder::new();
-    let mut deployments = RowsBuilder::deployments();
-    let mut overrides = Vec::new();
-    let (mut max, mut at_least) = (Float64Builder::new(), BooleanBuilder::new());
-    let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
-    let mut probes = Int64Builder::new();
-    let mut meets = BooleanBuilder::new();
-    let (mut verdict, mut note) = (StringBuilder::new(), StringBuilder::new());
-    let reaches = |r: &Capacity| search.target.map(|t| r.max.is_some_and(|m| m >= t));
-    let mut text = String::new();
-    let heading = match search.over {
-        Over::Rate => "max req/s",
-        Over::Concurrency => "max users",
-    };
-    text.push_str(&format!(
-        "{:<32} {:>5} {:>12} {:>10} {:>10} {:>10} {:>12}  {}\n",
-        "deployment", "GPUs", heading, "TTFT p99", "ITL p99", "goodput", "$/M tokens", "verdict"
-    ));
-    let mut notes = String::new();
-    for r in rows {
-        scenario.append_value(&r.scenario);
-        deployments.push_deployment(&r.deployment);
-        overrides.push(overrides_json(&r.overrides));
-        max.append_option(r.max);
-        at_least.append_value(r.at_least);
-        let m = r.metrics.as_ref();
-        // The latencies of the measurement window (warm-up and drain left out).
-        let w = |f: fn(&crate::metrics::WindowMetrics) -> f64, all: fn(&Metrics) -> f64| {
-            m.map(|m| m.window.as_ref().map_or_else(|| all(m), f))
-        };
-        let (ttft, itl, e2e) = (
-            w(|w| w.ttft_p99_ms, |m| m.ttft_p99_ms),
-            w(|w| w.itl_p99_ms, |m| m.itl_p99_ms),
-            w(|w| w.e2e_p99_ms, |m| m.e2e_p99_ms),
+/// A deployment's pools as its row says them: `prefill 1×TP4 H100 +
+/// decode 2×TP4 H100` (a pool named other than its role says the role:
+/// `fast (mixed) 2×TP2 H200`; data-parallel ranks as `DP2×`). In the order
+/// a request meets them, mixed and prefill pools before decode ones (a
+/// plan's scenarios reach here through JSON, which keeps no key order).
+pub fn pools_text(pools: &[Pool]) -> String {
+    let mut ordered: Vec<&Pool> = pools.iter().collect();
+    ordered.sort_by_key(|p| p.role == Role::Decode);
+    ordered
+        .iter()
+        .map(|p| {
+            let role = if p.name == p.role.name() { String::new() } else { format!(" ({})", p.role.name()) };
+            format!("{}{role} {}", p.name, layout(p.replicas, p.dp, p.tp, p.gpu.name))
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// `2×TP4 H100`: replicas, data-parallel ranks (when more than one), TP
+/// and GPU.
+pub(crate) fn layout(replicas: u32, dp: u32, tp: u64, gpu: &str) -> String {
+    let dp = if dp > 1 { format!("DP{dp}×") } else { String::new() };
+    format!("{}×{dp}TP{tp} {gpu}", replicas.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(yaml: &str) -> Deployment {
+        let spec: crate::scenario::ScenarioSpec = crate::yaml::parse(yaml).unwrap();
+        crate::scenario::resolve(spec, std::path::Path::new("."), "t").unwrap()
+    }
+
+    #[test]
+    fn heterogeneous_pools_cost_each_pool_at_its_own_gpus_price() {
+        // 1 replica × TP2 on H100 (2 GPUs) + 3 replicas × TP1 on H200 (3 GPUs).
+        let d = deployment(
+            "model: Llama-3.1-8B\nhardware: H100\npools:\n  \
+             a: {role: mixed, tp: 2}\n  b: {role: mixed, hardware: H200, tp: 1, replicas: 3}\n",
         );
-        let values = [
-            ttft,
-            itl,
-            e2e,
-            m.and_then(|m| m.slo_attainment),
-            m.and_then(|m| m.goodput_rps),
-            m.map(|m| m.tokens_per_sec),
-            r.cost_per_mtok,
-        ];
-        for (b, v) in metrics.iter_mut().zip(values) {
-            b.append_option(v);
-        }
-        probes.append_value(r.probes as i64);
-        meets.append_option(reaches(r));
-        verdict.append_value(r.answer.name());
-        note.append_option(r.note.as_deref());
-        let name = std::iter::once(r.scenario.clone())
-            .chain(r.overrides.iter().map(|(k, v)| format!("{k}={v}")))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let load = match (r.answer, r.max, r.at_least) {
-            (Answer::BelowRange, ..) => format!("< {}", search.range.0),
-            (_, None, _) => "-".to_owned(),
-            (_, Some(v), true) => format!(">= {v:.3}"),
-            (_, Some(v), false) => format!("{v:.3}"),
-        };
-        if let Some(n) = &r.note {
-            notes.push_str(&format!("{name}: {}: {n}\n", r.answer.name()));
-        }
-        let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
-        text.push_str(&format!(
-            "{name:<32} {:>5} {load:>12} {:>10} {:>10} {:>10} {:>12}  {}\n",
-            r.gpus,
-            ms(ttft),
-            ms(itl),
-            m.and_then(|m| m.goodput_rps).map_or_else(|| "-".to_owned(), |g| format!("{g:.2}/s")),
-            r.cost_per_mtok.map_or_else(|| "-".to_owned(), |c| format!("{c:.3}")),
-            r.answer.name(),
-        ));
+        assert_eq!(d.gpus(), 5);
+        let prices: BTreeMap<String, f64> = [("H100".to_owned(), 2.5), ("H200".to_owned(), 3.5)].into();
+        assert_eq!(hourly_cost(&d.pools, &prices), Ok(2.0 * 2.5 + 3.0 * 3.5));
+        assert_eq!(pools_text(&d.pools), "a (mixed) 1×TP2 H100 + b (mixed) 3×TP1 H200");
+        // One pool unpriced: no cost, and which GPU lacks a price.
+        let h100_only: BTreeMap<String, f64> = [("H100".to_owned(), 2.5)].into();
+        assert_eq!(hourly_cost(&d.pools, &h100_only), Err(Unpriced { missing: vec!["H200".to_owned()], priced: true }));
+        assert_eq!(
+            hourly_cost(&d.pools, &BTreeMap::new()),
+            Err(Unpriced { missing: vec!["H100".to_owned(), "H200".to_owned()], priced: false })
+        );
     }
-    text.push_str(&notes);
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(scenario.finish())];
-    columns.extend(deployments.finish());
-    let overrides: arrow_array::DictionaryArray<arrow_array::types::Int32Type> =
-        overrides.iter().map(String::as_str).collect();
-    columns.push(Arc::new(overrides));
-    columns.push(Arc::new(max.finish()));
-    columns.push(Arc::new(at_least.finish()));
-    columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-    columns.push(Arc::new(probes.finish()));
-    columns.push(Arc::new(meets.finish()));
-    columns.push(Arc::new(verdict.finish()));
-    columns.push(Arc::new(note.finish()));
-    if let Some(t) = search.target {
-        let cheapest = rows.iter().filter(|r| reaches(r) == Some(true)).min_by(|a, b| {
-            a.gpus
-                .cmp(&b.gpus)
-                .then(a.cost_per_mtok.unwrap_or(f64::MAX).total_cmp(&b.cost_per_mtok.unwrap_or(f64::MAX)))
-        });
-        text.push_str(&match cheapest {
-            Some(r) => format!(
-                "cheapest for {t}: {}{} ({} GPUs{})\n",
-                r.scenario,
-                r.overrides.iter().map(|(k, v)| format!(" {k}={v}")).collect::<String>(),
-                r.gpus,
-                r.cost_per_mtok.map_or_else(String::new, |c| format!(", {c:.3} $/M tokens"))
-            ),
-            None => format!("no deployment reaches {t}\n"),
-        });
+
+    #[test]
+    fn a_deployment_without_pools_costs_as_before() {
+        let d = deployment("model: Llama-3.1-8B\nhardware: H100\ntp: 2\nreplicas: 3\n");
+        let prices: BTreeMap<String, f64> = [("H100".to_owned(), 2.5)].into();
+        assert_eq!(hourly_cost(&d.pools, &prices), Ok(2.5 * 6.0));
+        assert_eq!(pools_text(&d.pools), "default (mixed) 3×TP2 H100");
     }
-    let batch = RecordBatch::try_new(schema.clone(), columns).expect("columns match the schema");
-    let path = plan.output.join("capacity.parquet");
-    let file = crate::sweep::output_dir::TmpFile::create(&path)?;
-    let tmp = file.tmp().to_owned();
-    let err = |e: parquet::errors::ParquetError| SweepError::Io {
-        path: tmp.display().to_string(),
-        error: std::io::Error::other(e),
-    };
-    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(crate::sweep::tables::writer_properties(&schema)))
-        .map_err(err)?;
-    writer.write(&batch).map_err(err)?;
-    writer.into_inner().map_err(err)?.commit()?;
-    Ok(text)
 }

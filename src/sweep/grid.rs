@@ -142,6 +142,22 @@ pub(crate) fn set_path(target: &mut Value, path: &str, value: Value) {
     }
 }
 
+/// An override under `pools.<name>.` changes a pool the scenario has; it
+/// must not add one (a pool made of one key has no role, or takes its role
+/// from its name, and runs beside the scenario's own).
+fn check_pool(scenario: &Value, key: &str, name: &str) -> Result<(), String> {
+    let Some(pool) = key.strip_prefix("pools.").and_then(|k| k.split('.').next()) else { return Ok(()) };
+    let pools = scenario.get("pools").and_then(Value::as_object);
+    if pools.is_some_and(|p| p.contains_key(pool)) {
+        return Ok(());
+    }
+    let has = match pools {
+        Some(p) => format!("its pools are {}", p.keys().map(String::as_str).collect::<Vec<_>>().join(", ")),
+        None => "it has no `pools:`".to_owned(),
+    };
+    Err(format!("scenario `{name}` has no pool `{pool}` ({has}); an override changes a pool, it does not add one"))
+}
+
 /// Reads and resolves a plan file.
 pub fn load(file: &Path) -> Result<Plan, PlanError> {
     let text = read(file)?;
@@ -310,7 +326,10 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
                         set_path(&mut varied, rest, v.clone());
                         any = true;
                     }
-                    None => set_path(&mut scenario, key, v.clone()),
+                    None => {
+                        check_pool(&scenario, key, name).map_err(|r| invalid(&format!("grid.overrides.{key}"), r))?;
+                        set_path(&mut scenario, key, v.clone());
+                    }
                 }
             }
             let cell_workload = if any {

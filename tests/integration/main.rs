@@ -6,6 +6,7 @@ mod util;
 
 mod calibrate;
 mod capacity;
+mod capacity_pools;
 mod cli;
 mod client;
 mod cluster;

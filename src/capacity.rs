@@ -316,10 +316,13 @@ fn answer(s: State, search: &Search) -> Capacity {
     let cell = &s.cells[0];
     let d = crate::scenario::resolve(cell.spec.clone(), &cell.base, &cell.scenario).ok();
     let gpus = d.as_ref().map_or(0, Deployment::gpus);
-    let gpu = d.as_ref().map_or(String::new(), |d| d.gpu.name.to_owned());
+    let gpu = d.as_ref().map_or(String::new(), |d| d.serving().gpu.name.to_owned());
     let pooled = cell.spec.pools.is_some();
     let pools = d.as_ref().filter(|_| pooled).map(|d| pools_text(&d.pools));
-    let layout = d.as_ref().map_or_else(|| "-".to_owned(), |d| layout(d.replicas, d.dp, d.tp, d.gpu.name));
+    let layout = d.as_ref().map_or_else(
+        || "-".to_owned(),
+        |d| layout(d.serving().replicas, d.serving().dp, d.serving().tp, d.serving().gpu.name),
+    );
     let disaggregated = d.as_ref().is_some_and(|d| d.pools.iter().any(|p| p.role == Role::Prefill));
     // The worst seed: the one with the highest p99 TTFT.
     let (mut max, mut metrics) = match s.good {

@@ -29,9 +29,9 @@ use pool::{PoolSettings, Scenario};
 pub use spec::{LatencySpec, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 
-use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch, catalog};
+use crate::arch::{ModelArch, catalog};
 use crate::latency::StepPricer;
-use crate::sim::{Client, EngineConfig, KvTransferConfig, PdDecider, PoolConfig, Role, RouterConfig, RunConfig};
+use crate::sim::{Client, KvTransferConfig, PdDecider, PoolConfig, Role, RunConfig};
 
 /// A resolved deployment, ready to simulate.
 #[derive(Debug, Clone)]
@@ -40,41 +40,10 @@ pub struct Deployment {
     pub name: String,
     /// Model architecture.
     pub model: ModelArch,
-    /// GPU datasheet.
-    pub gpu: Gpu,
-    /// Tensor-parallel degree.
-    pub tp: u64,
-    /// Serving dtype.
-    pub dtype: Dtype,
-    /// The vLLM release whose scheduler the engine behaves as.
-    pub vllm_version: VllmVersion,
-    /// Scheduler and KV-cache settings.
-    pub engine: EngineConfig,
-    /// `gpu_memory_utilization` used for the KV capacity.
-    pub gpu_memory_utilization: f64,
-    /// `kv_cache_dtype`.
-    pub kv_cache_dtype: KvCacheDtype,
-    /// True when `num_gpu_blocks` was computed rather than given.
-    pub kv_capacity_computed: bool,
-    /// The step pricer.
-    pub latency: StepPricer,
-    /// Why that latency model prices it: `explicit` (the scenario named
-    /// it), `measured <GPU> kernel tables` (the default, where they cover
-    /// the deployment), or what the tables lack (the default fell back to
-    /// the roofline).
-    pub latency_reason: String,
-    /// Identical replicas of the engine behind the router.
-    pub replicas: u32,
-    /// How requests are admitted and spread over the replicas.
-    pub router: RouterConfig,
     /// The latency targets its runs are judged by.
     pub slo: Option<crate::metrics::Slo>,
-    /// Data-parallel ranks of one engine (1: none). With `dp > 1` the run
-    /// has `dp` engines behind vLLM's DP load balancer, in lockstep for an
-    /// MoE model.
-    pub dp: u32,
-    /// Every pool (one mixed pool, `default`, without `pools:`). The fields
-    /// above from `gpu` on are those of the first pool that serves requests.
+    /// Every pool (one mixed pool, `default`, without `pools:`), at least
+    /// one of which serves requests (mixed or decode).
     pub pools: Vec<Pool>,
     /// How prompt KV moves from prefill to decode replicas.
     pub kv_transfer: KvTransferConfig,
@@ -95,8 +64,7 @@ impl Deployment {
                 role: p.role,
                 engine: p.engine.clone(),
                 replicas: if p.dp > 1 { p.dp } else { p.replicas },
-                // vLLM's DP load balancer over the ranks.
-                router: if p.dp > 1 { cluster::data_parallel_balancer() } else { p.router.clone() },
+                router: p.effective_router(),
                 lockstep: p.lockstep,
                 latency: p.latency.clone(),
                 // The prompt's KV once (unsharded), at the pool's KV dtype.
@@ -117,10 +85,17 @@ impl Deployment {
 }
 
 impl Deployment {
-    /// The router in front of its engines: vLLM's DP load balancer over the
-    /// ranks with `dp > 1`, else the scenario's.
-    pub fn router(&self) -> RouterConfig {
-        if self.dp > 1 { cluster::data_parallel_balancer() } else { self.router.clone() }
+    /// The first pool that serves requests (mixed or decode): the whole
+    /// deployment when the scenario has no `pools:`. What a one-line summary
+    /// of a deployment (its GPU, TP, engine, latency model) describes.
+    pub fn serving(&self) -> &Pool {
+        self.pools.iter().find(|p| p.role != Role::Prefill).expect("a deployment has a pool that serves requests")
+    }
+
+    /// Whether the scenario is one aggregated pool (no `pools:`): the
+    /// deployments every table and report has always described.
+    pub fn is_single_pool(&self) -> bool {
+        self.pools.len() == 1
     }
 
     /// Each replica's pool, in the simulator's replica order (the order of
@@ -238,28 +213,7 @@ pub fn resolve(mut spec: ScenarioSpec, base: &Path, default_name: &str) -> Resul
         }
         Some(p) => pools::resolve(&scenario, p)?,
     };
-    let first = pools.iter().find(|p| p.role != Role::Prefill).expect("a serving pool").clone();
-    Ok(Deployment {
-        slo: spec.slo,
-        name,
-        replicas: first.replicas,
-        router: first.router,
-        dp: first.dp,
-        gpu: first.gpu,
-        tp: first.tp,
-        dtype: first.dtype,
-        engine: first.engine,
-        vllm_version: first.vllm_version,
-        gpu_memory_utilization: first.gpu_memory_utilization,
-        kv_cache_dtype: first.kv_cache_dtype,
-        kv_capacity_computed: first.kv_capacity_computed,
-        latency: first.latency,
-        latency_reason: first.latency_reason,
-        model,
-        pools,
-        kv_transfer,
-        pd,
-    })
+    Ok(Deployment { slo: spec.slo, name, model, pools, kv_transfer, pd })
 }
 
 /// The model of a scenario, and its published sampling defaults (known for
@@ -317,7 +271,7 @@ mod tests {
         let s = spec(&format!(
             "model: {model}\nhardware: H100\ntp: {tp}\ndtype: fp16\nengine: {{max_num_seqs: 128, max_num_batched_tokens: 2048}}\n"
         ));
-        resolve(s, Path::new("."), "t").unwrap().engine.num_gpu_blocks
+        resolve(s, Path::new("."), "t").unwrap().serving().engine.num_gpu_blocks
     }
 
     /// The sampler is priced where the requests sample with the model's
@@ -330,7 +284,7 @@ mod tests {
         let step = |model: &str, extra: &str| {
             let s = spec(&format!("model: {model}\nhardware: H100\n{extra}"));
             let d = resolve(s, Path::new("."), "t").unwrap();
-            d.latency.step_time_us(&crate::latency::StepBatch {
+            d.serving().latency.step_time_us(&crate::latency::StepBatch {
                 decodes: 64,
                 decode_context_tokens: 64_000,
                 ..Default::default()
@@ -362,11 +316,14 @@ mod tests {
     #[test]
     fn defaults_follow_vllm() {
         let d = resolve(spec("model: Llama-3.1-8B\nhardware: H100\n"), Path::new("."), "x").unwrap();
-        assert_eq!((d.engine.max_num_seqs, d.engine.max_num_batched_tokens, d.engine.block_size), (1024, 8192, 16));
-        assert!(d.engine.enable_prefix_caching);
+        assert_eq!(
+            (d.serving().engine.max_num_seqs, d.serving().engine.max_num_batched_tokens, d.serving().engine.block_size),
+            (1024, 8192, 16)
+        );
+        assert!(d.serving().engine.enable_prefix_caching);
         assert_eq!(d.name, "x");
         let a100 = resolve(spec("model: Llama-3.1-8B\nhardware: A100-SXM\n"), Path::new("."), "x").unwrap();
-        assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
+        assert_eq!((a100.serving().engine.max_num_seqs, a100.serving().engine.max_num_batched_tokens), (256, 2048));
     }
 
     #[test]
@@ -398,7 +355,10 @@ mod tests {
         let one = resolve(spec(moe), Path::new("."), "x").unwrap();
         let two = resolve(spec(&format!("{moe}dp: 2\n")), Path::new("."), "x").unwrap();
         // Each rank holds half the experts, so more KV fits beside them.
-        assert!(two.engine.num_gpu_blocks > one.engine.num_gpu_blocks + one.engine.num_gpu_blocks / 4);
+        assert!(
+            two.serving().engine.num_gpu_blocks
+                > one.serving().engine.num_gpu_blocks + one.serving().engine.num_gpu_blocks / 4
+        );
         let c = &two.run_config().pools[0];
         assert_eq!((c.replicas, c.lockstep, &c.router.policy), (2, true, &RoutingPolicy::named("vllm-dp").unwrap()));
         assert_eq!(c.router.refresh_interval_us, 100_000);
@@ -409,7 +369,7 @@ mod tests {
         let c = &dense.run_config().pools[0];
         assert_eq!((c.replicas, c.lockstep, &c.router.policy), (3, false, &RoutingPolicy::named("vllm-dp").unwrap()));
         let tp1 = resolve(spec("model: Llama-3.1-8B\nhardware: H100\n"), Path::new("."), "x").unwrap();
-        assert_eq!(dense.engine.num_gpu_blocks, tp1.engine.num_gpu_blocks);
+        assert_eq!(dense.serving().engine.num_gpu_blocks, tp1.serving().engine.num_gpu_blocks);
         for (yaml, field) in [
             (format!("{moe}dp: 0\n"), "dp"),
             (format!("{moe}dp: 2\nreplicas: 2\n"), "dp"),
@@ -441,7 +401,7 @@ mod tests {
     fn the_latency_model_says_why_it_was_chosen() {
         let why = |yaml: &str| {
             let d = resolve(spec(yaml), Path::new("."), "x").unwrap();
-            format!("{}: {}", d.latency.kind(), d.latency_reason)
+            format!("{}: {}", d.serving().latency.kind(), d.serving().latency_reason)
         };
         assert_eq!(why("model: Llama-3.1-70B\nhardware: H100\ntp: 4\n"), "kernels: measured H100 kernel tables");
         assert_eq!(

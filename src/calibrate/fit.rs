@@ -195,7 +195,7 @@ impl Sink for InWindow {
 /// measures its errors.
 pub fn evaluate(run: &FitRun, c: &Constants) -> Result<RunErrors, String> {
     let d = &run.deployment;
-    let sim = replay_with(d, d.latency.with_constants(c)?, &run.requests, run.timeout_us, run.client);
+    let sim = replay_with(d, d.serving().latency.with_constants(c)?, &run.requests, run.timeout_us, run.client);
     let real = match &run.real {
         Truth::PerRequest(real) => real,
         Truth::Aggregates { stages, aggregates } => {

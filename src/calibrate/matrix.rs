@@ -244,15 +244,16 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             let run =
                 silicon::load(&e.data, &e.name, crate::calibrate::replay::kv_blocks).map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
-            outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
+            let p = d.serving();
+            outcome.deployment = Some((d.model.name.clone(), p.gpu.name.to_owned(), p.tp, p.latency.kind(), p.dp));
             let capacity = silicon::kv_bound(
                 u64::from(run.concurrency),
                 run.max_request_tokens,
-                d.engine.num_gpu_blocks,
-                d.engine.block_size,
+                p.engine.num_gpu_blocks,
+                p.engine.block_size,
             );
             outcome.silicon = Some(SiliconInfo { protocol: run.protocol, capacity, notes: run.notes.clone() });
-            let sim = replay_after_warmups(&d, d.latency.clone(), &run.warmups, &run.workload, run.concurrency);
+            let sim = replay_after_warmups(&d, p.latency.clone(), &run.warmups, &run.workload, run.concurrency);
             Ok(Comparison::Aggregates(crate::calibrate::aggregates::compare(&sim, &[], &run.aggregates)))
         })();
         return outcome;
@@ -261,7 +262,8 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
         outcome.report = (|| {
             let run = ispass26::load(&e.data, &e.name).map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
-            outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
+            let p = d.serving();
+            outcome.deployment = Some((d.model.name.clone(), p.gpu.name.to_owned(), p.tp, p.latency.kind(), p.dp));
             Ok(Comparison::Ispass(Box::new(crate::calibrate::ispass::compare(&d, &run))))
         })();
         return outcome;
@@ -275,8 +277,9 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             };
             let run = run.map_err(|x| x.to_string())?;
             let d = deployment(plan, &e.name, &run.scenario_yaml)?;
-            outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
-            let sim = replay(&d, d.latency.clone(), &run.workload, None);
+            let p = d.serving();
+            outcome.deployment = Some((d.model.name.clone(), p.gpu.name.to_owned(), p.tp, p.latency.kind(), p.dp));
+            let sim = replay(&d, p.latency.clone(), &run.workload, None);
             let rows = crate::calibrate::aggregates::compare(&sim, &run.stages, &run.aggregates);
             outcome.stages = load::from_aggregates(&rows, &sim, &run.stages);
             Ok(Comparison::Aggregates(rows))
@@ -289,9 +292,10 @@ fn replay_one(plan: &CalibrationPlan, e: &Experiment) -> Outcome {
             outcome.blis = blis_vllm_h100::blis_published(&e.data, &e.name).map_err(|x| x.to_string())?;
         }
         let d = deployment(plan, &e.name, &converted.scenario_yaml)?;
-        outcome.deployment = Some((d.model.name.clone(), d.gpu.name.to_owned(), d.tp, d.latency.kind(), d.dp));
+        let p = d.serving();
+        outcome.deployment = Some((d.model.name.clone(), p.gpu.name.to_owned(), p.tp, p.latency.kind(), p.dp));
         let timeout_us = converted.client_timeout_s.map(crate::workload::seconds_to_us);
-        let sim = replay(&d, d.latency.clone(), &converted.workload, timeout_us);
+        let sim = replay(&d, p.latency.clone(), &converted.workload, timeout_us);
         let baseline = converted.baseline_jsonl();
         let real =
             observed::from_results(baseline.as_slice(), &format!("{} baseline", e.name)).map_err(|x| x.to_string())?;

@@ -10,7 +10,7 @@ use std::path::Path;
 pub fn kv_blocks(scenario_yaml: &str, name: &str) -> Result<u32, String> {
     let spec: crate::scenario::ScenarioSpec = crate::yaml::parse(scenario_yaml).map_err(|e| e.message)?;
     let d = crate::scenario::resolve(spec, Path::new("."), name).map_err(|e| format!("{}: {}", e.field, e.reason))?;
-    Ok(d.engine.num_gpu_blocks)
+    Ok(d.serving().engine.num_gpu_blocks)
 }
 
 #[cfg(test)]

@@ -73,17 +73,18 @@ impl Set {
     /// Adds a run, after checking it shares the others' GPU and latency model.
     fn add(&mut self, run: FitRun, origin: &str) -> anyhow::Result<()> {
         let d = &run.deployment;
-        let Some(constants) = d.latency.constants() else {
-            bail!("{origin}: the {} model has no constants to fit", d.latency.kind());
+        let p = d.serving();
+        let Some(constants) = p.latency.constants() else {
+            bail!("{origin}: the {} model has no constants to fit", p.latency.kind());
         };
-        if !self.kind.is_empty() && self.kind != d.latency.kind() {
-            bail!("{origin}: uses the {} model but the others use {}", d.latency.kind(), self.kind);
+        if !self.kind.is_empty() && self.kind != p.latency.kind() {
+            bail!("{origin}: uses the {} model but the others use {}", p.latency.kind(), self.kind);
         }
-        if !self.gpu.is_empty() && self.gpu != d.gpu.name {
-            bail!("{origin}: runs on {} but the others ran on {}; constants are per GPU", d.gpu.name, self.gpu);
+        if !self.gpu.is_empty() && self.gpu != p.gpu.name {
+            bail!("{origin}: runs on {} but the others ran on {}; constants are per GPU", p.gpu.name, self.gpu);
         }
-        self.kind = d.latency.kind();
-        self.gpu = d.gpu.name.to_owned();
+        self.kind = p.latency.kind();
+        self.gpu = p.gpu.name.to_owned();
         self.start.get_or_insert(constants);
         self.runs.push(run);
         Ok(())
@@ -154,7 +155,7 @@ pub(crate) fn run(args: FitArgs) -> anyhow::Result<()> {
                 .map_or(String::new(), |i| format!(":{}", i + 1))
         };
         let defaults = start.clone();
-        let latency = &runs.first().context("no runs to fit")?.deployment.latency;
+        let latency = &runs.first().context("no runs to fit")?.deployment.serving().latency;
         for (key, value) in given {
             let at = format!("{}{}: {key}", path.display(), line(&key));
             if !start.contains_key(&key) {

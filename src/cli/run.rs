@@ -366,13 +366,14 @@ impl Extra {
 /// deployment meets the writers (`output/` sits below `scenario/`).
 impl From<&Deployment> for TraceV2Server {
     fn from(d: &Deployment) -> TraceV2Server {
+        let p = d.serving();
         TraceV2Server {
             model: d.model.name.clone(),
-            tensor_parallel: d.tp,
-            max_num_seqs: d.engine.max_num_seqs,
-            block_size: d.engine.block_size,
-            gpu_memory_utilization: d.gpu_memory_utilization,
-            max_model_len: d.engine.max_model_len,
+            tensor_parallel: p.tp,
+            max_num_seqs: p.engine.max_num_seqs,
+            block_size: p.engine.block_size,
+            gpu_memory_utilization: p.gpu_memory_utilization,
+            max_model_len: p.engine.max_model_len,
         }
     }
 }
@@ -423,22 +424,23 @@ fn simulate(
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {
         say!("blis-sweep: warning: {warning}");
     }
-    Ok(metrics.finish(&end).priced_by(d.latency.kind(), &d.latency_reason))
+    Ok(metrics.finish(&end).priced_by(d.serving().latency.kind(), &d.serving().latency_reason))
 }
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
+    let p = d.serving();
     let rate = if wall_s > 0.0 { m.injected_requests as f64 / wall_s } else { 0.0 };
-    let cluster = if d.dp > 1 {
+    let cluster = if p.dp > 1 {
         let lockstep = if d.model.moe.is_some() { ", lockstep, experts over all GPUs" } else { "" };
-        format!("{} data-parallel ranks (vLLM's DP balancer{lockstep}, imbalance {:.2}) of ", d.dp, m.imbalance)
-    } else if d.replicas > 1 {
-        format!("{} replicas ({} router, imbalance {:.2}) of ", d.replicas, d.router.policy.name(), m.imbalance)
+        format!("{} data-parallel ranks (vLLM's DP balancer{lockstep}, imbalance {:.2}) of ", p.dp, m.imbalance)
+    } else if p.replicas > 1 {
+        format!("{} replicas ({} router, imbalance {:.2}) of ", p.replicas, p.router.policy.name(), m.imbalance)
     } else {
         String::new()
     };
     // A TP group beyond one node is priced over the network between nodes.
-    let nodes = d.tp.div_ceil(d.gpu.gpus_per_node.max(1));
-    let nodes = if nodes > 1 { format!(" in {nodes} nodes of {}", d.gpu.gpus_per_node) } else { String::new() };
+    let nodes = p.tp.div_ceil(p.gpu.gpus_per_node.max(1));
+    let nodes = if nodes > 1 { format!(" in {nodes} nodes of {}", p.gpu.gpus_per_node) } else { String::new() };
     let rejected = if m.rejected_requests > 0 { format!(", {} rejected", m.rejected_requests) } else { String::new() };
     let deployment = if d.pools.len() > 1 {
         pools_summary(d, m)
@@ -447,13 +449,13 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
             "{name}: {cluster}{model} on {tp}x {gpu}{nodes} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model ({why})",
             name = d.name,
             model = d.model.name,
-            tp = d.tp,
-            gpu = d.gpu.name,
-            dtype = d.dtype,
-            blocks = d.engine.num_gpu_blocks,
-            bs = d.engine.block_size,
-            kind = d.latency.kind(),
-            why = d.latency_reason,
+            tp = p.tp,
+            gpu = p.gpu.name,
+            dtype = p.dtype,
+            blocks = p.engine.num_gpu_blocks,
+            bs = p.engine.block_size,
+            kind = p.latency.kind(),
+            why = p.latency_reason,
         )
     };
     let text = format!(

@@ -51,6 +51,12 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// The router in front of its engines: vLLM's DP load balancer over the
+    /// ranks with `dp > 1`, else the scenario's.
+    pub fn effective_router(&self) -> RouterConfig {
+        if self.dp > 1 { cluster::data_parallel_balancer() } else { self.router.clone() }
+    }
+
     /// GPUs it occupies.
     pub fn gpus(&self) -> u64 {
         self.tp * u64::from(self.dp.max(1)) * u64::from(self.replicas.max(1))

@@ -41,16 +41,16 @@ fn lone_request_is_priced_by_the_default_model() {
     let (rows, _) = run(&dir, scenario, &(llm_row(0, 0.5, 1000, 4, "") + "\n"));
     let d = blis_sweep::scenario::load(&dir.join("s.yaml")).unwrap();
     // H100 has kernel tables and fitted constants: the measured-kernel model.
-    assert_eq!(d.latency.kind(), "kernels");
+    assert_eq!(d.serving().latency.kind(), "kernels");
     let prefill = PrefillChunk { new_tokens: 1000, context_tokens: 0, samples: true };
     // TTFT: the front end's time, then the prefill step.
     let mut expected = vec![
-        d.latency.request_overhead_us()
-            + d.latency.step_time_us(&StepBatch { prefills: vec![prefill], ..StepBatch::default() }),
+        d.serving().latency.request_overhead_us()
+            + d.serving().latency.step_time_us(&StepBatch { prefills: vec![prefill], ..StepBatch::default() }),
     ];
     for k in 0..3 {
         let decode = StepBatch { prefills: vec![], decodes: 1, decode_context_tokens: 1000 + k };
-        expected.push(d.latency.step_time_us(&decode));
+        expected.push(d.serving().latency.step_time_us(&decode));
     }
     assert_eq!(latencies_us(&rows[0], 0), expected);
     assert!(expected[0] > expected[1], "prefill of 1000 tokens costs more than a decode");

@@ -106,20 +106,21 @@ pub(crate) struct DeploymentRow {
 impl DeploymentRow {
     /// A resolved deployment's columns.
     pub(crate) fn of(d: &Deployment) -> DeploymentRow {
-        let e = &d.engine;
+        let p = d.serving();
+        let e = &p.engine;
         DeploymentRow {
             model: Some(d.model.name.clone()),
-            hardware: Some(d.gpu.name.to_owned()),
-            dtype: Some(d.dtype.to_string()),
-            tp: Some(d.tp),
-            dp: Some(d.dp.max(1)),
-            replicas: Some(d.replicas.max(1)),
+            hardware: Some(p.gpu.name.to_owned()),
+            dtype: Some(p.dtype.to_string()),
+            tp: Some(p.tp),
+            dp: Some(p.dp.max(1)),
+            replicas: Some(p.replicas.max(1)),
             gpus: Some(d.gpus()),
             kv_blocks: Some(e.num_gpu_blocks),
-            latency_model: Some(d.latency.kind().to_owned()),
-            latency_model_reason: Some(d.latency_reason.clone()),
-            router_policy: Some(d.router().policy.name().to_owned()),
-            vllm_version: Some(d.vllm_version.to_string()),
+            latency_model: Some(p.latency.kind().to_owned()),
+            latency_model_reason: Some(p.latency_reason.clone()),
+            router_policy: Some(p.effective_router().policy.name().to_owned()),
+            vllm_version: Some(p.vllm_version.to_string()),
             engine_max_num_seqs: Some(e.max_num_seqs),
             engine_max_num_batched_tokens: Some(e.max_num_batched_tokens),
             engine_max_model_len: Some(e.max_model_len),
@@ -127,8 +128,8 @@ impl DeploymentRow {
             engine_enable_prefix_caching: Some(e.enable_prefix_caching),
             engine_long_prefill_token_threshold: Some(e.long_prefill_token_threshold),
             engine_async_scheduling: Some(e.async_scheduling),
-            engine_gpu_memory_utilization: Some(d.gpu_memory_utilization),
-            engine_kv_cache_dtype: Some(d.kv_cache_dtype.to_string()),
+            engine_gpu_memory_utilization: Some(p.gpu_memory_utilization),
+            engine_kv_cache_dtype: Some(p.kv_cache_dtype.to_string()),
             pools: Some(Arc::new(d.pool_layout())),
         }
     }

@@ -10,14 +10,14 @@
 
 use blis_sweep::latency::StepPricer;
 use blis_sweep::sim::{
-    Client, ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, NodeOutcome, PdDecider,
-    PoolConfig, RequestStatus, Role, Simulation,
+    ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, NodeOutcome, PdDecider, PoolConfig,
+    RequestStatus, Role, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::properties::{random_latency, random_request, random_router, servable};
+use crate::properties::{feed, random_client, random_latency, random_router, servable};
 
 const CASES: u64 = 800;
 
@@ -242,49 +242,13 @@ fn random_pd_clusters_lose_nothing_and_split_nodes_add_up() {
             PdDecider::PrefixThreshold { threshold_tokens: rng.random_range(0..=300) }
         };
         let layout = Layout::new(&pools, link, decider);
-        if std::env::var("PD_CASE").ok() == Some(case.to_string()) {
-            eprintln!("POOLS {pools:#?}\nLINK {link:?} {decider:?}");
-        }
         let mut sim = Simulation::pools(pools, link, decider);
         sim.check_invariants(true);
-        let client = match rng.random_range(0..5) {
-            0 => Client::Capped { limit: rng.random_range(1..=4) },
-            1 => Client::ClosedLoop { users: rng.random_range(1..=4), think_time_us: rng.random_range(0..100_000) },
-            _ => Client::OpenLoop,
-        };
-        sim.set_client(client);
+        sim.set_client(random_client(&mut rng));
         sim.set_request_timeout(rng.random_bool(0.25).then(|| rng.random_range(1_000..400_000)));
         let horizon = rng.random_bool(0.2).then(|| rng.random_range(1_000..2_000_000));
         sim.set_horizon(horizon);
-        let mut done: Vec<FinishedRequest> = Vec::new();
-        let n = rng.random_range(1..=12u64);
-        let mut arrival = 0.0;
-        let mut last_now = 0;
-        let mut sent = n;
-        for id in 0..n {
-            if rng.random_bool(0.7) {
-                arrival += rng.random_range(0.0..0.3);
-            }
-            let request = random_request(&mut rng, id, (arrival * 1e6f64).round() / 1e6);
-            if !sim.add_request(request, &mut done) {
-                // It would be sent after the horizon (its arrival, or when a
-                // closed-loop user is free): dropped, and the caller stops reading.
-                assert!(horizon.is_some(), "case {case}: request {id} refused without a horizon");
-                sent = id;
-                break;
-            }
-            assert!(sim.now_us() >= last_now, "case {case}: clock went back");
-            last_now = sim.now_us();
-        }
-        sim.finish(&mut done);
-        assert!(sim.now_us() >= last_now);
-        assert_eq!(done.len() as u64, sent, "case {case}: requests lost");
-        assert_eq!(sim.in_flight(), 0);
-        if horizon.is_none() {
-            assert_eq!(sim.pending_events(), 0, "case {case}: events left over");
-        }
-        let finishes: Vec<u64> = done.iter().filter_map(|r| r.finish_us).collect();
-        assert!(finishes.windows(2).all(|w| w[0] <= w[1]), "case {case}: completions out of time order");
+        let done = feed(&mut sim, &mut rng, case, horizon);
         for r in &done {
             check(case, r, &layout, horizon, &mut totals);
         }

@@ -190,6 +190,56 @@ fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
     }
 }
 
+/// A benchmark client: open loop, capped or closed loop.
+pub(crate) fn random_client(rng: &mut Xoshiro256PlusPlus) -> Client {
+    match rng.random_range(0..5) {
+        0 => Client::Capped { limit: rng.random_range(1..=4) },
+        1 => Client::ClosedLoop { users: rng.random_range(1..=4), think_time_us: rng.random_range(0..100_000) },
+        _ => Client::OpenLoop,
+    }
+}
+
+/// Feeds 1–12 random requests to `sim` and finishes it: every request sent
+/// leaves (a request is refused only past `horizon`), the clock never goes
+/// back, nothing is left in flight or (without a horizon) queued, and
+/// requests leave in simulated-time order. What left, in that order.
+pub(crate) fn feed(
+    sim: &mut Simulation<StepPricer>,
+    rng: &mut Xoshiro256PlusPlus,
+    case: u64,
+    horizon: Option<u64>,
+) -> Vec<FinishedRequest> {
+    let mut done: Vec<FinishedRequest> = Vec::new();
+    let n = rng.random_range(1..=12u64);
+    let mut arrival = 0.0;
+    let mut last_now = 0;
+    let mut sent = n;
+    for id in 0..n {
+        if rng.random_bool(0.7) {
+            arrival += rng.random_range(0.0..0.3);
+        }
+        if !sim.add_request(random_request(rng, id, (arrival * 1e6f64).round() / 1e6), &mut done) {
+            // It would be sent after the horizon (its arrival, or when a
+            // closed-loop user is free): dropped, and the caller stops reading.
+            assert!(horizon.is_some(), "case {case}: request {id} refused without a horizon");
+            sent = id;
+            break;
+        }
+        assert!(sim.now_us() >= last_now, "case {case}: clock went back");
+        last_now = sim.now_us();
+    }
+    sim.finish(&mut done);
+    assert!(sim.now_us() >= last_now);
+    assert_eq!(done.len() as u64, sent, "case {case}: requests lost");
+    assert_eq!(sim.in_flight(), 0);
+    if horizon.is_none() {
+        assert_eq!(sim.pending_events(), 0, "case {case}: events left over");
+    }
+    let finishes: Vec<u64> = done.iter().filter_map(|r| r.finish_us).collect();
+    assert!(finishes.windows(2).all(|w| w[0] <= w[1]), "case {case}: completions out of time order");
+    done
+}
+
 #[test]
 fn random_workloads_finish_with_consistent_timelines() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0xB115);
@@ -206,33 +256,9 @@ fn random_workloads_finish_with_consistent_timelines() {
             PoolConfig { lockstep, ..PoolConfig::mixed(engine.clone(), replicas, router, random_latency(&mut rng)) };
         let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
         sim.check_invariants(true);
-        let client = match rng.random_range(0..5) {
-            0 => Client::Capped { limit: rng.random_range(1..=4) },
-            1 => Client::ClosedLoop { users: rng.random_range(1..=4), think_time_us: rng.random_range(0..100_000) },
-            _ => Client::OpenLoop,
-        };
-        sim.set_client(client);
+        sim.set_client(random_client(&mut rng));
         sim.set_request_timeout(rng.random_bool(0.3).then(|| rng.random_range(1_000..400_000)));
-        let mut done: Vec<FinishedRequest> = Vec::new();
-        let n = rng.random_range(1..=12u64);
-        let mut arrival = 0.0;
-        let mut last_now = 0;
-        for id in 0..n {
-            if rng.random_bool(0.7) {
-                arrival += rng.random_range(0.0..0.3);
-            }
-            assert!(sim.add_request(random_request(&mut rng, id, (arrival * 1e6f64).round() / 1e6), &mut done));
-            assert!(sim.now_us() >= last_now, "case {case}: clock went back");
-            last_now = sim.now_us();
-        }
-        sim.finish(&mut done);
-        assert!(sim.now_us() >= last_now);
-        assert_eq!(done.len() as u64, n, "case {case}: requests lost");
-        assert_eq!(sim.in_flight(), 0);
-        assert_eq!(sim.pending_events(), 0, "case {case}: events left over");
-        // Requests leave in simulated-time order.
-        let finishes: Vec<u64> = done.iter().filter_map(|r| r.finish_us).collect();
-        assert!(finishes.windows(2).all(|w| w[0] <= w[1]), "case {case}: completions out of time order");
+        let done = feed(&mut sim, &mut rng, case, None);
         for r in &done {
             check(case, r, &engine, replicas);
         }

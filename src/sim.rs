@@ -1,16 +1,22 @@
 //! The simulation core: one single-threaded discrete-event simulation of
-//! vLLM engines (one, or replicas behind a router) serving request DAGs. [`run`] is the one way to run it: a
-//! request source in, a push-style [`Sink`] out (results in input order,
-//! engine steps, a finish hook; every callback fallible). [`Simulation`],
-//! underneath, owns the clock, the event queue, the client and DAG state and the
-//! engine (scheduler + paged KV cache). Nothing here reads files, prints,
-//! looks at a wall clock or holds global state.
+//! vLLM engines — one, replicas behind a router, or pools of them with
+//! roles (mixed, prefill, decode) and KV moving between them — serving
+//! request DAGs. [`run`] is the one way to run it: a request source in, a
+//! push-style [`Sink`] out (results in input order, engine steps, a finish
+//! hook; every callback fallible). [`Simulation`], underneath, owns the
+//! clock, the event queue, the requests in flight, the client and the
+//! cluster. Nothing here reads files, prints, looks at a wall clock or holds
+//! global state.
 //!
 //! Reading guide: `run.rs` (the run path and the sink), `simulation.rs` (the
-//! event loop), `client.rs` (how requests are sent, admitted or rejected),
-//! `dag.rs` (a request's nodes), `router.rs` (which replica), `replica.rs`
-//! (one replica), `engine.rs` + `kv_cache.rs` (vLLM's scheduler and paged KV
-//! cache), `outcome.rs` (what leaves).
+//! struct and the event loop), `event.rs` (what the queue holds);
+//! `client.rs` + `send.rs` (how requests are sent, admitted or rejected),
+//! `requests.rs` + `dag.rs` (the requests in flight and their nodes);
+//! `pool.rs` + `cluster.rs` (pools, routers, KV links), `replica.rs` (one
+//! replica), `router.rs` (which replica), `steps.rs` (engine steps),
+//! `disagg.rs` (prefill/decode disaggregation); `engine.rs` + `engine/`
+//! (vLLM's scheduler, its KV connector seam) over `kv_cache.rs` (the paged
+//! KV cache); `outcome.rs` (what leaves).
 
 mod client;
 mod cluster;

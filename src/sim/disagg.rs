@@ -201,4 +201,43 @@ mod tests {
         assert_eq!(out[1].nodes[0].prefill_replica, None);
         assert!(out[1].nodes[0].preemptions > 0, "B outgrew what A's blocks left");
     }
+
+    #[test]
+    fn a_landed_prompt_runs_before_a_head_that_would_start_over_forever() {
+        // As above, but prefills are chunked by 16 tokens: B, preempted,
+        // fits its first chunk beside A's blocks, so it is admitted again,
+        // grows until it cannot and preempts itself, over and over. With
+        // nothing running, A (landed) is admitted first and frees them.
+        let mut decode = pool(Role::Decode, 1);
+        decode.engine = EngineConfig {
+            kv_connector: ConnectorKind::Nixl,
+            long_prefill_token_threshold: 16,
+            ..EngineConfig::for_tests(1, 256, 10)
+        };
+        let decider = PdDecider::PrefixThreshold { threshold_tokens: 48 };
+        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), decode], LINK, decider);
+        sim.check_invariants(true);
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        sim.add_request(request(0, 64, 2), &mut out);
+        sim.add_request(Request { arrival_time: 0.0012, ..request(1, 16, 100) }, &mut out);
+        sim.run_until(10_000_000, &mut out);
+        assert_eq!(out.len(), 2, "both left within 10 s of simulated time");
+        assert!(out.iter().all(|r| r.status == RequestStatus::Completed));
+    }
+
+    #[test]
+    fn a_prefill_replica_checks_only_the_prompt_and_its_one_token() {
+        // The prefill replica holds 256 tokens a sequence, the decode
+        // replica 512: a 200-token prompt with 100 output tokens fits the
+        // prefill request (201 tokens) and the whole sequence on the decode.
+        let mut decode = pool(Role::Decode, 1);
+        decode.engine.max_model_len = 512;
+        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), decode], LINK, PdDecider::Always);
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        sim.add_request(request(0, 200, 100), &mut out);
+        sim.finish(&mut out);
+        assert_eq!(out[0].status, RequestStatus::Completed, "{:?}", out[0].nodes[0].error);
+        assert_eq!(out[0].nodes[0].token_times_us.len(), 100);
+        assert_eq!(out[0].nodes[0].prefill_replica, Some(1));
+    }
 }

@@ -234,16 +234,25 @@ impl Engine {
     /// why it can never be served. A `SendAfterPrefill` request is the
     /// proxy's prefill request: `max_tokens: 1`.
     pub(crate) fn add(&mut self, owner: Owner, call: &LlmCall, transfer: KvTransfer) -> Result<(), String> {
-        let mut total_len = call.input_tokens + call.output_tokens;
+        let (known, seeded_kv) = call.seeded.map_or((0, 0), |s| (s.known_tokens, s.kv_tokens));
+        let num_tokens = known.max(call.input_tokens);
+        // A prefill request is checked as the prefill server checks it: its
+        // prompt and the one token it generates.
+        let (total_len, tokens_to_emit, what) = if transfer == KvTransfer::SendAfterPrefill {
+            let total = (call.input_tokens + call.output_tokens).min(num_tokens + 1);
+            (total, 1, "the prompt + the prefill request's 1 output token")
+        } else {
+            (call.input_tokens + call.output_tokens, call.tokens_to_emit(), "input_tokens + output_tokens")
+        };
         if total_len > self.config.max_model_len {
             return Err(format!(
-                "unservable: input_tokens + output_tokens = {total_len} exceeds max_model_len = {}",
+                "unservable: {what} = {total_len} exceeds max_model_len = {}",
                 self.config.max_model_len
             ));
         }
         // The last sampled token is never computed, so the KV cache must hold
         // total_len − 1 tokens at the end.
-        let blocks_needed = (total_len - 1).div_ceil(self.config.block_size);
+        let blocks_needed = total_len.saturating_sub(1).div_ceil(self.config.block_size);
         if blocks_needed > self.kv.num_blocks() {
             return Err(format!(
                 "unservable: needs {blocks_needed} KV blocks of {} tokens, the cache has {}",
@@ -251,8 +260,7 @@ impl Engine {
                 self.kv.num_blocks()
             ));
         }
-        let (known, seeded_kv) = call.seeded.map_or((0, 0), |s| (s.known_tokens, s.kv_tokens));
-        if known.max(call.input_tokens) == 0 {
+        if num_tokens == 0 {
             // vLLM's input processor refuses an empty prompt.
             return Err("unservable: the prompt is empty (input_tokens = 0)".to_owned());
         }
@@ -262,12 +270,6 @@ impl Engine {
         {
             let output = call.output_token_ids.iter().flatten().copied();
             block_hashes(input.chain(output), self.config.block_size, &mut hashes);
-        }
-        let num_tokens = known.max(call.input_tokens);
-        let mut tokens_to_emit = call.tokens_to_emit();
-        if transfer == KvTransfer::SendAfterPrefill {
-            total_len = total_len.min(num_tokens + 1);
-            tokens_to_emit = 1;
         }
         let seq = Seq {
             owner,
@@ -430,7 +432,23 @@ impl Engine {
         self.stats.computed_tokens += u64::from(n);
     }
 
+    /// Admits waiting requests first come first served. When nothing runs,
+    /// requests whose remote KV has landed go first: they hold their blocks,
+    /// and a head of the queue that cannot grow beside them would otherwise
+    /// preempt itself, be admitted again and start over forever (a livelock
+    /// vLLM shares: nothing in its scheduler frees the landed blocks).
     fn admit_waiting(&mut self, budget: &mut u32, lpt: u32, events: &mut Vec<EngineEvent>) {
+        let seqs = &self.seqs;
+        let landed = |s: &u32| seqs[*s as usize].as_ref().is_some_and(|q| q.remote == RemoteKv::Loaded);
+        if self.running.is_empty() && self.waiting.iter().any(landed) {
+            self.admit_pass(budget, lpt, events, true);
+        }
+        self.admit_pass(budget, lpt, events, false);
+    }
+
+    /// One pass over the waiting queue; with `landed_only`, only requests
+    /// whose remote KV has landed.
+    fn admit_pass(&mut self, budget: &mut u32, lpt: u32, events: &mut Vec<EngineEvent>, landed_only: bool) {
         let block_size = self.kv.block_size();
         // Position in the waiting queue: requests whose remote KV is still
         // being read are skipped and keep their place (scheduler.py
@@ -441,7 +459,7 @@ impl Engine {
         // whose remote KV landed hold behind it, so those are admitted past
         // it (vLLM issues #30659 and #45387: it otherwise stalls for good; the
         // minimal fix of #45406 changes only this case).
-        let mut stuck = false;
+        let mut stuck = landed_only;
         while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
             let Some(&slot) = self.waiting.get(i) else { break };
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");

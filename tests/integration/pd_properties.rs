@@ -169,10 +169,13 @@ fn check(case: u64, r: &FinishedRequest, l: &Layout, horizon: Option<u64>, total
                 totals.kept_local += 1;
             }
         }
-        // Every engine the node needs (the prefill replica too) accepts it,
-        // or it is reported unservable.
+        // Every engine the node needs accepts it, or it is reported
+        // unservable; a prefill replica takes the prompt and its one token
+        // (the prefill request's max_tokens: 1).
+        let known = call.seeded.map_or(0, |k| k.known_tokens).max(call.input_tokens);
+        let prefill_request = LlmCall::new(call.input_tokens, (known + 1 - call.input_tokens).min(call.output_tokens));
         let ok = servable(call, &l.replicas[replica].1)
-            && node.prefill_replica.is_none_or(|p| servable(call, &l.replicas[p as usize].1));
+            && node.prefill_replica.is_none_or(|p| servable(&prefill_request, &l.replicas[p as usize].1));
         if let Some(NodeError::Unservable(_)) = node.error {
             assert!(!ok, "{ctx}: servable call reported unservable");
             unservable = true;
@@ -231,6 +234,7 @@ fn random_pd_clusters_lose_nothing_and_split_nodes_add_up() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x9D_B115);
     let mut totals = Totals::default();
     for case in 0..CASES {
+        eprintln!("CASE {case}");
         let pools = random_pools(&mut rng);
         let link = KvTransferConfig {
             bandwidth_gbps: [0.001, 0.1, 8.0, 400.0, 3600.0][rng.random_range(0..5)],

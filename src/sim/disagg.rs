@@ -176,26 +176,37 @@ mod tests {
         assert!(out.iter().all(|r| r.status == RequestStatus::Completed));
     }
 
-    #[test]
-    fn a_landed_prompt_behind_a_request_that_cannot_fit_still_runs() {
-        // The decode replica runs one request at a time in 9 usable blocks
-        // of 16. A's 64-token prompt (4 blocks) is read into it at 1,128 µs
-        // and lands at 1,242 µs, but B (16 + 100 tokens, kept local by the
-        // decider) was admitted at 1,200 µs: A waits, holding its blocks.
-        // B outgrows the 5 blocks left and preempts itself, going back to
-        // the front of the queue, where it cannot fit beside A's blocks:
-        // with nothing running, A must run (and free them) or the replica
-        // stalls for good (vLLM #45387).
+    /// A (a 64-token prompt, prefilled remotely) and B (16 + 100 tokens,
+    /// kept local by the decider, 1.2 ms later) on a decode replica that
+    /// runs one request at a time in 9 usable blocks of 16, its prefills
+    /// chunked by `long_prefill_token_threshold`; run for 10 s.
+    fn a_landed_prompt_and_a_head_that_outgrows_it(long_prefill_token_threshold: u32) -> Vec<FinishedRequest> {
         let mut decode = pool(Role::Decode, 1);
-        decode.engine = EngineConfig { kv_connector: ConnectorKind::Nixl, ..EngineConfig::for_tests(1, 256, 10) };
+        decode.engine = EngineConfig {
+            kv_connector: ConnectorKind::Nixl,
+            long_prefill_token_threshold,
+            ..EngineConfig::for_tests(1, 256, 10)
+        };
         let decider = PdDecider::PrefixThreshold { threshold_tokens: 48 };
         let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), decode], LINK, decider);
         sim.check_invariants(true);
         let mut out: Vec<FinishedRequest> = Vec::new();
         sim.add_request(request(0, 64, 2), &mut out);
         sim.add_request(Request { arrival_time: 0.0012, ..request(1, 16, 100) }, &mut out);
-        sim.finish(&mut out);
+        sim.run_until(10_000_000, &mut out);
         out.sort_by_key(|r| r.index);
+        out
+    }
+
+    #[test]
+    fn a_landed_prompt_behind_a_request_that_cannot_fit_still_runs() {
+        // A's prompt (4 blocks) is read into the decode replica at 1,128 µs
+        // and lands at 1,242 µs, but B was admitted at 1,200 µs: A waits,
+        // holding its blocks. B outgrows the 5 blocks left and preempts
+        // itself, going back to the front of the queue, where it cannot fit
+        // beside A's blocks: with nothing running, A must run (and free
+        // them) or the replica stalls for good (vLLM #45387).
+        let out = a_landed_prompt_and_a_head_that_outgrows_it(0);
         assert_eq!(out.iter().map(|r| r.status).collect::<Vec<_>>(), [RequestStatus::Completed; 2]);
         assert_eq!(out[0].nodes[0].prefill_replica, Some(1));
         assert_eq!(out[1].nodes[0].prefill_replica, None);
@@ -208,21 +219,8 @@ mod tests {
         // fits its first chunk beside A's blocks, so it is admitted again,
         // grows until it cannot and preempts itself, over and over. With
         // nothing running, A (landed) is admitted first and frees them.
-        let mut decode = pool(Role::Decode, 1);
-        decode.engine = EngineConfig {
-            kv_connector: ConnectorKind::Nixl,
-            long_prefill_token_threshold: 16,
-            ..EngineConfig::for_tests(1, 256, 10)
-        };
-        let decider = PdDecider::PrefixThreshold { threshold_tokens: 48 };
-        let mut sim = Simulation::pools(vec![pool(Role::Prefill, 1), decode], LINK, decider);
-        sim.check_invariants(true);
-        let mut out: Vec<FinishedRequest> = Vec::new();
-        sim.add_request(request(0, 64, 2), &mut out);
-        sim.add_request(Request { arrival_time: 0.0012, ..request(1, 16, 100) }, &mut out);
-        sim.run_until(10_000_000, &mut out);
-        assert_eq!(out.len(), 2, "both left within 10 s of simulated time");
-        assert!(out.iter().all(|r| r.status == RequestStatus::Completed));
+        let out = a_landed_prompt_and_a_head_that_outgrows_it(16);
+        assert_eq!(out.iter().map(|r| r.status).collect::<Vec<_>>(), [RequestStatus::Completed; 2]);
     }
 
     #[test]

@@ -63,7 +63,7 @@ impl Deployment {
                 name: p.name.clone(),
                 role: p.role,
                 engine: p.engine.clone(),
-                replicas: if p.dp > 1 { p.dp } else { p.replicas },
+                replicas: p.engines(),
                 router: p.effective_router(),
                 lockstep: p.lockstep,
                 latency: p.latency.clone(),
@@ -103,11 +103,11 @@ impl Deployment {
     /// the pools that serve requests first, then the prefill pools, each in
     /// the order given, a pool's replicas (or data-parallel ranks) together.
     pub fn replica_pools(&self) -> Vec<&Pool> {
-        let serving = self.pools.iter().filter(|p| p.role != Role::Prefill);
-        let prefill = self.pools.iter().filter(|p| p.role == Role::Prefill);
-        serving
-            .chain(prefill)
-            .flat_map(|p| std::iter::repeat_n(p, if p.dp > 1 { p.dp } else { p.replicas.max(1) } as usize))
+        let roles: Vec<Role> = self.pools.iter().map(|p| p.role).collect();
+        Role::layout_order(&roles)
+            .into_iter()
+            .map(|i| &self.pools[i])
+            .flat_map(|p| std::iter::repeat_n(p, p.engines() as usize))
             .collect()
     }
 

@@ -51,6 +51,12 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// Engines the simulator runs for it: its data-parallel ranks, else its
+    /// replicas.
+    pub fn engines(&self) -> u32 {
+        if self.dp > 1 { self.dp } else { self.replicas.max(1) }
+    }
+
     /// The router in front of its engines: vLLM's DP load balancer over the
     /// ranks with `dp > 1`, else the scenario's.
     pub fn effective_router(&self) -> RouterConfig {

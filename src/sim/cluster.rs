@@ -46,13 +46,13 @@ impl<L: LatencyModel> Cluster<L> {
     /// The pools' replicas, serving pools first (in the given order), then
     /// prefill pools, each behind its router.
     pub(super) fn new(pools: Vec<PoolConfig<L>>, transfer: KvTransferConfig, pd: PdDecider) -> Cluster<L> {
-        let mut order: Vec<PoolConfig<L>> = Vec::with_capacity(pools.len());
-        let (prefill, serving): (Vec<_>, Vec<_>) = pools.into_iter().partition(|p| p.role == Role::Prefill);
-        assert!(!serving.is_empty(), "a cluster needs a pool that serves requests");
-        let serving_router = serving[0].router.clone();
-        let prefill_router = prefill.first().map(|p| p.router.clone());
-        order.extend(serving);
-        order.extend(prefill);
+        let roles: Vec<Role> = pools.iter().map(|p| p.role).collect();
+        let mut given: Vec<Option<PoolConfig<L>>> = pools.into_iter().map(Some).collect();
+        let order: Vec<PoolConfig<L>> =
+            Role::layout_order(&roles).into_iter().map(|i| given[i].take().expect("each pool once")).collect();
+        assert!(order.first().is_some_and(|p| p.role != Role::Prefill), "a cluster needs a pool that serves requests");
+        let serving_router = order[0].router.clone();
+        let prefill_router = order.iter().find(|p| p.role == Role::Prefill).map(|p| p.router.clone());
         let mut instances = Vec::new();
         let mut states = Vec::with_capacity(order.len());
         let mut serving_count = 0;

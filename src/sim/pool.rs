@@ -25,6 +25,15 @@ impl Role {
     /// The one list of roles, as scenario files name them.
     pub const ALL: [Role; 3] = [Role::Mixed, Role::Prefill, Role::Decode];
 
+    /// The order a cluster lays out pools of these roles in, as indices:
+    /// the pools that serve requests (mixed, decode) first, then the
+    /// prefill pools, each group in the given order. Replica indices in
+    /// results follow it.
+    pub fn layout_order(roles: &[Role]) -> Vec<usize> {
+        let serving = (0..roles.len()).filter(|&i| roles[i] != Role::Prefill);
+        serving.chain((0..roles.len()).filter(|&i| roles[i] == Role::Prefill)).collect()
+    }
+
     /// As scenario files and tables name it.
     pub fn name(self) -> &'static str {
         match self {

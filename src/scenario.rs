@@ -92,12 +92,6 @@ impl Deployment {
         self.pools.iter().find(|p| p.role != Role::Prefill).expect("a deployment has a pool that serves requests")
     }
 
-    /// Whether the scenario is one aggregated pool (no `pools:`): the
-    /// deployments every table and report has always described.
-    pub fn is_single_pool(&self) -> bool {
-        self.pools.len() == 1
-    }
-
     /// Each replica's pool, in the simulator's replica order (the order of
     /// `replica` in results and of [`crate::sim::RunSummary::replicas`]):
     /// the pools that serve requests first, then the prefill pools, each in

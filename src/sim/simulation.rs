@@ -64,12 +64,7 @@ impl<L> std::fmt::Debug for Simulation<L> {
 impl<L: LatencyModel> Simulation<L> {
     /// One idle engine at time 0.
     pub fn new(config: EngineConfig, latency: L) -> Self {
-        Self::cluster(config, latency, 1, RouterConfig::default())
-    }
-
-    /// `replicas` (≥ 1) idle engines of `config` behind a router, at time 0.
-    pub fn cluster(config: EngineConfig, latency: L, replicas: u32, router: RouterConfig) -> Self {
-        let pool = PoolConfig::mixed(config, replicas, router, latency);
+        let pool = PoolConfig::mixed(config, 1, RouterConfig::default(), latency);
         Self::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always)
     }
 

@@ -16,6 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_OUT = ROOT / "tests" / "data" / "vllm-conformance" / "cases"
+# Speculative decoding and LoRA cases: a folder of their own, so that the base
+# conformance test (which wants every case in cases/ recorded) is unchanged.
+FEATURES_OUT = ROOT / "tests" / "data" / "vllm-conformance" / "features" / "cases"
 
 M = 2**64 - 1
 SAMPLED_TOKEN = 7  # what the fake sampler always samples; prompts never contain it
@@ -31,6 +34,53 @@ def splitmix64(x):
 
 def tok(seed, stream, i):
     return 100 + splitmix64((seed << 40) ^ (stream << 20) ^ i) % 30000
+
+
+mix = splitmix64  # the speculative acceptance function's mixer is the same function
+
+
+def spec_key(r, node=0):
+    """The request's acceptance key: mix(id ^ (node << 40)); conformance cases are
+    single-node requests whose integer id is their index."""
+    return mix(r ^ (node << 40))
+
+
+def acceptance_probs(spec):
+    """p_j for j = 1..k: the chance that draft j is accepted given drafts < j were.
+    `rate: r` means alpha_j = r^j, so p_j = r exactly; a list [alpha_1..alpha_k]
+    gives p_j = alpha_j / alpha_{j-1} in f64 (alpha_0 = 1; p_j = 0 after an
+    alpha of 0)."""
+    k = spec["k"]
+    if "rate" in spec:
+        return [float(spec["rate"])] * k
+    alphas = [1.0] + [float(a) for a in spec["acceptance"]]
+    assert len(alphas) == k + 1
+    return [alphas[j] / alphas[j - 1] if alphas[j - 1] > 0 else 0.0 for j in range(1, k + 1)]
+
+
+def uniform(seed, key, pos, j):
+    """u_j in [0, 1): (mix(mix(mix(seed ^ key) ^ pos) ^ j) >> 11) / 2^53."""
+    return (mix(mix(mix(seed ^ key) ^ pos) ^ j) >> 11) / float(1 << 53)
+
+
+def accepted_drafts(spec, key, pos, drafts):
+    """The largest a <= drafts with u_j < p_j for every j <= a."""
+    p = acceptance_probs(spec)
+    seed = spec.get("seed", 0)
+    a = 0
+    while a < drafts and uniform(seed, key, pos, a + 1) < p[a]:
+        a += 1
+    return a
+
+
+def lora_ids(case):
+    """Adapter name -> lora_int_id: 1, 2, ... in order of first use in `requests`."""
+    ids = {}
+    for q in case["requests"]:
+        name = q.get("lora")
+        if name is not None and name not in ids:
+            ids[name] = len(ids) + 1
+    return ids
 
 
 def prompt_token_ids(case, r):
@@ -65,8 +115,10 @@ def engine(max_num_seqs=8, max_num_batched_tokens=256, long_prefill_token_thresh
     }
 
 
-def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None):
+def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None, lora=False):
     r = {"arrival_step": arrival_step, "prompt_len": prompt_len, "output_len": output_len}
+    if lora is not False:
+        r["lora"] = lora  # an adapter name, or None (the base model) in a LoRA case
     if prefix is not None:
         r["prefix"] = prefix
     if copy_of is not None:
@@ -74,15 +126,21 @@ def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None):
     return r
 
 
-def case(name, eng, requests, seed, prefixes=(), timeout_steps=None):
-    return {
+def case(name, eng, requests, seed, prefixes=(), timeout_steps=None, speculative=None,
+         lora=None):
+    c = {
         "name": name,
         "engine": eng,
         "timeout_steps": timeout_steps,
         "seed": seed,
         "prefixes": list(prefixes),
-        "requests": requests,
     }
+    if speculative is not None:
+        c["speculative"] = speculative
+    if lora is not None:
+        c["lora"] = lora
+    c["requests"] = requests
+    return c
 
 
 def blocks_needed(r):
@@ -263,12 +321,123 @@ def all_cases():
     return named_cases() + [random_case(i) for i in range(50)]
 
 
+def eagle(k, seed=0, **acc):
+    return {"method": "eagle", "k": k, **acc, "seed": seed}
+
+
+def feature_cases():
+    """Speculative decoding and LoRA cases (README, "Features"): small, tens of steps."""
+    out = []
+    # spec_a: EAGLE, K = 3, alpha_j = 0.7^j. A 20-block cache that the lookahead
+    # slots overflow (preemption), outputs of 1 and 2 tokens (no draft is ever
+    # verified / drafts past max_tokens), and a request ending exactly at
+    # max_model_len (128), where vLLM trims the drafts to the model length.
+    sa = [
+        req(0, 60, 30),
+        req(0, 50, 25),
+        req(1, 70, 12),
+        req(2, 33, 2),
+        req(3, 45, 1),
+        req(4, 100, 28),   # 128 = max_model_len
+        req(6, 40, 20),
+        req(9, 20, 9),
+    ]
+    out.append(case("spec_a", engine(max_num_seqs=6, max_num_batched_tokens=96,
+                                     num_gpu_blocks=20, max_model_len=128),
+                    sa, seed=11, speculative=eagle(3, rate=0.7)))
+    # spec_b: EAGLE, K = 2, per-position acceptance [0.8, 0.5], seed 5, roomy
+    # cache, prefix sharing (EAGLE drops the last matched block of a hit).
+    sb = [
+        req(0, 100, 12, prefix=0),
+        req(0, 90, 15),
+        req(2, 120, 10, prefix=0),
+        req(5, 100, 6, copy_of=0),
+        req(8, 64, 9),
+        req(10, 64, 4, copy_of=4),
+    ]
+    out.append(case("spec_b", engine(max_num_seqs=4, max_num_batched_tokens=128,
+                                     num_gpu_blocks=200),
+                    sb, seed=12, prefixes=[48], speculative=eagle(2, seed=5, acceptance=[0.8, 0.5])))
+    # spec_full: EAGLE, K = 3, rate 1: every draft accepted (4 tokens a step).
+    sf = [req(0, 40, 17), req(1, 30, 9), req(2, 50, 4)]
+    out.append(case("spec_full", engine(max_num_seqs=4, max_num_batched_tokens=64,
+                                        num_gpu_blocks=100),
+                    sf, seed=13, speculative=eagle(3, rate=1.0)))
+    # spec_c: n-gram, K = 4, rate 0.6: no lookahead slots. A 24-token budget with
+    # a 20-token prefill threshold: the long prompt that runs ahead of the short
+    # one leaves it 4 tokens, which trims its drafts (1 token + 3 drafts).
+    sc = [
+        req(0, 100, 6),
+        req(0, 4, 12),
+        req(2, 30, 10),
+        req(3, 25, 8),
+        req(7, 50, 6),
+    ]
+    out.append(case("spec_c", engine(max_num_seqs=4, max_num_batched_tokens=24,
+                                      long_prefill_token_threshold=20, num_gpu_blocks=60),
+                    sc, seed=14, speculative={"method": "ngram", "k": 4, "rate": 0.6, "seed": 0}))
+    # lora_a: max_loras 2, four adapters and base-model requests, interleaved so
+    # that the waiting queue's skip rule fires; a 16-block cache preempts.
+    names = ["a", "b", "c", "d"]
+    rng = random.Random(15)
+    la = []
+    for i in range(16):
+        lora = None if i % 5 == 4 else names[rng.randrange(4)]
+        la.append(req(i // 3, rng.randint(20, 90), rng.randint(3, 20), lora=lora))
+    out.append(case("lora_a", engine(max_num_seqs=6, max_num_batched_tokens=128,
+                                     num_gpu_blocks=16),
+                    la, seed=15, lora={"max_loras": 2, "max_lora_rank": 16}))
+    # lora_b: prefix caching across adapters: the same prompt under adapter a,
+    # adapter b, the base model, and a again (only the last hits).
+    lb = [
+        req(0, 96, 4, lora="a"),
+        req(6, 96, 4, copy_of=0, lora="b"),
+        req(12, 96, 4, copy_of=0, lora=None),
+        req(18, 96, 4, copy_of=0, lora="a"),
+        req(24, 80, 3, prefix=0, lora="b"),
+        req(30, 70, 3, prefix=0, lora="b"),
+        req(30, 70, 3, prefix=0, lora="a"),
+    ]
+    out.append(case("lora_b", engine(max_num_seqs=4, max_num_batched_tokens=128,
+                                     num_gpu_blocks=100),
+                    lb, seed=16, prefixes=[40], lora={"max_loras": 2, "max_lora_rank": 8}))
+    return out
+
+
+def print_vectors():
+    """Test vectors of the acceptance function, for the Rust side."""
+    print("# seed key pos j -> u_j (and mix(r) keys)")
+    for r in (0, 1, 7):
+        print(f"spec_key({r}) = {spec_key(r):#018x}")
+    for seed in (0, 5, 0xDEADBEEF):
+        for r in (0, 3):
+            key = spec_key(r)
+            for pos in (1, 2, 40):
+                us = [uniform(seed, key, pos, j) for j in (1, 2, 3)]
+                print(f"seed={seed} key={key:#018x} pos={pos} "
+                      + " ".join(f"u{j}={u!r}" for j, u in zip((1, 2, 3), us)))
+    for spec in (eagle(3, rate=0.7), eagle(2, seed=5, acceptance=[0.8, 0.5])):
+        print(f"{spec}: accepted(r=0..5, pos=1..6, drafts=K) = "
+              + str([[accepted_drafts(spec, spec_key(r), pos, spec["k"]) for pos in range(1, 7)]
+                     for r in range(6)]))
+
+
 def check(c):
     e = c["engine"]
     reqs = c["requests"]
     last = 0
+    spec = c.get("speculative")
+    lookahead = spec["k"] if spec is not None and spec["method"] == "eagle" else 0
+    if spec is not None:
+        assert spec["method"] in ("eagle", "ngram") and spec["k"] >= 1
+        assert ("rate" in spec) != ("acceptance" in spec)
+    if "lora" in c:
+        assert 1 <= c["lora"]["max_loras"]
+        assert all("lora" in q for q in reqs), c["name"]
     for r, q in enumerate(reqs):
         assert q["arrival_step"] >= last, (c["name"], r)
+        if "lora" in q:
+            assert "lora" in c, (c["name"], r)
         last = q["arrival_step"]
         assert q["prompt_len"] >= 1 and q["output_len"] >= 1
         if "copy_of" in q:
@@ -278,8 +447,9 @@ def check(c):
             assert c["prefixes"][q["prefix"]] < q["prompt_len"]
         if q["prompt_len"] + q["output_len"] <= e["max_model_len"]:
             # every admissible request fits in the cache on its own (null block aside)
-            assert math.ceil((q["prompt_len"] + q["output_len"] - 1) / e["block_size"]) \
-                <= e["num_gpu_blocks"] - 1, (c["name"], r)
+            # (with EAGLE's lookahead slots, which vLLM allocates beyond the tokens)
+            assert math.ceil((q["prompt_len"] + q["output_len"] - 1 + lookahead)
+                             / e["block_size"]) <= e["num_gpu_blocks"] - 1, (c["name"], r)
         assert SAMPLED_TOKEN not in prompt_token_ids(c, r)
 
 
@@ -296,20 +466,26 @@ def dump(c):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--features-out", type=Path, default=FEATURES_OUT)
+    ap.add_argument("--vectors", action="store_true",
+                    help="print test vectors of the speculative acceptance function")
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    for old in args.out.glob("*.json"):
-        old.unlink()
-    cases = all_cases()
+    if args.vectors:
+        print_vectors()
+        return
     names = set()
-    for c in cases:
-        assert c["name"] not in names
-        names.add(c["name"])
-        check(c)
-        text = dump(c)
-        assert json.loads(text) == c
-        (args.out / f"{c['name']}.json").write_text(text)
-    print(f"wrote {len(cases)} cases to {args.out}")
+    for out, cases in ((args.out, all_cases()), (args.features_out, feature_cases())):
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob("*.json"):
+            old.unlink()
+        for c in cases:
+            assert c["name"] not in names
+            names.add(c["name"])
+            check(c)
+            text = dump(c)
+            assert json.loads(text) == c
+            (out / f"{c['name']}.json").write_text(text)
+        print(f"wrote {len(cases)} cases to {out}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from cases import SAMPLED_TOKEN, prompt_token_ids  # noqa: E402
+from cases import (SAMPLED_TOKEN, accepted_drafts, lora_ids,  # noqa: E402
+                   prompt_token_ids, spec_key)
 
 DATA = ROOT / "tests" / "data" / "vllm-conformance"
 VERSIONS = ("0.15.1", "0.19.0", "0.33.0")
@@ -55,7 +56,7 @@ class VllmApi:
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
                                                 KVCacheGroupSpec)
-        from vllm.v1.outputs import ModelRunnerOutput
+        from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
         from vllm.v1.request import Request, RequestStatus
         from vllm.v1.structured_output import StructuredOutputManager
 
@@ -71,6 +72,7 @@ class VllmApi:
         self.FullAttentionSpec = FullAttentionSpec
         self.KVCacheConfig, self.KVCacheGroupSpec = KVCacheConfig, KVCacheGroupSpec
         self.ModelRunnerOutput = ModelRunnerOutput
+        self.DraftTokenIds = DraftTokenIds
         self.Request, self.RequestStatus = Request, RequestStatus
         self.StructuredOutputManager = StructuredOutputManager
         init_none_hash(sha256)
@@ -91,7 +93,9 @@ class VllmApi:
                 max_model_len=max_model_len, seed=0)
         return self.model_configs[key]
 
-    def scheduler(self, eng, mode, model_dir):
+    def scheduler(self, case, mode, model_dir):
+        eng = case["engine"]
+        spec, lora = case.get("speculative"), case.get("lora")
         model_config = self.model_config(model_dir, eng["max_model_len"])
         sched_config = self.SchedulerConfig(
             max_num_seqs=eng["max_num_seqs"],
@@ -106,19 +110,29 @@ class VllmApi:
             block_size=eng["block_size"],
             enable_prefix_caching=eng["enable_prefix_caching"],
         )
+        extra = {}
+        if lora is not None:
+            # The real LoRAConfig: it needs no model files. The scheduler reads only
+            # max_loras; adapters are never loaded (there is no worker).
+            from vllm.config import LoRAConfig
+            extra["lora_config"] = LoRAConfig(max_loras=lora["max_loras"],
+                                              max_lora_rank=lora["max_lora_rank"])
         vllm_config = self.VllmConfig(
             model_config=model_config,
             scheduler_config=sched_config,
             cache_config=cache_config,
             device_config=self.DeviceConfig(device="cpu"),
+            **extra,
         )
+        if spec is not None:
+            self.install_speculative_config(vllm_config, spec)
         n = eng["num_gpu_blocks"]
         vllm_config.cache_config.num_gpu_blocks = n
-        spec = self.FullAttentionSpec(block_size=eng["block_size"], num_kv_heads=1,
+        attn = self.FullAttentionSpec(block_size=eng["block_size"], num_kv_heads=1,
                                       head_size=1, dtype=self.torch.float32)
         kv_cache_config = self.KVCacheConfig(
             num_blocks=n, kv_cache_tensors=[],
-            kv_cache_groups=[self.KVCacheGroupSpec(["layer.0"], spec)])
+            kv_cache_groups=[self.KVCacheGroupSpec(["layer.0"], attn)])
         cls = self.AsyncScheduler if mode == "async" else self.Scheduler
         s = cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
                 structured_output_manager=self.StructuredOutputManager(vllm_config),
@@ -132,7 +146,19 @@ class VllmApi:
         assert s.kv_cache_manager.enable_caching == eng["enable_prefix_caching"]
         assert s.kv_cache_manager.block_pool.num_gpu_blocks == n
         assert s.policy.value == "fcfs"
-        assert s.num_spec_tokens == 0 and s.connector is None and not s.use_pp
+        assert s.connector is None and not s.use_pp
+        if spec is None:
+            assert s.num_spec_tokens == 0 and s.num_lookahead_tokens == 0
+        else:
+            k = spec["k"]
+            eagle = spec["method"] == "eagle"
+            assert s.num_spec_tokens == k, (s.num_spec_tokens, k)
+            assert s.num_lookahead_tokens == (k if eagle else 0)
+            assert s.use_eagle == eagle and s.kv_cache_manager.use_eagle == eagle
+        if lora is None:
+            assert s.lora_config is None
+        else:
+            assert s.lora_config.max_loras == lora["max_loras"]
         # Newer knobs, off by default (absent in older versions).
         assert getattr(s, "max_num_active_reqs", eng["max_num_seqs"]) == eng["max_num_seqs"]
         assert getattr(s, "local_prefill_interval", 1) == 1
@@ -140,13 +166,29 @@ class VllmApi:
         assert getattr(s.kv_cache_manager, "watermark_blocks", 0) == 0
         return s
 
+    def install_speculative_config(self, vllm_config, spec):
+        """Puts a SpeculativeConfig with only `method` and `num_speculative_tokens`
+        set on the built VllmConfig, so that the Scheduler's own __init__ derives
+        num_spec_tokens, num_lookahead_tokens and use_eagle (and hands use_eagle to
+        its KVCacheManager) exactly as it does in a server.
+
+        A real SpeculativeConfig cannot be built here: its validation loads the
+        draft model's config (EAGLE) from the hub. The object is made without
+        running __init__ and set without VllmConfig's validation; its use_eagle()
+        and uses_draft_model() are vLLM's own methods on those two fields."""
+        from vllm.config import SpeculativeConfig
+        sc = object.__new__(SpeculativeConfig)
+        object.__setattr__(sc, "method", spec["method"])
+        object.__setattr__(sc, "num_speculative_tokens", spec["k"])
+        object.__setattr__(vllm_config, "speculative_config", sc)
+
     def describe(self, s):
         """The version-dependent settings that shape these traces."""
         return (f"{type(s).__name__}, scheduler_reserve_full_isl="
                 f"{getattr(s, 'scheduler_reserve_full_isl', 'absent')}, "
                 f"use_v2_model_runner={getattr(s, 'use_v2_model_runner', 'absent')}")
 
-    def request(self, rid, prompt, output_len, block_size, arrival):
+    def request(self, rid, prompt, output_len, block_size, arrival, lora=None):
         kw = dict(
             request_id=rid, prompt_token_ids=prompt,
             sampling_params=self.SamplingParams(ignore_eos=True, max_tokens=output_len),
@@ -154,14 +196,20 @@ class VllmApi:
             block_hasher=self.get_request_block_hasher(block_size, self.sha256))
         if self.request_takes_eos:
             kw["eos_token_id"] = 2
+        if lora is not None:
+            # (name, int id): the path is never read, the scheduler loads nothing.
+            from vllm.lora.request import LoRARequest
+            kw["lora_request"] = LoRARequest(lora[0], lora[1], "/nonexistent/" + lora[0])
         return self.Request(**kw)
 
-    def runner_output(self, req_ids, sampled):
+    def runner_output(self, req_ids, num_sampled):
+        """num_sampled[r]: how many tokens request r samples (0: a partial prefill;
+        1 + accepted drafts with speculative decoding)."""
         kw = {
             "req_ids": req_ids,
             "req_id_to_index": {r: i for i, r in enumerate(req_ids)},
             # fresh lists: update_from_output trims them in place
-            "sampled_token_ids": [[SAMPLED_TOKEN] if sampled[r] else [] for r in req_ids],
+            "sampled_token_ids": [[SAMPLED_TOKEN] * num_sampled[r] for r in req_ids],
         }
         for name, f in self.mro_fields.items():
             if name in kw:
@@ -178,7 +226,13 @@ class CaseRun:
         self.mode = mode
         eng = case["engine"]
         self.eng = eng
-        self.s = api.scheduler(eng, mode, model_dir)
+        self.s = api.scheduler(case, mode, model_dir)
+        self.spec = case.get("speculative")
+        self.lora_ids = lora_ids(case)  # adapter name -> lora_int_id
+        # Feature cases get a sixth column per row (see README, "Features").
+        self.feature = self.spec is not None or "lora" in case
+        self.num_drafts = 0
+        self.num_accepted = 0
         reqs = case["requests"]
         self.n = len(reqs)
         T = case["timeout_steps"]
@@ -216,9 +270,11 @@ class CaseRun:
             r = self.pending[self.next_pending]
             self.next_pending += 1
             q = reqs[r]
+            name = q.get("lora")
+            lora = None if name is None else (name, self.lora_ids[name])
             self.s.add_request(self.api.request(
                 str(r), prompt_token_ids(self.case, r), q["output_len"],
-                self.eng["block_size"], q["arrival_step"]))
+                self.eng["block_size"], q["arrival_step"], lora))
 
     def unfinished(self):
         return [rid for rid, rq in self.s.requests.items() if not rq.is_finished()]
@@ -251,13 +307,19 @@ class CaseRun:
 
     # -- one schedule() call -----------------------------------------------------
     def schedule(self, t):
-        """schedule(); returns (out, sampled) and records the row for step t, or
-        (out, None) if nothing was scheduled."""
+        """schedule(); returns (out, num_sampled) and records the row for step t, or
+        (out, None) if nothing was scheduled. num_sampled[rid] is how many tokens
+        the fake runner will return for rid: 0 for a partial prefill, else 1 plus
+        the drafts the acceptance function accepts."""
         s = self.s
         running_before = {rq.request_id for rq in s.running}
-        # End of each sequence as known now: prompt + generated + pending placeholders.
+        # End of each sequence as known now: prompt + generated + pending placeholders
+        # (which, in async mode, count the in-flight step's drafts too).
         seq_end = {rid: (rq.num_tokens + rq.num_output_placeholders, rq.num_output_placeholders)
                    for rid, rq in s.requests.items()}
+        # num_computed_tokens before this step, as the scheduler has it now: the
+        # acceptance function's position is this + 1 - prompt_len.
+        computed_before = {rid: rq.num_computed_tokens for rid, rq in s.requests.items()}
         self.preempted = []
         out = s.schedule()
         preempted = self.preempted
@@ -270,27 +332,60 @@ class CaseRun:
                 # in-flight step ends them. This call takes no time and no step runs;
                 # its row has no scheduled requests and the next row has the same t.
                 assert self.mode == "async", f"{self.case['name']}: {t}"
-                self.steps.append([t, [], [], preempted, kv_used])
+                self.steps.append([t, [], [], preempted, kv_used] + ([[]] if self.feature else []))
             return out, None
-        scheduled, admitted, sampled = [], [], {}
+        scheduled, admitted, sampled, samples = [], [], {}, []
+        spec_tokens = out.scheduled_spec_decode_tokens
         for rid, n in out.num_scheduled_tokens.items():
             rq = s.requests[rid]
             scheduled.append([int(rid), n])
             if rid not in running_before:
                 admitted.append([int(rid), rq.num_computed_tokens - n])
             end, ph_before = seq_end[rid]
-            assert rq.num_computed_tokens <= end
-            sampled[rid] = rq.num_computed_tokens == end
+            drafts = len(spec_tokens.get(rid, ()))
+            # Drafts are verified after the last known token: the step reaches the
+            # end of the sequence plus its drafts.
+            assert rq.num_computed_tokens <= end + drafts
+            reaches_end = rq.num_computed_tokens - drafts == end
+            assert reaches_end or drafts == 0, (self.case["name"], t, rid)
             if self.mode == "async":
-                # vLLM's own view: a placeholder is added iff the step samples.
-                assert (rq.num_output_placeholders > ph_before) == sampled[rid], rid
-        self.steps.append([t, scheduled, admitted, preempted, kv_used])
+                # vLLM's own view: placeholders (the token and its drafts) are
+                # added iff the step samples.
+                grew = rq.num_output_placeholders - ph_before
+                assert grew == (1 + drafts if reaches_end else 0), (rid, grew, drafts)
+            num = 0
+            if reaches_end:
+                num = 1
+                if drafts:
+                    pos = computed_before[rid] + 1 - rq.num_prompt_tokens
+                    assert pos >= 1, (self.case["name"], t, rid, pos)
+                    acc = accepted_drafts(self.spec, spec_key(int(rid)), pos, drafts)
+                    self.num_drafts += drafts
+                    self.num_accepted += acc
+                    num += acc
+            sampled[rid] = num
+            samples.append([int(rid), drafts, num])
+        row = [t, scheduled, admitted, preempted, kv_used]
+        if self.feature:
+            row.append(samples)
+        self.steps.append(row)
         return out, sampled
 
     def update(self, out, sampled, t):
         """update_from_output for the step that ran at t; its tokens arrive at t + 1."""
-        mro = self.api.runner_output(list(out.num_scheduled_tokens), sampled)
+        req_ids = list(out.num_scheduled_tokens)
+        mro = self.api.runner_output(req_ids, sampled)
         eco = self.s.update_from_output(out, mro)
+        if self.spec is not None and self.mode == "sync":
+            # As EngineCore.post_step: the drafter proposed K tokens after this
+            # step for every request that sampled in it (a partial prefill gets
+            # none); vLLM skips the requests that have finished. In async mode
+            # the scheduler itself puts K placeholder drafts on each request
+            # that samples (AsyncScheduler._update_after_schedule).
+            k = self.spec["k"]
+            ids = [r for r in req_ids if sampled[r] > 0]
+            self.s.update_draft_token_ids(
+                self.api.DraftTokenIds(ids, [[SAMPLED_TOKEN] * k for _ in ids]))
         for outputs in eco.values():
             for o in outputs.outputs:
                 r = int(o.request_id)
@@ -426,6 +521,8 @@ def main():
                 extra += f", finished but timed out {len(late)}"
         if trace["rejected"]:
             extra += f" rejected {trace['rejected']}"
+        if run.spec is not None:
+            extra += f" drafts {run.num_drafts} accepted {run.num_accepted}"
         print(f"  {c['name']:<14} steps {len(trace['steps']):5d}  last "
               f"{trace['steps'][-1][0] if trace['steps'] else -1:5d}  preemptions {npre:4d}"
               f"  hit tokens {hits:6d}{extra}  ({time.monotonic() - t1:.1f} s)",

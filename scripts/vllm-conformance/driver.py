@@ -111,6 +111,8 @@ class VllmApi:
             enable_prefix_caching=eng["enable_prefix_caching"],
         )
         extra = {}
+        if spec is not None:
+            extra["speculative_config"] = self.speculative_config(spec, model_config, model_dir)
         if lora is not None:
             # The real LoRAConfig: it needs no model files. The scheduler reads only
             # max_loras; adapters are never loaded (there is no worker).
@@ -124,8 +126,6 @@ class VllmApi:
             device_config=self.DeviceConfig(device="cpu"),
             **extra,
         )
-        if spec is not None:
-            self.install_speculative_config(vllm_config, spec)
         n = eng["num_gpu_blocks"]
         vllm_config.cache_config.num_gpu_blocks = n
         attn = self.FullAttentionSpec(block_size=eng["block_size"], num_kv_heads=1,
@@ -166,21 +166,28 @@ class VllmApi:
         assert getattr(s.kv_cache_manager, "watermark_blocks", 0) == 0
         return s
 
-    def install_speculative_config(self, vllm_config, spec):
-        """Puts a SpeculativeConfig with only `method` and `num_speculative_tokens`
-        set on the built VllmConfig, so that the Scheduler's own __init__ derives
-        num_spec_tokens, num_lookahead_tokens and use_eagle (and hands use_eagle to
-        its KVCacheManager) exactly as it does in a server.
-
-        A real SpeculativeConfig cannot be built here: its validation loads the
-        draft model's config (EAGLE) from the hub. The object is made without
-        running __init__ and set without VllmConfig's validation; its use_eagle()
-        and uses_draft_model() are vLLM's own methods on those two fields."""
-        from vllm.config import SpeculativeConfig
-        sc = object.__new__(SpeculativeConfig)
-        object.__setattr__(sc, "method", spec["method"])
-        object.__setattr__(sc, "num_speculative_tokens", spec["k"])
-        object.__setattr__(vllm_config, "speculative_config", sc)
+    def speculative_config(self, spec, model_config, model_dir):
+        """vLLM's own SpeculativeConfig, built offline. n-gram needs no model.
+        EAGLE needs a draft model: its config is read from a directory holding
+        only a config.json (the target's, with one layer, as an EAGLE head has;
+        written next to the target's), and no weights are ever loaded."""
+        from vllm.config import ParallelConfig, SpeculativeConfig
+        kw = dict(method=spec["method"], num_speculative_tokens=spec["k"],
+                  target_model_config=model_config, target_parallel_config=ParallelConfig())
+        if spec["method"] == "eagle":
+            draft = Path(model_dir).resolve().parent / "eagle-draft"
+            draft.mkdir(exist_ok=True)
+            cfg = json.loads((Path(model_dir) / "config.json").read_text())
+            cfg["num_hidden_layers"] = 1
+            text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+            path = draft / "config.json"
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
+            kw["model"] = str(draft)
+        else:
+            # The proposer's settings; the fake runner proposes the drafts itself.
+            kw.update(prompt_lookup_max=3, prompt_lookup_min=1)
+        return SpeculativeConfig(**kw)
 
     def describe(self, s):
         """The version-dependent settings that shape these traces."""

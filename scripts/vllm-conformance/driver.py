@@ -186,7 +186,10 @@ class VllmApi:
             text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
             path = draft / "config.json"
             if not path.exists() or path.read_text() != text:
-                path.write_text(text)
+                # atomically: record.sh runs sync and async at the same time
+                tmp = path.with_name(f"config.json.{os.getpid()}.tmp")
+                tmp.write_text(text)
+                tmp.replace(path)
             kw["model"] = str(draft)
         else:
             # The proposer's settings; the fake runner proposes the drafts itself.
@@ -381,7 +384,7 @@ class CaseRun:
                 # added iff the step samples.
                 grew = rq.num_output_placeholders - ph_before
                 assert grew == (1 + drafts if reaches_end else 0), (rid, grew, drafts)
-            num = 0
+            num, pos = 0, 0
             if reaches_end:
                 num = 1
                 if drafts:
@@ -392,7 +395,7 @@ class CaseRun:
                     self.num_accepted += acc
                     num += acc
             sampled[rid] = num
-            samples.append([int(rid), drafts, num])
+            samples.append([int(rid), drafts, num, pos])
         row = [t, scheduled, admitted, preempted, kv_used]
         if self.feature:
             row.append(samples)
@@ -534,10 +537,12 @@ def main():
         try:
             run = CaseRun(api, c, args.mode, args.model)
         except ValueError as e:  # pydantic's ValidationError is a ValueError
-            if "Async scheduling is not supported" not in str(e) or args.mode != "async":
+            why = str(e).lower()
+            if args.mode != "async" or "async scheduling" not in why or "speculative" not in why:
                 raise
-            # A combination this release refuses to serve (0.33.0: n-gram drafts
-            # with async scheduling on the V1 model runner): not recorded.
+            # A combination this release refuses to serve (n-gram drafts with
+            # async scheduling: 0.15.1 allows only EAGLE/MTP, 0.33.0 refuses it
+            # on the V1 model runner): not recorded.
             print(f"  {c['name']:<14} not recorded: vLLM refuses it: "
                   f"{str(e).splitlines()[1].strip()}", file=sys.stderr, flush=True)
             continue

@@ -13,7 +13,9 @@
 #    config.json from <shared>/data/blis-vllm-h100/model_configs (shared defaults to
 #    ../shared beside the repository);
 # 4. runs driver.py for every version x {sync, async}, two at a time:
-#    tests/data/vllm-conformance/golden/<version>-<mode>.jsonl.
+#    tests/data/vllm-conformance/golden/<version>-<mode>.jsonl, then the
+#    speculative decoding and LoRA cases into
+#    tests/data/vllm-conformance/features/golden/<version>-<mode>.jsonl.
 # CPU only: no GPU, weights, tokenizer or network beyond the installs.
 # VLLM_CONFORMANCE_VERSIONS="0.19.0 0.33.0" records a subset.
 set -euo pipefail
@@ -22,6 +24,7 @@ here="$root/scripts/vllm-conformance"
 shared=${1:-${VLLM_CONFORMANCE_SHARED:-"$root/../shared"}}
 versions=${VLLM_CONFORMANCE_VERSIONS:-"0.15.1 0.19.0 0.33.0"}
 work="$root/target/vllm-conformance"
+data="$root/tests/data/vllm-conformance"
 mkdir -p "$work/logs"
 start=$SECONDS
 
@@ -74,13 +77,16 @@ for v in $versions; do
     pids=()
     for mode in sync async; do
         log="$work/logs/$v-$mode.log"
-        "$dir/bin/python" "$here/driver.py" --mode "$mode" --model "$work/model" >"$log" 2>&1 &
+        # the base cases, then the speculative decoding and LoRA cases (features/)
+        { "$dir/bin/python" "$here/driver.py" --mode "$mode" --model "$work/model" \
+            && "$dir/bin/python" "$here/driver.py" --mode "$mode" --model "$work/model" \
+                --cases "$data/features/cases" --out "$data/features/golden"; } >"$log" 2>&1 &
         pids+=("$!")
     done
     for i in 0 1; do
         mode=$([[ $i == 0 ]] && echo sync || echo async)
         if wait "${pids[$i]}"; then
-            tail -n 1 "$work/logs/$v-$mode.log"
+            grep "^wrote" "$work/logs/$v-$mode.log"
         else
             echo "vllm $v $mode failed; see $work/logs/$v-$mode.log:" >&2
             tail -n 20 "$work/logs/$v-$mode.log" >&2

@@ -11,6 +11,7 @@ mod cli;
 mod client;
 mod cluster;
 mod conformance;
+mod conformance_features;
 mod dag;
 mod defects_bounds;
 mod defects_capacity;

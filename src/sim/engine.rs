@@ -20,6 +20,8 @@
 mod batch;
 mod config;
 mod connector;
+mod cpu_tier;
+mod offload;
 
 use std::collections::VecDeque;
 
@@ -29,6 +31,7 @@ pub use config::{EngineConfig, EngineStats};
 pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
+pub use offload::{KvOffload, OffloadPolicy};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -131,10 +134,14 @@ impl Engine {
     pub(crate) fn new(config: EngineConfig) -> Self {
         // vLLM takes one block out of the pool as the null block.
         let usable = config.num_gpu_blocks.saturating_sub(1);
-        let kv =
+        let mut kv =
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
+        let connector = connector::connector(config.kv_connector, config.kv_offload, config.block_size);
+        if connector.records_evictions() {
+            kv.record_evictions();
+        }
         Engine {
-            connector: connector::connector(config.kv_connector),
+            connector,
             config,
             kv,
             seqs: Vec::new(),
@@ -207,11 +214,6 @@ impl Engine {
         (self.kv.num_used(), self.kv.num_blocks())
     }
 
-    /// The KV cache, for a router reading its prefix index.
-    pub(crate) fn kv(&self) -> &KvCache {
-        &self.kv
-    }
-
     /// The KV cache, for a router draining its prefix-index events.
     pub(crate) fn kv_mut(&mut self) -> &mut KvCache {
         &mut self.kv
@@ -224,6 +226,14 @@ impl Engine {
         let mut hashes = Vec::new();
         block_hashes(input, self.config.block_size, &mut hashes);
         self.kv.cached_prefix(&hashes) as u32 * self.config.block_size
+    }
+
+    /// Leading blocks of `hashes` this engine could serve without
+    /// recomputing them: its GPU prefix cache's, then those the connector
+    /// (a CPU tier) holds past them.
+    pub(crate) fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
+        let gpu = self.kv.cached_prefix(hashes);
+        gpu + self.connector.held_after(hashes, gpu)
     }
 
     pub(crate) fn check_kv(&self) -> Result<(), String> {
@@ -355,6 +365,7 @@ impl Engine {
             lpt = 0;
         }
         let mut budget = self.config.max_num_batched_tokens;
+        self.offload_evictions();
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
@@ -422,14 +433,32 @@ impl Engine {
                 samples,
             });
         }
+        let before = seq.num_computed;
         seq.num_computed += n;
         seq.in_flight_tokens += n;
+        if self.config.kv_offload.is_some() {
+            // Full blocks this step completes go to the CPU tier.
+            let bs = self.config.block_size;
+            let (from, to) = ((before / bs) as usize, ((seq.num_computed / bs) as usize).min(seq.hashes.len()));
+            if from < to {
+                self.stats.cpu_stored_blocks += u64::from(self.connector.computed(&seq.hashes[from..to]));
+            }
+        }
         if samples {
             seq.pending += 1;
         }
         debug_assert!(async_scheduling || seq.pending <= 1);
         self.building.entries.push(Entry { slot, tokens: n, samples, dead: false });
         self.stats.computed_tokens += u64::from(n);
+    }
+
+    /// KV offload with `policy: evicted`: the blocks HBM evicted since the
+    /// last call go to the CPU tier.
+    fn offload_evictions(&mut self) {
+        if self.config.kv_offload.is_some() {
+            let (connector, stats) = (&mut self.connector, &mut self.stats);
+            self.kv.drain_evictions(|h| stats.cpu_stored_blocks += u64::from(connector.gpu_evicted(h)));
+        }
     }
 
     /// Admits waiting requests first come first served. When nothing runs,
@@ -462,6 +491,7 @@ impl Engine {
         let mut stuck = landed_only;
         while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
             let Some(&slot) = self.waiting.get(i) else { break };
+            self.offload_evictions();
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             if seq.remote == RemoteKv::Loading || (stuck && seq.remote != RemoteKv::Loaded) {
                 i += 1;
@@ -483,9 +513,11 @@ impl Engine {
                 let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
                 self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
                 hit_tokens = self.hits.len() as u32 * block_size;
-                if !seq.admitted {
+                // A preempted request looks in the CPU tier again, as vLLM
+                // asks the connector whenever nothing is computed.
+                if !seq.admitted || self.config.kv_offload.is_some() {
                     let (external, load_async) =
-                        self.connector.matched_tokens(seq.transfer, seq.num_tokens, hit_tokens);
+                        self.connector.matched_tokens(seq.transfer, &seq.hashes, seq.num_tokens, hit_tokens);
                     if load_async && external > 0 {
                         // Blocks for the prompt now, nothing computed: the
                         // request waits in WAITING_FOR_REMOTE_KVS, keeping its
@@ -500,14 +532,22 @@ impl Engine {
                             break;
                         }
                         seq.remote = RemoteKv::Loading;
-                        seq.admitted = true;
-                        seq.cached_tokens = hit_tokens;
                         seq.num_computed = target;
                         if self.config.enable_prefix_caching {
                             self.stats.prefix_queries += u64::from(seq.num_tokens);
                             self.stats.prefix_hits += u64::from(hit_tokens);
                         }
-                        events.push(EngineEvent::Scheduled(seq.owner));
+                        if self.config.kv_offload.is_some() {
+                            self.stats.cpu_hit_tokens += u64::from(external);
+                            self.stats.cpu_loads += 1;
+                            self.stats.cpu_load_bytes += self.connector.load_bytes(external);
+                        }
+                        if !seq.admitted {
+                            // vLLM's num_cached_tokens counts what is loaded.
+                            seq.cached_tokens = if self.config.kv_offload.is_some() { target } else { hit_tokens };
+                            events.push(EngineEvent::Scheduled(seq.owner));
+                        }
+                        seq.admitted = true;
                         self.connector.after_alloc(seq.owner, slot, external, events);
                         i += 1;
                         continue;
@@ -560,6 +600,12 @@ impl Engine {
             }
             if self.tracing {
                 self.building.admitted.push((slot, computed));
+            }
+            if self.config.kv_offload.is_some() && !landed {
+                // `_get_reqs_to_store` starts at a new request's first block:
+                // its GPU-hit blocks are stored again if the tier lost them.
+                let full = ((computed / block_size) as usize).min(seq.hashes.len());
+                self.stats.cpu_stored_blocks += u64::from(self.connector.computed(&seq.hashes[..full]));
             }
             self.schedule_tokens(slot, n);
             *budget -= n;

@@ -137,6 +137,7 @@ impl Engine {
         let mut kv =
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
         let connector = connector::connector(config.kv_connector, config.kv_offload, config.block_size);
+        let cpu_tier_blocks = config.kv_offload.map_or(0, |o| u64::from(o.cpu_blocks));
         if connector.records_evictions() {
             kv.record_evictions();
         }
@@ -157,7 +158,10 @@ impl Engine {
             preempted_this_step: false,
             stepping: false,
             tracing: false,
-            stats: EngineStats::default(),
+            stats: EngineStats {
+                cpu_tier_blocks,
+                ..EngineStats::default()
+            },
         }
     }
 

@@ -105,6 +105,8 @@ pub struct EngineStats {
     pub prefix_hits: u64,
     /// Tokens computed (prefill and decode).
     pub computed_tokens: u64,
+    /// KV offload: the CPU tier's capacity, blocks (0: no tier).
+    pub cpu_tier_blocks: u64,
     /// KV offload: prompt tokens loaded from the CPU tier (hits past the
     /// GPU prefix hit, which `prefix_hits` counts).
     pub cpu_hit_tokens: u64,
@@ -124,6 +126,7 @@ impl EngineStats {
         self.prefix_queries += other.prefix_queries;
         self.prefix_hits += other.prefix_hits;
         self.computed_tokens += other.computed_tokens;
+        self.cpu_tier_blocks += other.cpu_tier_blocks;
         self.cpu_hit_tokens += other.cpu_hit_tokens;
         self.cpu_loads += other.cpu_loads;
         self.cpu_load_bytes += other.cpu_load_bytes;

@@ -46,10 +46,7 @@ pub(crate) fn resolve(
     let block_bytes = model.kv_bytes_per_token(tp, kv_dtype_bytes) * u64::from(block_size);
     let blocks = (cpu_gib * (1u64 << 30) as f64 / block_bytes.max(1) as f64).floor();
     if blocks < 1.0 {
-        return invalid(
-            "engine.kv_offload.cpu_gib",
-            format!("{cpu_gib} GiB holds no KV block of {block_bytes} bytes"),
-        );
+        return invalid("engine.kv_offload.cpu_gib", format!("{cpu_gib} GiB holds no KV block of {block_bytes} bytes"));
     }
     if blocks > f64::from(u32::MAX) {
         return invalid("engine.kv_offload.cpu_gib", format!("{cpu_gib} GiB is more than 2^32 blocks"));

@@ -60,7 +60,10 @@ pub(super) fn resolve(
     for p in resolved.iter_mut().filter(|p| p.role != Role::Mixed) {
         if p.engine.kv_offload.is_some() {
             // vLLM would need a MultiConnector (Nixl + offloading): not modelled.
-            return invalid("engine.kv_offload", "KV offload on a prefill or decode pool is not modelled (one KV connector per engine)");
+            return invalid(
+                "engine.kv_offload",
+                "KV offload on a prefill or decode pool is not modelled (one KV connector per engine)",
+            );
         }
         p.engine.kv_connector = ConnectorKind::Nixl;
     }

@@ -158,10 +158,7 @@ impl Engine {
             preempted_this_step: false,
             stepping: false,
             tracing: false,
-            stats: EngineStats {
-                cpu_tier_blocks,
-                ..EngineStats::default()
-            },
+            stats: EngineStats { cpu_tier_blocks, ..EngineStats::default() },
         }
     }
 

@@ -88,8 +88,12 @@ mod tests {
         assert_eq!(replicas(None), [Some(0), Some(0), Some(1)]);
         // With one, replica 0's CPU tier holds A's 4 blocks past its empty
         // GPU hit (llm-d's precise scorer indexes CPU-tier blocks too).
-        let offload =
-            KvOffload { cpu_blocks: 64, block_bytes: 1000, bandwidth_bytes_per_s: 1_000_000_000, policy: OffloadPolicy::All };
+        let offload = KvOffload {
+            cpu_blocks: 64,
+            block_bytes: 1000,
+            bandwidth_bytes_per_s: 1_000_000_000,
+            policy: OffloadPolicy::All,
+        };
         assert_eq!(replicas(Some(offload)), [Some(0), Some(0), Some(0)]);
     }
 }

@@ -37,8 +37,11 @@ fn scenario(num_gpu_blocks: u32, offload: &str) -> String {
 fn run(dir: &Dir, name: &str, scenario: &str) -> (u64, serde_json::Value) {
     dir.create(&format!("{name}.yaml"), scenario);
     let (out, metrics) = (format!("{name}.jsonl"), format!("{name}.json"));
-    TestCommand::new(&dir.path, &["run", "-q", "-s", &format!("{name}.yaml"), "w.jsonl", "-o", &out, "--metrics", &metrics])
-        .stdout();
+    TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", &format!("{name}.yaml"), "w.jsonl", "-o", &out, "--metrics", &metrics],
+    )
+    .stdout();
     let rows = rows(&dir.read(&out));
     let ttft = rows[2]["sub_requests"][0]["token_latency"][0].as_f64().unwrap();
     ((ttft * 1e6).round() as u64, serde_json::from_str(&dir.read(&metrics)).unwrap())

@@ -53,7 +53,13 @@ pub(crate) trait KvConnector {
     /// prompt (its block hashes `hashes`) beyond the GPU prefix hit that can
     /// be loaded from elsewhere, and whether the load is asynchronous (the
     /// request then waits in `WAITING_FOR_REMOTE_KVS` until it lands).
-    fn matched_tokens(&mut self, transfer: KvTransfer, hashes: &[u64], prompt_tokens: u32, gpu_hit_tokens: u32) -> (u32, bool);
+    fn matched_tokens(
+        &mut self,
+        transfer: KvTransfer,
+        hashes: &[u64],
+        prompt_tokens: u32,
+        gpu_hit_tokens: u32,
+    ) -> (u32, bool);
 
     /// `update_state_after_alloc`: blocks were allocated for `loaded_tokens`
     /// tokens of `owner` (in engine slot `slot`) to be loaded.
@@ -116,7 +122,13 @@ impl KvConnector for NoConnector {
 pub(crate) struct NixlConnector;
 
 impl KvConnector for NixlConnector {
-    fn matched_tokens(&mut self, transfer: KvTransfer, _: &[u64], prompt_tokens: u32, gpu_hit_tokens: u32) -> (u32, bool) {
+    fn matched_tokens(
+        &mut self,
+        transfer: KvTransfer,
+        _: &[u64],
+        prompt_tokens: u32,
+        gpu_hit_tokens: u32,
+    ) -> (u32, bool) {
         // nixl_connector.py `get_num_new_matched_tokens`: for a remote
         // prefill, "the remote has computed all prompt tokens": everything
         // past the local hit, loaded asynchronously.

@@ -86,7 +86,13 @@ impl OffloadingConnector {
 }
 
 impl KvConnector for OffloadingConnector {
-    fn matched_tokens(&mut self, transfer: KvTransfer, hashes: &[u64], prompt_tokens: u32, gpu_hit_tokens: u32) -> (u32, bool) {
+    fn matched_tokens(
+        &mut self,
+        transfer: KvTransfer,
+        hashes: &[u64],
+        prompt_tokens: u32,
+        gpu_hit_tokens: u32,
+    ) -> (u32, bool) {
         if transfer != KvTransfer::Local {
             return (0, false);
         }

@@ -138,3 +138,55 @@ fn bad_kv_offload_keys_are_refused_with_their_field() {
         assert!(!dir.join("r.jsonl").exists());
     }
 }
+
+/// Random DAG workloads on random engines with a random CPU tier (1–200
+/// blocks, either policy, any link), one replica or a cluster: the KV
+/// invariant holds after every step, every request leaves, every completed
+/// llm node emitted all its tokens, and loads from the tier happen.
+#[test]
+fn random_workloads_with_a_cpu_tier_finish_and_load_from_it() {
+    use crate::properties::{feed, random_client, random_engine, random_latency, random_router};
+    use blis_sweep::sim::{
+        KvOffload, KvTransferConfig, OffloadPolicy, PdDecider, PoolConfig, RequestStatus, Simulation,
+    };
+    use blis_sweep::workload::NodeKind;
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x0FF10AD);
+    let (mut loads, mut stored, mut completed) = (0, 0, 0);
+    for case in 0..300 {
+        let mut engine = random_engine(&mut rng);
+        engine.kv_offload = Some(KvOffload {
+            cpu_blocks: rng.random_range(1..=200),
+            block_bytes: rng.random_range(1..=1 << 21),
+            bandwidth_bytes_per_s: rng.random_range(1_000_000..=100_000_000_000),
+            policy: if rng.random_bool(0.5) { OffloadPolicy::All } else { OffloadPolicy::Evicted },
+        });
+        let replicas = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=4) };
+        let pool = PoolConfig::mixed(engine.clone(), replicas, random_router(&mut rng), random_latency(&mut rng));
+        let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
+        sim.check_invariants(true);
+        sim.set_client(random_client(&mut rng));
+        sim.set_request_timeout(rng.random_bool(0.2).then(|| rng.random_range(1_000..400_000)));
+        for r in feed(&mut sim, &mut rng, case, None) {
+            assert_ne!(r.status, RequestStatus::Unfinished, "case {case}: never finished");
+            if r.status != RequestStatus::Completed {
+                continue;
+            }
+            completed += 1;
+            for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
+                if let NodeKind::Llm(call) = &sub.kind {
+                    assert_eq!(node.token_times_us.len() as u32, call.tokens_to_emit(), "case {case}");
+                }
+            }
+        }
+        let stats = sim.engine_stats();
+        loads += stats.cpu_loads;
+        stored += stats.cpu_stored_blocks;
+    }
+    assert!(
+        completed > 500 && loads > 50 && stored > 1000,
+        "coverage: {completed} completed, {loads} loads, {stored} stored"
+    );
+}

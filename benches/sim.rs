@@ -95,6 +95,7 @@ fn one(n: u64, rate: f64, replicas: u32, offload: bool) {
                 block_bytes: 2 << 20,
                 bandwidth_bytes_per_s: 50_000_000_000,
                 policy: blis_sweep::sim::OffloadPolicy::All,
+                disk: None,
             });
         }
         pool.replicas = replicas;

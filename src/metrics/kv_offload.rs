@@ -16,8 +16,11 @@ pub struct KvOffloadMetrics {
     pub prefix_query_tokens: u64,
     /// Of those, found in the GPU prefix cache.
     pub gpu_hit_tokens: u64,
-    /// Of those, loaded from the CPU tier (past the GPU hit).
+    /// Of those, loaded from the CPU tier (past the GPU hit), the disk
+    /// tier's included.
     pub cpu_hit_tokens: u64,
+    /// Of `cpu_hit_tokens`, read from the disk tier (0 without one).
+    pub disk_hit_tokens: u64,
     /// `gpu_hit_tokens / prefix_query_tokens` (= `kv_cache_hit_rate`).
     pub gpu_hit_rate: f64,
     /// `cpu_hit_tokens / prefix_query_tokens`.
@@ -44,6 +47,7 @@ impl KvOffloadMetrics {
             prefix_query_tokens: s.prefix_queries,
             gpu_hit_tokens: s.prefix_hits,
             cpu_hit_tokens: s.cpu_hit_tokens,
+            disk_hit_tokens: s.disk_hit_tokens,
             gpu_hit_rate: rate(s.prefix_hits),
             cpu_hit_rate: rate(s.cpu_hit_tokens),
             hit_rate: rate(s.prefix_hits + s.cpu_hit_tokens),

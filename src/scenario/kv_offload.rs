@@ -6,7 +6,7 @@
 use super::error::{InvalidValue, invalid};
 use super::spec::KvOffloadSpec;
 use crate::arch::ModelArch;
-use crate::sim::{KvOffload, OffloadPolicy};
+use crate::sim::{DiskTier, KvOffload, OffloadPolicy};
 
 /// One GPU's host link when `bandwidth_gbps` is not given: PCIe Gen5 x16
 /// as measured on H100 hosts, 50 GB/s one direction = 400 Gbit/s, of the
@@ -51,13 +51,50 @@ pub(crate) fn resolve(
     if blocks > f64::from(u32::MAX) {
         return invalid("engine.kv_offload.cpu_gib", format!("{cpu_gib} GiB is more than 2^32 blocks"));
     }
+    let disk = match (spec.disk_gib, spec.disk_bandwidth_gbps) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return invalid("engine.kv_offload.disk_bandwidth_gbps", "is given without disk_gib");
+        }
+        (Some(_), None) => {
+            // Drives differ tenfold: no default.
+            return invalid(
+                "engine.kv_offload.disk_bandwidth_gbps",
+                "is required with disk_gib: the disk's read Gbit/s",
+            );
+        }
+        (Some(gib), Some(disk_gbps)) => {
+            if !(gib.is_finite() && gib > 0.0) {
+                return invalid("engine.kv_offload.disk_gib", format!("{gib} must be a positive number of GiB"));
+            }
+            if !(disk_gbps.is_finite() && disk_gbps > 0.0) {
+                return invalid(
+                    "engine.kv_offload.disk_bandwidth_gbps",
+                    format!("{disk_gbps} must be a positive number of Gbit/s"),
+                );
+            }
+            let blocks = (gib * (1u64 << 30) as f64 / block_bytes.max(1) as f64).floor();
+            if !(1.0..=f64::from(u32::MAX)).contains(&blocks) {
+                return invalid(
+                    "engine.kv_offload.disk_gib",
+                    format!("{gib} GiB holds {blocks} KV blocks of {block_bytes} bytes (1 to 2^32 - 1)"),
+                );
+            }
+            Some(DiskTier { blocks: blocks as u32, bandwidth_bytes_per_s: bytes_per_s(disk_gbps) })
+        }
+    };
     Ok(Some(KvOffload {
         cpu_blocks: blocks as u32,
         block_bytes,
-        // Gbit/s → bytes/s.
-        bandwidth_bytes_per_s: (gbps * 1e9 / 8.0).round() as u64,
+        bandwidth_bytes_per_s: bytes_per_s(gbps),
         policy,
+        disk,
     }))
+}
+
+/// Gbit/s → bytes/s.
+fn bytes_per_s(gbps: f64) -> u64 {
+    (gbps * 1e9 / 8.0).round() as u64
 }
 
 #[cfg(test)]
@@ -71,7 +108,7 @@ mod tests {
 
     #[test]
     fn sixty_four_gib_of_llama_8b_blocks() {
-        let spec = KvOffloadSpec { cpu_gib: Some(64.0), bandwidth_gbps: None, policy: None };
+        let spec = KvOffloadSpec { cpu_gib: Some(64.0), ..KvOffloadSpec::default() };
         let o = resolve(Some(&spec), &llama(), 1, 2, 16).unwrap().unwrap();
         // 128 KiB a token × 16 = 2 MiB a block: 64 GiB / 2 MiB = 32,768.
         assert_eq!(o.block_bytes, 2 << 20);
@@ -90,7 +127,13 @@ mod tests {
         assert_eq!(bad(KvOffloadSpec { cpu_gib: Some(-1.0), ..ok.clone() }), "engine.kv_offload.cpu_gib");
         assert_eq!(bad(KvOffloadSpec { cpu_gib: Some(1e-6), ..ok.clone() }), "engine.kv_offload.cpu_gib");
         assert_eq!(bad(KvOffloadSpec { bandwidth_gbps: Some(0.0), ..ok.clone() }), "engine.kv_offload.bandwidth_gbps");
-        assert_eq!(bad(KvOffloadSpec { policy: Some("lru".into()), ..ok }), "engine.kv_offload.policy");
+        assert_eq!(bad(KvOffloadSpec { policy: Some("lru".into()), ..ok.clone() }), "engine.kv_offload.policy");
         assert_eq!(resolve(None, &llama(), 1, 2, 16).unwrap(), None);
+        let disk = |gib, gbps| KvOffloadSpec { disk_gib: gib, disk_bandwidth_gbps: gbps, ..ok.clone() };
+        assert_eq!(bad(disk(Some(8.0), None)), "engine.kv_offload.disk_bandwidth_gbps");
+        assert_eq!(bad(disk(None, Some(8.0))), "engine.kv_offload.disk_bandwidth_gbps");
+        assert_eq!(bad(disk(Some(0.0), Some(8.0))), "engine.kv_offload.disk_gib");
+        let o = resolve(Some(&disk(Some(8.0), Some(56.0))), &llama(), 1, 2, 16).unwrap().unwrap();
+        assert_eq!(o.disk, Some(DiskTier { blocks: 4096, bandwidth_bytes_per_s: 7_000_000_000 }));
     }
 }

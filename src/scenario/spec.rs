@@ -246,6 +246,11 @@ pub struct KvOffloadSpec {
     /// `all` (every computed block, vLLM's) or `evicted` (only blocks HBM
     /// evicts).
     pub policy: Option<String>,
+    /// A local disk tier below the CPU one, GiB per GPU (LMCache's
+    /// `local_disk`); absent: none.
+    pub disk_gib: Option<f64>,
+    /// The disk's read bandwidth per GPU, Gbit/s (required with `disk_gib`).
+    pub disk_bandwidth_gbps: Option<f64>,
 }
 
 impl EngineSpec {

@@ -31,7 +31,7 @@ pub use config::{EngineConfig, EngineStats};
 pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
-pub use offload::{KvOffload, OffloadPolicy};
+pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -474,6 +474,29 @@ impl Engine {
             self.admit_pass(budget, lpt, events, true);
         }
         self.admit_pass(budget, lpt, events, false);
+        if self.config.kv_offload.is_some() && self.running.is_empty() && self.unstick_landed() {
+            self.admit_waiting(budget, lpt, events);
+        }
+    }
+
+    /// KV offload: nothing runs, and requests whose CPU-tier load landed
+    /// hold blocks none of them can grow past (a load may cover only part of
+    /// a prompt), with no other load to land: nothing would ever free them
+    /// (vLLM would stall). The last of them is preempted instead (blocks
+    /// freed, recomputed). False when that is not the case.
+    fn unstick_landed(&mut self) -> bool {
+        let state = |s: u32| self.seqs[s as usize].as_ref().expect("live slot").remote;
+        if self.waiting.iter().any(|&s| state(s) == RemoteKv::Loading) {
+            return false;
+        }
+        let Some(&slot) = self.waiting.iter().rev().find(|&&s| state(s) == RemoteKv::Loaded) else { return false };
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        self.kv.free(&mut seq.blocks);
+        seq.num_computed = 0;
+        seq.remote = RemoteKv::None;
+        seq.preemptions += 1;
+        self.stats.preemptions += 1;
+        true
     }
 
     /// One pass over the waiting queue; with `landed_only`, only requests
@@ -508,7 +531,6 @@ impl Engine {
                 // logits.
                 hit_tokens = seq.cached_tokens;
                 computed = seq.num_computed.min(seq.num_tokens - 1);
-                seq.remote = RemoteKv::None;
             } else {
                 // At least the last token is always recomputed: its logits are needed.
                 let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
@@ -540,6 +562,7 @@ impl Engine {
                         }
                         if self.config.kv_offload.is_some() {
                             self.stats.cpu_hit_tokens += u64::from(external);
+                            self.stats.disk_hit_tokens += u64::from(self.connector.matched_below());
                             self.stats.cpu_loads += 1;
                             self.stats.cpu_load_bytes += self.connector.load_bytes(external);
                         }
@@ -576,7 +599,10 @@ impl Engine {
                 break;
             }
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n, seq.num_tokens) {
-                if self.running.is_empty() && !landed {
+                // (A landed request's blocks hold its whole prompt, unless it
+                // came from the CPU tier, which may hold only part of it:
+                // then it too is passed when nothing runs.)
+                if self.running.is_empty() {
                     (stuck, i) = (true, i + 1);
                     continue;
                 }
@@ -588,6 +614,10 @@ impl Engine {
                 self.waiting.remove(i);
             }
             self.running.push(slot);
+            // Landed until admitted: a load from the CPU tier may cover only
+            // part of the prompt, so growing past it can fail, and the
+            // request must then keep its blocks and its landed state.
+            seq.remote = RemoteKv::None;
             if self.config.enable_prefix_caching && !landed {
                 self.stats.prefix_queries += u64::from(seq.num_tokens);
                 self.stats.prefix_hits += u64::from(hit_tokens);

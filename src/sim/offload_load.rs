@@ -93,6 +93,7 @@ mod tests {
             block_bytes: 1000,
             bandwidth_bytes_per_s: 1_000_000_000,
             policy: OffloadPolicy::All,
+            disk: None,
         };
         assert_eq!(replicas(Some(offload)), [Some(0), Some(0), Some(0)]);
     }

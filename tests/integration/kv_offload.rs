@@ -120,11 +120,31 @@ fn a_cpu_tier_of_three_blocks_keeps_only_the_last_three_stored() {
 }
 
 #[test]
+fn blocks_the_cpu_tier_evicts_are_read_back_from_disk_at_its_bandwidth() {
+    let dir = Dir::new("offload-disk");
+    dir.create("w.jsonl", &workload());
+    // The 3-block CPU tier above, with 0.5 GiB of disk at 56 Gbit/s (7 GB/s)
+    // below it: A's blocks spill to disk as C's fill the CPU tier, and B
+    // reads all 4 from disk: 8,388,608 bytes at 7 × 10^9 bytes/s = 1198.37 µs
+    // → 1199, then over PCIe (168 µs, as from the CPU tier), then its
+    // 16-token step (1032 µs).
+    let disk = "  kv_offload: {cpu_gib: 0.005859375, disk_gib: 0.5, disk_bandwidth_gbps: 56}\n";
+    let (ttft, m) = run(&dir, "disk", &scenario(11, disk));
+    assert_eq!(ttft, 1032 + 168 + 1199);
+    assert_eq!(m["kv_offload"]["cpu_hit_tokens"], 64);
+    assert_eq!(m["kv_offload"]["disk_hit_tokens"], 64);
+    // Without the disk's bandwidth the key is refused.
+    dir.create("bad.yaml", &scenario(11, "  kv_offload: {cpu_gib: 1, disk_gib: 4}\n"));
+    let err = TestCommand::new(&dir.path, &["run", "-q", "-s", "bad.yaml", "w.jsonl", "-o", "r.jsonl"]).fails();
+    assert!(err.starts_with("blis-sweep: bad.yaml:10: engine.kv_offload.disk_bandwidth_gbps: is required"), "{err}");
+}
+
+#[test]
 fn bad_kv_offload_keys_are_refused_with_their_field() {
     let dir = Dir::new("offload-bad");
     dir.create("w.jsonl", &workload());
     let cases = [
-        ("  kv_offload: {cpu_gib: 1, disk: 4}\n", "bad.yaml:10: engine.kv_offload.disk: unknown field"),
+        ("  kv_offload: {cpu_gib: 1, ssd: 4}\n", "bad.yaml:10: engine.kv_offload.ssd: unknown field"),
         ("  kv_offload: {cpu_gib: 1, policy: lru}\n", "bad.yaml:10: engine.kv_offload.policy: `lru` is not a policy"),
         ("  kv_offload: {cpu_gib: 0}\n", "bad.yaml:10: engine.kv_offload.cpu_gib: 0 must be a positive"),
         ("  kv_offload: {policy: all}\n", "bad.yaml:10: engine.kv_offload.cpu_gib: is required"),
@@ -147,7 +167,7 @@ fn bad_kv_offload_keys_are_refused_with_their_field() {
 fn random_workloads_with_a_cpu_tier_finish_and_load_from_it() {
     use crate::properties::{feed, random_client, random_engine, random_latency, random_router};
     use blis_sweep::sim::{
-        KvOffload, KvTransferConfig, OffloadPolicy, PdDecider, PoolConfig, RequestStatus, Simulation,
+        DiskTier, KvOffload, KvTransferConfig, OffloadPolicy, PdDecider, PoolConfig, RequestStatus, Simulation,
     };
     use blis_sweep::workload::NodeKind;
     use rand::{RngExt, SeedableRng};
@@ -155,13 +175,17 @@ fn random_workloads_with_a_cpu_tier_finish_and_load_from_it() {
 
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x0FF10AD);
     let (mut loads, mut stored, mut completed) = (0, 0, 0);
-    for case in 0..300 {
+    for case in 0..1000 {
         let mut engine = random_engine(&mut rng);
         engine.kv_offload = Some(KvOffload {
             cpu_blocks: rng.random_range(1..=200),
             block_bytes: rng.random_range(1..=1 << 21),
             bandwidth_bytes_per_s: rng.random_range(1_000_000..=100_000_000_000),
             policy: if rng.random_bool(0.5) { OffloadPolicy::All } else { OffloadPolicy::Evicted },
+            disk: rng.random_bool(0.3).then(|| DiskTier {
+                blocks: rng.random_range(1..=400),
+                bandwidth_bytes_per_s: rng.random_range(1_000_000..=10_000_000_000),
+            }),
         });
         let replicas = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=4) };
         let pool = PoolConfig::mixed(engine.clone(), replicas, random_router(&mut rng), random_latency(&mut rng));
@@ -170,6 +194,9 @@ fn random_workloads_with_a_cpu_tier_finish_and_load_from_it() {
         sim.set_client(random_client(&mut rng));
         sim.set_request_timeout(rng.random_bool(0.2).then(|| rng.random_range(1_000..400_000)));
         for r in feed(&mut sim, &mut rng, case, None) {
+            if r.status == RequestStatus::Unfinished {
+                eprintln!("DEBUG {engine:?}\n{:?}\n{:?}", r.request, r.nodes);
+            }
             assert_ne!(r.status, RequestStatus::Unfinished, "case {case}: never finished");
             if r.status != RequestStatus::Completed {
                 continue;

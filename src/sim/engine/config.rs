@@ -110,6 +110,8 @@ pub struct EngineStats {
     /// KV offload: prompt tokens loaded from the CPU tier (hits past the
     /// GPU prefix hit, which `prefix_hits` counts).
     pub cpu_hit_tokens: u64,
+    /// KV offload: of `cpu_hit_tokens`, those read from the disk tier.
+    pub disk_hit_tokens: u64,
     /// KV offload: loads from the CPU tier.
     pub cpu_loads: u64,
     /// KV offload: bytes those loads read, per GPU.
@@ -128,6 +130,7 @@ impl EngineStats {
         self.computed_tokens += other.computed_tokens;
         self.cpu_tier_blocks += other.cpu_tier_blocks;
         self.cpu_hit_tokens += other.cpu_hit_tokens;
+        self.disk_hit_tokens += other.disk_hit_tokens;
         self.cpu_loads += other.cpu_loads;
         self.cpu_load_bytes += other.cpu_load_bytes;
         self.cpu_stored_blocks += other.cpu_stored_blocks;

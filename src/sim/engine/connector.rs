@@ -92,6 +92,12 @@ pub(crate) trait KvConnector {
         0
     }
 
+    /// Of the tokens the last `matched_tokens` found, those held only in a
+    /// tier below the first (a disk).
+    fn matched_below(&self) -> u32 {
+        0
+    }
+
     /// Bytes one GPU reads to load `tokens` tokens.
     fn load_bytes(&self, _tokens: u32) -> u64 {
         0

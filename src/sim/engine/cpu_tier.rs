@@ -80,12 +80,12 @@ impl CpuTier {
         self.evictions
     }
 
-    #[cfg(test)]
     pub(crate) fn contains(&self, hash: u64) -> bool {
         self.index.contains_key(&hash)
     }
 
     /// How many leading hashes of `hashes` the tier holds.
+    #[cfg(test)]
     pub(crate) fn lookup(&self, hashes: &[u64]) -> usize {
         hashes.iter().take_while(|h| self.index.contains_key(h)).count()
     }
@@ -104,14 +104,23 @@ impl CpuTier {
     /// Stores `hash` (`prepare_store` + `complete_store`): true when it was
     /// not held. A full tier evicts its least recently used block first.
     pub(crate) fn store(&mut self, hash: u64) -> bool {
+        self.store_evicting(hash).0
+    }
+
+    /// As [`CpuTier::store`], also giving the hash evicted to make room (a
+    /// tier below takes it).
+    pub(crate) fn store_evicting(&mut self, hash: u64) -> (bool, Option<u64>) {
         if self.capacity == 0 || self.index.contains_key(&hash) {
-            return false;
+            return (false, None);
         }
+        let mut evicted = None;
         let i = if self.index.len() as u32 >= self.capacity {
             // Reuse the evicted block's node in place.
             let i = self.head;
             self.unlink(i);
-            self.index.remove(&self.nodes[i as usize].hash);
+            let old = self.nodes[i as usize].hash;
+            self.index.remove(&old);
+            evicted = Some(old);
             self.evictions += 1;
             self.nodes[i as usize].hash = hash;
             i
@@ -121,7 +130,7 @@ impl CpuTier {
         };
         self.index.insert(hash, i);
         self.push_back(i);
-        true
+        (true, evicted)
     }
 
     fn unlink(&mut self, i: u32) {
@@ -161,9 +170,10 @@ mod tests {
             assert!(tier.store(h));
         }
         assert!(!tier.store(2), "a block held is not stored twice");
+        assert_eq!(tier.store_evicting(2), (false, None));
         // Touch 1: the LRU order becomes 2, 3, 1.
         tier.touch(&[1]);
-        assert!(tier.store(4));
+        assert_eq!(tier.store_evicting(4), (true, Some(2)));
         assert_eq!(tier.len(), 3);
         assert!(!tier.contains(2) && tier.contains(1) && tier.contains(3) && tier.contains(4));
         assert_eq!(tier.evictions(), 1);

@@ -157,7 +157,9 @@ impl KvConnector for OffloadingConnector {
         let full = ((prompt_tokens / bs) as usize).min(hashes.len());
         let hashes = &hashes[..full];
         self.tier.touch(hashes);
-        self.disk.touch(hashes);
+        if self.config.disk.is_some() {
+            self.disk.touch(hashes);
+        }
         self.matched_disk = 0;
         let start = (gpu_hit_tokens / bs) as usize;
         if start >= full {

@@ -7,6 +7,7 @@
 //!
 //!     cargo bench --bench sim                 # 10k, 100k and 300k requests; then 8 replicas on 8x; then 4P+4D
 //!     cargo bench --bench sim -- one 100000   # one size, in this process
+//!     cargo bench --bench sim -- offload 100000   # the same with a 64 GiB CPU KV tier
 //!     cargo bench --bench sim -- cluster 8 800000   # 8 replicas, 8x the traffic
 //!     cargo bench --bench sim -- pd 400000    # 4 prefill + 4 decode replicas at PD_RATE
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
@@ -80,12 +81,23 @@ impl Sink for Nothing {
 }
 
 /// `replicas` copies of the deployment behind a least-requests router, fed
-/// `replicas` times the traffic.
-fn one(n: u64, rate: f64, replicas: u32) {
+/// `replicas` times the traffic; with `offload`, each with a CPU KV tier.
+fn one(n: u64, rate: f64, replicas: u32, offload: bool) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
     let mut d = blis_sweep::scenario::load(&scenario).unwrap();
     // (The run reads its pools: a scenario without `pools:` is one.)
     for pool in &mut d.pools {
+        if offload {
+            // `kv_offload: {cpu_gib: 64}` as the scenario resolves it: 64 GiB
+            // of Llama-3.1-8B's 2 MiB blocks (128 KiB a token × 16), 50 GB/s.
+            pool.engine.kv_offload = Some(blis_sweep::sim::KvOffload {
+                cpu_blocks: 32_768,
+                block_bytes: 2 << 20,
+                bandwidth_bytes_per_s: 50_000_000_000,
+                policy: blis_sweep::sim::OffloadPolicy::All,
+                disk: None,
+            });
+        }
         pool.replicas = replicas;
         if replicas > 1 {
             pool.router.policy = blis_sweep::sim::RoutingPolicy::named("least-requests").expect("listed");
@@ -168,7 +180,12 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "one") {
         let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
-        one(args[i + 1].parse().expect("a request count"), rate, 1);
+        one(args[i + 1].parse().expect("a request count"), rate, 1, false);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "offload") {
+        let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
+        one(args[i + 1].parse().expect("a request count"), rate, 1, true);
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "pd") {
@@ -178,7 +195,7 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "cluster") {
         let replicas = args[i + 1].parse().expect("a replica count");
-        one(args[i + 2].parse().expect("a request count"), RATE, replicas);
+        one(args[i + 2].parse().expect("a request count"), RATE, replicas, false);
         return;
     }
     println!(

@@ -23,6 +23,7 @@
 //!   requests (a prefill replica serves none).
 
 pub mod histogram;
+mod kv_offload;
 mod pools;
 mod slo;
 
@@ -34,6 +35,7 @@ use serde::Serialize;
 use crate::sim::{FinishedRequest, RequestStatus, RunSummary};
 use crate::workload::NodeKind;
 use histogram::Histogram;
+pub use kv_offload::KvOffloadMetrics;
 
 /// Accumulates metrics over a run.
 #[derive(Debug, Default)]
@@ -273,6 +275,7 @@ impl MetricsCollector {
             kv_transfer_mean_ms: transfers.as_ref().map(|t| t.mean_ms),
             kv_transfer_p99_ms: transfers.as_ref().map(|t| t.p99_ms),
             pools: self.pools.as_ref().map(|p| p.finish(&end.replicas)).unwrap_or_default(),
+            kv_offload: KvOffloadMetrics::from_stats(stats),
         }
     }
 }
@@ -455,6 +458,9 @@ pub struct Metrics {
     /// scenario gives them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolMetrics>,
+    /// With a CPU tier (`engine.kv_offload`): hits by tier, loads, stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<KvOffloadMetrics>,
 }
 
 impl Metrics {

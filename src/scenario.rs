@@ -14,6 +14,7 @@ mod cluster;
 mod engine;
 mod error;
 mod kv_capacity;
+mod kv_offload;
 mod latency;
 mod pool;
 mod pools;

@@ -25,6 +25,7 @@ mod disagg;
 mod engine;
 mod event;
 mod kv_cache;
+mod offload_load;
 mod order;
 mod outcome;
 mod pool;
@@ -42,7 +43,7 @@ mod steps;
 mod window;
 
 pub use client::Client;
-pub use engine::{ConnectorKind, EngineConfig, EngineStats};
+pub use engine::{ConnectorKind, DiskTier, EngineConfig, EngineStats, KvOffload, OffloadPolicy};
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};

@@ -58,6 +58,13 @@ pub(super) fn resolve(
         return Ok((resolved, KvTransferConfig::UNUSED, PdDecider::Always));
     }
     for p in resolved.iter_mut().filter(|p| p.role != Role::Mixed) {
+        if p.engine.kv_offload.is_some() {
+            // vLLM would need a MultiConnector (Nixl + offloading): not modelled.
+            return invalid(
+                "engine.kv_offload",
+                "KV offload on a prefill or decode pool is not modelled (one KV connector per engine)",
+            );
+        }
         p.engine.kv_connector = ConnectorKind::Nixl;
     }
     let link = link(&resolved, spec.kv_transfer.clone().unwrap_or_default())?;

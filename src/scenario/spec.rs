@@ -230,6 +230,27 @@ pub struct EngineSpec {
     /// Freed KV blocks without a prefix-cache hash are reused first
     /// (vLLM ≥ 0.28; no vLLM flag).
     pub free_uncached_blocks_first: Option<bool>,
+    /// KV offload to a CPU tier (vLLM's `OffloadingConnector`); absent: off.
+    pub kv_offload: Option<KvOffloadSpec>,
+}
+
+/// `engine.kv_offload:`, as written (resolved in `kv_offload.rs`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvOffloadSpec {
+    /// Host memory for KV per GPU, GiB (vLLM's `cpu_bytes_to_use` per rank).
+    pub cpu_gib: Option<f64>,
+    /// One GPU's host link, Gbit/s one direction (default: PCIe Gen5 x16
+    /// as measured, 400 Gbit/s = 50 GB/s).
+    pub bandwidth_gbps: Option<f64>,
+    /// `all` (every computed block, vLLM's) or `evicted` (only blocks HBM
+    /// evicts).
+    pub policy: Option<String>,
+    /// A local disk tier below the CPU one, GiB per GPU (LMCache's
+    /// `local_disk`); absent: none.
+    pub disk_gib: Option<f64>,
+    /// The disk's read bandwidth per GPU, Gbit/s (required with `disk_gib`).
+    pub disk_bandwidth_gbps: Option<f64>,
 }
 
 impl EngineSpec {
@@ -254,6 +275,7 @@ impl EngineSpec {
                 .lone_request_skips_prefill_threshold
                 .or(base.lone_request_skips_prefill_threshold),
             free_uncached_blocks_first: self.free_uncached_blocks_first.or(base.free_uncached_blocks_first),
+            kv_offload: self.kv_offload.or_else(|| base.kv_offload.clone()),
         }
     }
 }

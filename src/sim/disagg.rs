@@ -66,10 +66,11 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// The KV of `node` landed in replica `replica`'s engine slot
     /// `engine_slot`: the decode engine may run it, and the prefill replica
-    /// frees its blocks.
+    /// frees its blocks (for a split node).
     pub(super) fn kv_landed(&mut self, slot: u32, node: u32, replica: u32, engine_slot: u32) {
         self.cluster.instances[replica as usize].engine.kv_loaded(engine_slot);
-        let split = self.requests.get_mut(slot).progress[node as usize].split.as_mut().expect("a split node");
+        // Without a split, a load from the CPU tier (`offload_load.rs`).
+        let Some(split) = self.requests.get_mut(slot).progress[node as usize].split.as_mut() else { return };
         split.stage = SplitStage::Landed;
         let (prefill, held) = (split.prefill, split.prefill_slot.take());
         if let Some(held) = held {

@@ -20,6 +20,8 @@
 mod batch;
 mod config;
 mod connector;
+mod cpu_tier;
+mod offload;
 
 use std::collections::VecDeque;
 
@@ -29,6 +31,7 @@ pub use config::{EngineConfig, EngineStats};
 pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
+pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -131,10 +134,15 @@ impl Engine {
     pub(crate) fn new(config: EngineConfig) -> Self {
         // vLLM takes one block out of the pool as the null block.
         let usable = config.num_gpu_blocks.saturating_sub(1);
-        let kv =
+        let mut kv =
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
+        let connector = connector::connector(config.kv_connector, config.kv_offload, config.block_size);
+        let cpu_tier_blocks = config.kv_offload.map_or(0, |o| u64::from(o.cpu_blocks));
+        if connector.records_evictions() {
+            kv.record_evictions();
+        }
         Engine {
-            connector: connector::connector(config.kv_connector),
+            connector,
             config,
             kv,
             seqs: Vec::new(),
@@ -150,7 +158,7 @@ impl Engine {
             preempted_this_step: false,
             stepping: false,
             tracing: false,
-            stats: EngineStats::default(),
+            stats: EngineStats { cpu_tier_blocks, ..EngineStats::default() },
         }
     }
 
@@ -207,11 +215,6 @@ impl Engine {
         (self.kv.num_used(), self.kv.num_blocks())
     }
 
-    /// The KV cache, for a router reading its prefix index.
-    pub(crate) fn kv(&self) -> &KvCache {
-        &self.kv
-    }
-
     /// The KV cache, for a router draining its prefix-index events.
     pub(crate) fn kv_mut(&mut self) -> &mut KvCache {
         &mut self.kv
@@ -224,6 +227,14 @@ impl Engine {
         let mut hashes = Vec::new();
         block_hashes(input, self.config.block_size, &mut hashes);
         self.kv.cached_prefix(&hashes) as u32 * self.config.block_size
+    }
+
+    /// Leading blocks of `hashes` this engine could serve without
+    /// recomputing them: its GPU prefix cache's, then those the connector
+    /// (a CPU tier) holds past them.
+    pub(crate) fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
+        let gpu = self.kv.cached_prefix(hashes);
+        gpu + self.connector.held_after(hashes, gpu)
     }
 
     pub(crate) fn check_kv(&self) -> Result<(), String> {
@@ -355,6 +366,7 @@ impl Engine {
             lpt = 0;
         }
         let mut budget = self.config.max_num_batched_tokens;
+        self.offload_evictions();
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
@@ -422,14 +434,32 @@ impl Engine {
                 samples,
             });
         }
+        let before = seq.num_computed;
         seq.num_computed += n;
         seq.in_flight_tokens += n;
+        if self.config.kv_offload.is_some() {
+            // Full blocks this step completes go to the CPU tier.
+            let bs = self.config.block_size;
+            let (from, to) = ((before / bs) as usize, ((seq.num_computed / bs) as usize).min(seq.hashes.len()));
+            if from < to {
+                self.stats.cpu_stored_blocks += u64::from(self.connector.computed(&seq.hashes[from..to]));
+            }
+        }
         if samples {
             seq.pending += 1;
         }
         debug_assert!(async_scheduling || seq.pending <= 1);
         self.building.entries.push(Entry { slot, tokens: n, samples, dead: false });
         self.stats.computed_tokens += u64::from(n);
+    }
+
+    /// KV offload with `policy: evicted`: the blocks HBM evicted since the
+    /// last call go to the CPU tier.
+    fn offload_evictions(&mut self) {
+        if self.config.kv_offload.is_some() {
+            let (connector, stats) = (&mut self.connector, &mut self.stats);
+            self.kv.drain_evictions(|h| stats.cpu_stored_blocks += u64::from(connector.gpu_evicted(h)));
+        }
     }
 
     /// Admits waiting requests first come first served. When nothing runs,
@@ -444,6 +474,29 @@ impl Engine {
             self.admit_pass(budget, lpt, events, true);
         }
         self.admit_pass(budget, lpt, events, false);
+        if self.config.kv_offload.is_some() && self.running.is_empty() && self.unstick_landed() {
+            self.admit_waiting(budget, lpt, events);
+        }
+    }
+
+    /// KV offload: nothing runs, and requests whose CPU-tier load landed
+    /// hold blocks none of them can grow past (a load may cover only part of
+    /// a prompt), with no other load to land: nothing would ever free them
+    /// (vLLM would stall). The last of them is preempted instead (blocks
+    /// freed, recomputed). False when that is not the case.
+    fn unstick_landed(&mut self) -> bool {
+        let state = |s: u32| self.seqs[s as usize].as_ref().expect("live slot").remote;
+        if self.waiting.iter().any(|&s| state(s) == RemoteKv::Loading) {
+            return false;
+        }
+        let Some(&slot) = self.waiting.iter().rev().find(|&&s| state(s) == RemoteKv::Loaded) else { return false };
+        let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        self.kv.free(&mut seq.blocks);
+        seq.num_computed = 0;
+        seq.remote = RemoteKv::None;
+        seq.preemptions += 1;
+        self.stats.preemptions += 1;
+        true
     }
 
     /// One pass over the waiting queue; with `landed_only`, only requests
@@ -462,6 +515,7 @@ impl Engine {
         let mut stuck = landed_only;
         while *budget > 0 && self.running.len() < self.config.max_num_seqs as usize {
             let Some(&slot) = self.waiting.get(i) else { break };
+            self.offload_evictions();
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             if seq.remote == RemoteKv::Loading || (stuck && seq.remote != RemoteKv::Loaded) {
                 i += 1;
@@ -477,15 +531,16 @@ impl Engine {
                 // logits.
                 hit_tokens = seq.cached_tokens;
                 computed = seq.num_computed.min(seq.num_tokens - 1);
-                seq.remote = RemoteKv::None;
             } else {
                 // At least the last token is always recomputed: its logits are needed.
                 let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
                 self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
                 hit_tokens = self.hits.len() as u32 * block_size;
-                if !seq.admitted {
+                // A preempted request looks in the CPU tier again, as vLLM
+                // asks the connector whenever nothing is computed.
+                if !seq.admitted || self.config.kv_offload.is_some() {
                     let (external, load_async) =
-                        self.connector.matched_tokens(seq.transfer, seq.num_tokens, hit_tokens);
+                        self.connector.matched_tokens(seq.transfer, &seq.hashes, seq.num_tokens, hit_tokens);
                     if load_async && external > 0 {
                         // Blocks for the prompt now, nothing computed: the
                         // request waits in WAITING_FOR_REMOTE_KVS, keeping its
@@ -500,14 +555,23 @@ impl Engine {
                             break;
                         }
                         seq.remote = RemoteKv::Loading;
-                        seq.admitted = true;
-                        seq.cached_tokens = hit_tokens;
                         seq.num_computed = target;
                         if self.config.enable_prefix_caching {
                             self.stats.prefix_queries += u64::from(seq.num_tokens);
                             self.stats.prefix_hits += u64::from(hit_tokens);
                         }
-                        events.push(EngineEvent::Scheduled(seq.owner));
+                        if self.config.kv_offload.is_some() {
+                            self.stats.cpu_hit_tokens += u64::from(external);
+                            self.stats.disk_hit_tokens += u64::from(self.connector.matched_below());
+                            self.stats.cpu_loads += 1;
+                            self.stats.cpu_load_bytes += self.connector.load_bytes(external);
+                        }
+                        if !seq.admitted {
+                            // vLLM's num_cached_tokens counts what is loaded.
+                            seq.cached_tokens = if self.config.kv_offload.is_some() { target } else { hit_tokens };
+                            events.push(EngineEvent::Scheduled(seq.owner));
+                        }
+                        seq.admitted = true;
                         self.connector.after_alloc(seq.owner, slot, external, events);
                         i += 1;
                         continue;
@@ -535,7 +599,10 @@ impl Engine {
                 break;
             }
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n, seq.num_tokens) {
-                if self.running.is_empty() && !landed {
+                // (A landed request's blocks hold its whole prompt, unless it
+                // came from the CPU tier, which may hold only part of it:
+                // then it too is passed when nothing runs.)
+                if self.running.is_empty() {
                     (stuck, i) = (true, i + 1);
                     continue;
                 }
@@ -547,6 +614,10 @@ impl Engine {
                 self.waiting.remove(i);
             }
             self.running.push(slot);
+            // Landed until admitted: a load from the CPU tier may cover only
+            // part of the prompt, so growing past it can fail, and the
+            // request must then keep its blocks and its landed state.
+            seq.remote = RemoteKv::None;
             if self.config.enable_prefix_caching && !landed {
                 self.stats.prefix_queries += u64::from(seq.num_tokens);
                 self.stats.prefix_hits += u64::from(hit_tokens);
@@ -560,6 +631,12 @@ impl Engine {
             }
             if self.tracing {
                 self.building.admitted.push((slot, computed));
+            }
+            if self.config.kv_offload.is_some() && !landed {
+                // `_get_reqs_to_store` starts at a new request's first block:
+                // its GPU-hit blocks are stored again if the tier lost them.
+                let full = ((computed / block_size) as usize).min(seq.hashes.len());
+                self.stats.cpu_stored_blocks += u64::from(self.connector.computed(&seq.hashes[..full]));
             }
             self.schedule_tokens(slot, n);
             *budget -= n;

@@ -105,6 +105,9 @@ pub(crate) struct KvCache {
     /// hash that became findable (`true`) or stopped being (`false`), in
     /// order, as vLLM's KV events (`BlockStored`, `BlockRemoved`) report them.
     events: Option<Vec<(u64, bool)>>,
+    /// KV offload's write-back: hashes that left the prefix cache (their
+    /// block reused), in order, until drained.
+    evicted: Option<Vec<u64>>,
 }
 
 impl KvCache {
@@ -124,12 +127,25 @@ impl KvCache {
             free_uncached_first,
             uncached: Vec::new(),
             events: None,
+            evicted: None,
         }
     }
 
     /// Starts recording prefix-index events (see [`KvCache::take_events`]).
     pub(crate) fn record_events(&mut self) {
         self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// Starts recording evicted hashes (see [`KvCache::drain_evictions`]).
+    pub(crate) fn record_evictions(&mut self) {
+        self.evicted.get_or_insert_with(Vec::new);
+    }
+
+    /// Hands each hash evicted since the last call to `f`, oldest first.
+    pub(crate) fn drain_evictions(&mut self, mut f: impl FnMut(u64)) {
+        if let Some(evicted) = &mut self.evicted {
+            evicted.drain(..).for_each(&mut f);
+        }
     }
 
     /// The prefix-index events since the last call, oldest first.
@@ -310,6 +326,9 @@ impl KvCache {
                     self.cached.remove(&h);
                     if let Some(events) = &mut self.events {
                         events.push((h, false));
+                    }
+                    if let Some(evicted) = &mut self.evicted {
+                        evicted.push(h);
                     }
                 }
             }

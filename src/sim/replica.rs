@@ -21,6 +21,8 @@ pub(super) struct Replica {
     pub(super) trace_carried: Vec<NodeRef>,
     /// Steps this replica started.
     pub(super) steps_started: u64,
+    /// KV offload: when its host link is free of the loads queued on it.
+    pub(super) host_link_free_us: u64,
 }
 
 impl Replica {
@@ -33,6 +35,7 @@ impl Replica {
             trace_queued: EngineStep::default(),
             trace_carried: Vec::new(),
             steps_started: 0,
+            host_link_free_us: 0,
         }
     }
 

@@ -195,7 +195,7 @@ impl Router {
         for (i, instance) in instances.iter().enumerate() {
             self.hits[i] = match self.prefix_sets.get(i) {
                 Some(set) => self.hashes.iter().take_while(|h| set.contains(h)).count(),
-                None => instance.engine.kv().cached_prefix(&self.hashes),
+                None => instance.engine.cached_prefix_blocks(&self.hashes),
             };
         }
     }

@@ -76,7 +76,7 @@ impl<L: LatencyModel> Simulation<L> {
             }
             None => None,
         };
-        self.scheduled(&mut events);
+        self.scheduled(r, &mut events);
         self.events = events;
         duration
     }
@@ -106,13 +106,14 @@ impl<L: LatencyModel> Simulation<L> {
             if self.tracing {
                 self.trace_scheduling(r, queued, true);
             }
-            self.scheduled(&mut events);
+            self.scheduled(r, &mut events);
             self.events = events;
         }
     }
 
-    /// Records the first admission of the requests the engine reports.
-    fn scheduled(&mut self, events: &mut Vec<EngineEvent>) {
+    /// Records the first admission of the requests replica `r`'s engine
+    /// reports, and starts the reads it asks for.
+    fn scheduled(&mut self, r: usize, events: &mut Vec<EngineEvent>) {
         for e in events.drain(..) {
             match e {
                 EngineEvent::Scheduled(owner) => {
@@ -122,6 +123,9 @@ impl<L: LatencyModel> Simulation<L> {
                     self.requests.get_mut(owner.slot).nodes[owner.node as usize].scheduled_us.get_or_insert(now);
                 }
                 EngineEvent::KvLoad { owner, slot: engine_slot, tokens } => self.kv_load(owner, engine_slot, tokens),
+                EngineEvent::HostLoad { owner, slot: engine_slot, duration_us } => {
+                    self.host_load(r as u32, owner, engine_slot, duration_us)
+                }
                 EngineEvent::Finished(_) | EngineEvent::Held { .. } => unreachable!("only a step's end finishes"),
             }
         }
@@ -203,7 +207,7 @@ impl<L: LatencyModel> Simulation<L> {
                     self.record_departure(d);
                     self.node_done(owner.slot, owner.node, sink);
                 }
-                EngineEvent::Scheduled(_) | EngineEvent::KvLoad { .. } => {
+                EngineEvent::Scheduled(_) | EngineEvent::KvLoad { .. } | EngineEvent::HostLoad { .. } => {
                     unreachable!("scheduling reports these")
                 }
             }

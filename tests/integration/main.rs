@@ -26,6 +26,7 @@ mod golden;
 mod hardening;
 mod import;
 mod ispass;
+mod kv_offload;
 mod load_trend;
 mod pd_properties;
 mod pools;

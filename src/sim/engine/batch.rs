@@ -29,6 +29,17 @@ pub(crate) enum EngineEvent {
         /// Tokens to read.
         tokens: u32,
     },
+    /// Blocks were allocated for prompt tokens of `owner` that the CPU tier
+    /// holds (KV offload): the driver queues the `duration_us` read on the
+    /// engine's host link and calls `Engine::kv_loaded(slot)` when it lands.
+    HostLoad {
+        /// Whose.
+        owner: Owner,
+        /// Its engine slot.
+        slot: u32,
+        /// The read's time on the link.
+        duration_us: u64,
+    },
     /// A finished request keeps its blocks in engine slot `slot` until a
     /// send completes (its `Finished` came just before): the driver calls
     /// `Engine::release(slot)` then.

@@ -2,6 +2,7 @@
 //! the scheduler and KV cache obey, and the run's counters.
 
 use super::connector::ConnectorKind;
+use super::offload::KvOffload;
 
 /// vLLM engine arguments the scheduler and KV cache obey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub struct EngineConfig {
     pub free_uncached_blocks_first: bool,
     /// `--kv-transfer-config`: who else holds KV for this engine.
     pub kv_connector: ConnectorKind,
+    /// KV offload to a CPU tier (`offload.rs`); `None`: off.
+    pub kv_offload: Option<KvOffload>,
 }
 
 impl EngineConfig {
@@ -65,6 +68,7 @@ impl EngineConfig {
             lone_request_skips_prefill_threshold: false,
             free_uncached_blocks_first: false,
             kv_connector: ConnectorKind::None,
+            kv_offload: None,
         }
     }
 }
@@ -101,6 +105,19 @@ pub struct EngineStats {
     pub prefix_hits: u64,
     /// Tokens computed (prefill and decode).
     pub computed_tokens: u64,
+    /// KV offload: the CPU tier's capacity, blocks (0: no tier).
+    pub cpu_tier_blocks: u64,
+    /// KV offload: prompt tokens loaded from the CPU tier (hits past the
+    /// GPU prefix hit, which `prefix_hits` counts).
+    pub cpu_hit_tokens: u64,
+    /// KV offload: of `cpu_hit_tokens`, those read from the disk tier.
+    pub disk_hit_tokens: u64,
+    /// KV offload: loads from the CPU tier.
+    pub cpu_loads: u64,
+    /// KV offload: bytes those loads read, per GPU.
+    pub cpu_load_bytes: u64,
+    /// KV offload: blocks stored to the CPU tier.
+    pub cpu_stored_blocks: u64,
 }
 
 impl EngineStats {
@@ -111,5 +128,11 @@ impl EngineStats {
         self.prefix_queries += other.prefix_queries;
         self.prefix_hits += other.prefix_hits;
         self.computed_tokens += other.computed_tokens;
+        self.cpu_tier_blocks += other.cpu_tier_blocks;
+        self.cpu_hit_tokens += other.cpu_hit_tokens;
+        self.disk_hit_tokens += other.disk_hit_tokens;
+        self.cpu_loads += other.cpu_loads;
+        self.cpu_load_bytes += other.cpu_load_bytes;
+        self.cpu_stored_blocks += other.cpu_stored_blocks;
     }
 }

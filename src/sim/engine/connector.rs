@@ -14,10 +14,12 @@
 //! its whole uncached prompt remote, waits in `WAITING_FOR_REMOTE_KVS` while
 //! the read runs, then recomputes only its last token.
 //!
-//! A new connector (a CPU tier, a shared store) is one file implementing
-//! [`KvConnector`] and one entry in [`ConnectorKind`] and [`connector`].
+//! A new connector (a shared store) is one file implementing [`KvConnector`]
+//! and one entry in [`ConnectorKind`] and [`connector`]; the CPU tier's
+//! (`offload.rs`) is chosen by `EngineConfig::kv_offload`.
 
 use super::batch::{EngineEvent, Owner};
+use super::offload::{KvOffload, OffloadingConnector};
 
 /// What a request's `kv_transfer_params` ask of the engine it is sent to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,10 +50,16 @@ pub enum ConnectorKind {
 /// The scheduler's view of whoever else holds KV for this engine.
 pub(crate) trait KvConnector {
     /// `get_num_new_matched_tokens`: tokens of a `prompt_tokens`-token
-    /// prompt beyond the GPU prefix hit that can be loaded from elsewhere,
-    /// and whether the load is asynchronous (the request then waits in
-    /// `WAITING_FOR_REMOTE_KVS` until it lands).
-    fn matched_tokens(&mut self, transfer: KvTransfer, prompt_tokens: u32, gpu_hit_tokens: u32) -> (u32, bool);
+    /// prompt (its block hashes `hashes`) beyond the GPU prefix hit that can
+    /// be loaded from elsewhere, and whether the load is asynchronous (the
+    /// request then waits in `WAITING_FOR_REMOTE_KVS` until it lands).
+    fn matched_tokens(
+        &mut self,
+        transfer: KvTransfer,
+        hashes: &[u64],
+        prompt_tokens: u32,
+        gpu_hit_tokens: u32,
+    ) -> (u32, bool);
 
     /// `update_state_after_alloc`: blocks were allocated for `loaded_tokens`
     /// tokens of `owner` (in engine slot `slot`) to be loaded.
@@ -60,6 +68,40 @@ pub(crate) trait KvConnector {
     /// `request_finished`: true keeps the request's blocks after it
     /// finishes, until a send completes (`Engine::release`).
     fn request_finished(&mut self, transfer: KvTransfer) -> bool;
+
+    /// A scheduled step computes the full blocks of `hashes` (or a request
+    /// was admitted over them): blocks newly stored elsewhere.
+    fn computed(&mut self, _hashes: &[u64]) -> u32 {
+        0
+    }
+
+    /// The GPU cache evicted the block of `hash`: blocks newly stored.
+    fn gpu_evicted(&mut self, _hash: u64) -> u32 {
+        0
+    }
+
+    /// Whether the engine must report its GPU evictions.
+    fn records_evictions(&self) -> bool {
+        false
+    }
+
+    /// Leading blocks of `hashes` past the first `gpu_blocks` (the GPU
+    /// prefix hit) that this connector could load: the router's view of
+    /// the tiers beyond HBM.
+    fn held_after(&self, _hashes: &[u64], _gpu_blocks: usize) -> usize {
+        0
+    }
+
+    /// Of the tokens the last `matched_tokens` found, those held only in a
+    /// tier below the first (a disk).
+    fn matched_below(&self) -> u32 {
+        0
+    }
+
+    /// Bytes one GPU reads to load `tokens` tokens.
+    fn load_bytes(&self, _tokens: u32) -> u64 {
+        0
+    }
 }
 
 /// An engine without a KV connector.
@@ -67,7 +109,7 @@ pub(crate) trait KvConnector {
 pub(crate) struct NoConnector;
 
 impl KvConnector for NoConnector {
-    fn matched_tokens(&mut self, _: KvTransfer, _: u32, _: u32) -> (u32, bool) {
+    fn matched_tokens(&mut self, _: KvTransfer, _: &[u64], _: u32, _: u32) -> (u32, bool) {
         (0, false)
     }
 
@@ -86,7 +128,13 @@ impl KvConnector for NoConnector {
 pub(crate) struct NixlConnector;
 
 impl KvConnector for NixlConnector {
-    fn matched_tokens(&mut self, transfer: KvTransfer, prompt_tokens: u32, gpu_hit_tokens: u32) -> (u32, bool) {
+    fn matched_tokens(
+        &mut self,
+        transfer: KvTransfer,
+        _: &[u64],
+        prompt_tokens: u32,
+        gpu_hit_tokens: u32,
+    ) -> (u32, bool) {
         // nixl_connector.py `get_num_new_matched_tokens`: for a remote
         // prefill, "the remote has computed all prompt tokens": everything
         // past the local hit, loaded asynchronously.
@@ -109,11 +157,13 @@ impl KvConnector for NixlConnector {
     }
 }
 
-/// The connector of `kind`.
-pub(crate) fn connector(kind: ConnectorKind) -> Box<dyn KvConnector> {
-    match kind {
-        ConnectorKind::None => Box::new(NoConnector),
-        ConnectorKind::Nixl => Box::new(NixlConnector),
+/// The connector of `kind`, or the offloading connector when `offload` is
+/// set (a scenario refuses both at once) for blocks of `block_size` tokens.
+pub(crate) fn connector(kind: ConnectorKind, offload: Option<KvOffload>, block_size: u32) -> Box<dyn KvConnector> {
+    match (kind, offload) {
+        (_, Some(o)) => Box::new(OffloadingConnector::new(o, block_size)),
+        (ConnectorKind::None, None) => Box::new(NoConnector),
+        (ConnectorKind::Nixl, None) => Box::new(NixlConnector),
     }
 }
 
@@ -123,16 +173,16 @@ mod tests {
 
     #[test]
     fn only_a_remote_prefill_loads_and_only_a_remote_decode_holds_its_blocks() {
-        let mut nixl = connector(ConnectorKind::Nixl);
-        assert_eq!(nixl.matched_tokens(KvTransfer::ReceivePrefill, 100, 32), (68, true));
-        assert_eq!(nixl.matched_tokens(KvTransfer::Local, 100, 32), (0, false));
+        let mut nixl = connector(ConnectorKind::Nixl, None, 16);
+        assert_eq!(nixl.matched_tokens(KvTransfer::ReceivePrefill, &[], 100, 32), (68, true));
+        assert_eq!(nixl.matched_tokens(KvTransfer::Local, &[], 100, 32), (0, false));
         assert!(nixl.request_finished(KvTransfer::SendAfterPrefill));
         assert!(!nixl.request_finished(KvTransfer::ReceivePrefill));
         let mut events = Vec::new();
         nixl.after_alloc(Owner { slot: 1, node: 0 }, 3, 68, &mut events);
         assert_eq!(events, [EngineEvent::KvLoad { owner: Owner { slot: 1, node: 0 }, slot: 3, tokens: 68 }]);
-        let mut none = connector(ConnectorKind::None);
-        assert_eq!(none.matched_tokens(KvTransfer::ReceivePrefill, 100, 0), (0, false));
+        let mut none = connector(ConnectorKind::None, None, 16);
+        assert_eq!(none.matched_tokens(KvTransfer::ReceivePrefill, &[], 100, 0), (0, false));
         assert!(!none.request_finished(KvTransfer::SendAfterPrefill));
     }
 }

@@ -15,6 +15,7 @@ mod engine;
 mod error;
 mod kv_capacity;
 mod latency;
+mod lora;
 mod pool;
 mod pools;
 pub mod spec;
@@ -24,6 +25,7 @@ use std::path::Path;
 
 use error::invalid;
 pub use error::{InvalidValue, ScenarioError};
+pub use lora::unserved_adapter;
 pub use pool::Pool;
 use pool::{PoolSettings, Scenario};
 pub use spec::{LatencySpec, Sampling, ScenarioSpec};

@@ -230,6 +230,26 @@ pub struct EngineSpec {
     /// Freed KV blocks without a prefix-cache hash are reused first
     /// (vLLM ≥ 0.28; no vLLM flag).
     pub free_uncached_blocks_first: Option<bool>,
+    /// `--enable-lora` with its limits: serve LoRA adapters (absent: off).
+    pub lora: Option<LoraSpec>,
+}
+
+/// `engine.lora:`, as written (resolved in `scenario/lora.rs`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoraSpec {
+    /// `--max-loras` (default 1).
+    pub max_loras: Option<u32>,
+    /// `--max-lora-rank` (default 16).
+    pub max_lora_rank: Option<u32>,
+    /// `--max-cpu-loras` (default `max_loras`).
+    pub max_cpu_loras: Option<u32>,
+    /// Every adapter load takes this long, ms (instead of the bandwidths).
+    pub load_ms: Option<f64>,
+    /// Host-to-GPU bandwidth for an adapter in the CPU cache, Gbit/s.
+    pub cpu_bandwidth_gbps: Option<f64>,
+    /// Disk-to-host bandwidth for an adapter that is not, Gbit/s.
+    pub disk_bandwidth_gbps: Option<f64>,
 }
 
 impl EngineSpec {
@@ -254,6 +274,7 @@ impl EngineSpec {
                 .lone_request_skips_prefill_threshold
                 .or(base.lone_request_skips_prefill_threshold),
             free_uncached_blocks_first: self.free_uncached_blocks_first.or(base.free_uncached_blocks_first),
+            lora: self.lora.or_else(|| base.lora.clone()),
         }
     }
 }

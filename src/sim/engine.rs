@@ -15,11 +15,13 @@
 //!
 //! KV that comes from or goes to anywhere but this GPU cache passes through
 //! the connector seam (`connector.rs`); the step's records are in
-//! `batch.rs`, the engine arguments in `config.rs`.
+//! `batch.rs`, the engine arguments in `config.rs`, LoRA adapters in
+//! `lora.rs`.
 
 mod batch;
 mod config;
 mod connector;
+mod lora;
 
 use std::collections::VecDeque;
 
@@ -29,6 +31,9 @@ pub use config::{EngineConfig, EngineStats};
 pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
+use lora::LoraState;
+pub use lora::{LoraConfig, LoraLoad};
+pub(crate) use lora::{adapter_id, salt as salt_with_adapter};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -67,6 +72,8 @@ struct Seq {
     held: bool,
     /// Emission time of each token so far; sized for all of them up front.
     token_times_us: Vec<u64>,
+    /// Its LoRA adapter (0: the base model).
+    lora: u64,
 }
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
@@ -120,6 +127,8 @@ pub(crate) struct Engine {
     stats: EngineStats,
     /// Who else holds KV for this engine.
     connector: Box<dyn KvConnector>,
+    /// LoRA adapters (`engine.lora`; `None`: off).
+    lora: Option<LoraState>,
 }
 
 impl Engine {
@@ -135,6 +144,7 @@ impl Engine {
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
         Engine {
             connector: connector::connector(config.kv_connector),
+            lora: config.lora.map(LoraState::new),
             config,
             kv,
             seqs: Vec::new(),
@@ -157,6 +167,11 @@ impl Engine {
     /// Records admissions and preemptions in each [`Batch`].
     pub(crate) fn set_tracing(&mut self, on: bool) {
         self.tracing = on;
+    }
+
+    /// Its LoRA adapters, for a router (`None` without `engine.lora`).
+    pub(crate) fn lora(&self) -> Option<&LoraState> {
+        self.lora.as_ref()
     }
 
     pub(crate) fn stats(&self) -> &EngineStats {
@@ -223,6 +238,9 @@ impl Engine {
         let Some(input) = call.prompt_ids().filter(|_| self.config.enable_prefix_caching) else { return 0 };
         let mut hashes = Vec::new();
         block_hashes(input, self.config.block_size, &mut hashes);
+        if let Some(name) = &call.lora {
+            lora::salt(&mut hashes, adapter_id(name));
+        }
         self.kv.cached_prefix(&hashes) as u32 * self.config.block_size
     }
 
@@ -264,12 +282,25 @@ impl Engine {
             // vLLM's input processor refuses an empty prompt.
             return Err("unservable: the prompt is empty (input_tokens = 0)".to_owned());
         }
+        let adapter = match (&call.lora, &mut self.lora) {
+            (None, _) => 0,
+            // vLLM answers 404 for a model name it does not serve.
+            (Some(name), None) => return Err(format!("unservable: LoRA adapter `{name}` on an engine without engine.lora")),
+            (Some(name), Some(l)) => {
+                let id = adapter_id(name);
+                l.enter(id);
+                id
+            }
+        };
         let mut hashes = Vec::new();
         if self.config.enable_prefix_caching
             && let Some(input) = call.prompt_ids()
         {
             let output = call.output_token_ids.iter().flatten().copied();
             block_hashes(input.chain(output), self.config.block_size, &mut hashes);
+            if adapter != 0 {
+                lora::salt(&mut hashes, adapter);
+            }
         }
         let seq = Seq {
             owner,
@@ -290,6 +321,7 @@ impl Engine {
             remote: RemoteKv::None,
             held: false,
             token_times_us: Vec::with_capacity(tokens_to_emit as usize),
+            lora: adapter,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -348,6 +380,9 @@ impl Engine {
     fn schedule(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         self.building.clear();
         self.preempted_this_step = false;
+        if let Some(l) = &mut self.lora {
+            l.begin_step();
+        }
         let mut lpt = self.config.long_prefill_token_threshold;
         // scheduler.py (0.31+): "When it is the only request there is nobody
         // to starve, so let it use the whole budget".
@@ -395,6 +430,10 @@ impl Engine {
         }
         self.stats.steps += 1;
         self.building.duration_us = latency.step_time_us(&self.building.priced);
+        if let Some(l) = &mut self.lora {
+            self.building.lora_us = l.finish_step(&self.building.priced, &mut self.stats);
+            self.building.duration_us += self.building.lora_us;
+        }
         self.building.kv_blocks_used = self.kv.num_used();
         true
     }
@@ -415,6 +454,9 @@ impl Engine {
         }
         let known_end = seq.num_tokens + seq.pending;
         let samples = seq.num_computed + n >= known_end;
+        if let Some(l) = &mut self.lora {
+            l.note(seq.lora, n, &mut self.building.priced);
+        }
         if seq.num_computed < seq.prefill_end {
             self.building.priced.prefills.push(PrefillChunk {
                 new_tokens: n,
@@ -464,6 +506,14 @@ impl Engine {
             let Some(&slot) = self.waiting.get(i) else { break };
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             if seq.remote == RemoteKv::Loading || (stuck && seq.remote != RemoteKv::Loaded) {
+                i += 1;
+                continue;
+            }
+            // Its adapter would make the step's max_loras + 1: skipped,
+            // keeping its place.
+            if let Some(l) = &self.lora
+                && !l.admits(seq.lora)
+            {
                 i += 1;
                 continue;
             }
@@ -574,6 +624,9 @@ impl Engine {
         self.free_slots.clear();
         self.has_queued = false;
         self.stepping = false;
+        if let Some(l) = &mut self.lora {
+            l.clear_requests();
+        }
         self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(Seq::departure).collect()
     }
 
@@ -626,6 +679,9 @@ impl Engine {
     /// queue, its blocks are freed, and a queued step computes nothing for it.
     fn remove(&mut self, slot: u32) {
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        if let Some(l) = &mut self.lora {
+            l.leave(seq.lora);
+        }
         self.kv.free(&mut seq.blocks);
         self.seqs[slot as usize] = None;
         self.free_slots.push(slot);
@@ -706,6 +762,9 @@ impl Engine {
             }
             if seq.num_tokens == seq.total_len {
                 any_finished = true;
+                if let Some(l) = &mut self.lora {
+                    l.leave(seq.lora);
+                }
                 if !seq.aborted && self.connector.request_finished(seq.transfer) {
                     // Reported, but its blocks stay for the send.
                     seq.held = true;

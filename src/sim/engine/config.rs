@@ -2,6 +2,7 @@
 //! the scheduler and KV cache obey, and the run's counters.
 
 use super::connector::ConnectorKind;
+use super::lora::LoraConfig;
 
 /// vLLM engine arguments the scheduler and KV cache obey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub struct EngineConfig {
     pub free_uncached_blocks_first: bool,
     /// `--kv-transfer-config`: who else holds KV for this engine.
     pub kv_connector: ConnectorKind,
+    /// `--enable-lora` and its limits (`None`: off).
+    pub lora: Option<LoraConfig>,
 }
 
 impl EngineConfig {
@@ -65,6 +68,7 @@ impl EngineConfig {
             lone_request_skips_prefill_threshold: false,
             free_uncached_blocks_first: false,
             kv_connector: ConnectorKind::None,
+            lora: None,
         }
     }
 }
@@ -101,6 +105,10 @@ pub struct EngineStats {
     pub prefix_hits: u64,
     /// Tokens computed (prefill and decode).
     pub computed_tokens: u64,
+    /// LoRA adapters copied into a GPU slot from the CPU cache.
+    pub lora_loads_cpu: u64,
+    /// LoRA adapters read from disk (then copied into a GPU slot).
+    pub lora_loads_disk: u64,
 }
 
 impl EngineStats {
@@ -111,5 +119,7 @@ impl EngineStats {
         self.prefix_queries += other.prefix_queries;
         self.prefix_hits += other.prefix_hits;
         self.computed_tokens += other.computed_tokens;
+        self.lora_loads_cpu += other.lora_loads_cpu;
+        self.lora_loads_disk += other.lora_loads_disk;
     }
 }

@@ -7,8 +7,9 @@
 //! `blis observe`'s `us`; send and chunk times written as Unix-epoch µs are
 //! rebased so the first send falls at its record's `arrival_time_us`.
 //! Columns BLIS acts on and this engine does not model (`slo_class`,
-//! `vllm_priority`, `adapter`, ...) are read and named by
-//! [`unmodelled_columns`] for the run summary.
+//! `vllm_priority`, ...) are read and named by [`unmodelled_columns`] for
+//! the run summary. `adapter` (a LoRA adapter's name; empty: the base model)
+//! becomes the call's `lora`.
 //!
 //! Mapping, as `blis replay` builds requests (`../shared/reference/blis-
 //! spec.md` §10.3):
@@ -149,6 +150,8 @@ pub struct TraceRecord {
     ids: (bool, bool),
     /// blis-sweep's `dag`: the session's request DAG.
     dag: Option<Vec<DagNode>>,
+    /// `adapter`: the LoRA adapter it is served with (empty: none).
+    adapter: Option<String>,
 }
 
 type Record = TraceRecord;
@@ -231,12 +234,11 @@ const EPOCH_US: u64 = 1_000_000_000_000_000;
 /// Conditional and metadata columns BLIS acts on that blis-sweep's engine
 /// does not model: named in the run summary when a record gives them a
 /// value ("present, not modelled").
-const UNMODELLED: [&str; 10] = [
+const UNMODELLED: [&str; 9] = [
     "slo_class",
     "vllm_priority",
     "slo_target_us",
     "deadline_us",
-    "adapter",
     "tenant_id",
     "reason_ratio",
     "image_tokens",
@@ -450,6 +452,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let (c_parent, c_parent_len) = (find("prefix_parent"), find("prefix_parent_length"));
     let c_ids = find("token_ids");
     let c_dag = find("dag");
+    let c_adapter = find("adapter");
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
@@ -524,6 +527,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
                 }
                 text => Some(parse_dag(text).map_err(|e| at("dag", e))?),
             },
+            adapter: Some(c_adapter.map_or("", field)).filter(|a| !a.is_empty()).map(str::to_owned),
         });
     }
     rebase_epoch(&mut out, &file)?;
@@ -734,10 +738,14 @@ fn root_wait(r: &Record) -> u64 {
     if r.round == 0 { r.think_us.min(r.arrival_us) } else { 0 }
 }
 
-fn call(prompt: Vec<u32>, output: Vec<u32>, (known_prompt, known_output): (bool, bool)) -> LlmCall {
+/// Record `r`'s call: its prompt and output ids (those the engine knows),
+/// and its adapter.
+fn call(prompt: Vec<u32>, output: Vec<u32>, r: &Record) -> LlmCall {
+    let (known_prompt, known_output) = r.ids;
     LlmCall::new(prompt.len() as u32, output.len() as u32)
         .with_input_ids(known_prompt.then_some(prompt))
         .with_output_ids((known_prompt && known_output).then_some(output))
+        .with_lora(r.adapter.clone())
 }
 
 /// (sort key: first line, request) pairs for `mode`.
@@ -753,7 +761,7 @@ fn build(
     let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
         let wait = root_wait(r);
         let mut request =
-            super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r.ids));
+            super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r));
         request.sub_requests[0].interval = wait as f64 / 1e6;
         (r.line, request)
     };
@@ -819,7 +827,7 @@ fn build(
                 interval: think_us as f64 / 1e6,
                 kind: {
                     let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output, r.ids))
+                    NodeKind::Llm(call(prompt, output, r))
                 },
                 result: None,
             });
@@ -875,7 +883,7 @@ fn dag_request(
                 Some(k) => {
                     let i = rounds[k as usize];
                     let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output, records[i].ids))
+                    NodeKind::Llm(call(prompt, output, &records[i]))
                 }
                 None => NodeKind::ToolCall { duration: node.duration_us as f64 / 1e6 },
             })
@@ -916,6 +924,7 @@ mod tests {
             parent: None,
             ids: (true, true),
             dag: None,
+            adapter: None,
         }
     }
 

@@ -270,7 +270,8 @@ impl Input {
         let (mut n, mut last) = (0, 0);
         for row in self.rows()? {
             let mut request = row?;
-            if let (Some((field, reason)), Input::Import(_, path, _)) = (scenario::unserved_adapter(deployment, &request), self)
+            if let (Some((field, reason)), Input::Import(_, path, _)) =
+                (scenario::unserved_adapter(deployment, &request), self)
             {
                 bail!("{}: request {}: {field}: {reason}", path.display(), request.request_id);
             }

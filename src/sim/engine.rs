@@ -285,7 +285,9 @@ impl Engine {
         let adapter = match (&call.lora, &mut self.lora) {
             (None, _) => 0,
             // vLLM answers 404 for a model name it does not serve.
-            (Some(name), None) => return Err(format!("unservable: LoRA adapter `{name}` on an engine without engine.lora")),
+            (Some(name), None) => {
+                return Err(format!("unservable: LoRA adapter `{name}` on an engine without engine.lora"));
+            }
             (Some(name), Some(l)) => {
                 let id = adapter_id(name);
                 l.enter(id);

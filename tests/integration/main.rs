@@ -26,6 +26,7 @@ mod hardening;
 mod import;
 mod ispass;
 mod load_trend;
+mod lora;
 mod pd_properties;
 mod pools;
 mod pools_outputs;

@@ -245,6 +245,11 @@ impl Engine {
     }
 
     pub(crate) fn check_kv(&self) -> Result<(), String> {
+        if let Some(l) = &self.lora {
+            let seqs = &self.seqs;
+            let adapter = |s: &u32| seqs[*s as usize].as_ref().map_or(u64::MAX, |q| q.lora);
+            l.check_waiting(self.waiting.iter().map(adapter))?;
+        }
         self.kv.check()
     }
 
@@ -336,6 +341,9 @@ impl Engine {
             }
         };
         self.waiting.push_back(slot);
+        if let Some(l) = &mut self.lora {
+            l.wait(adapter);
+        }
         Ok(())
     }
 
@@ -516,6 +524,9 @@ impl Engine {
             if let Some(l) = &self.lora
                 && !l.admits(seq.lora)
             {
+                if l.none_admissible() {
+                    break;
+                }
                 i += 1;
                 continue;
             }
@@ -597,6 +608,9 @@ impl Engine {
                 self.waiting.pop_front();
             } else {
                 self.waiting.remove(i);
+            }
+            if let Some(l) = &mut self.lora {
+                l.unwait(seq.lora);
             }
             self.running.push(slot);
             if self.config.enable_prefix_caching && !landed {
@@ -683,6 +697,9 @@ impl Engine {
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         if let Some(l) = &mut self.lora {
             l.leave(seq.lora);
+            if self.waiting.contains(&slot) {
+                l.unwait(seq.lora);
+            }
         }
         self.kv.free(&mut seq.blocks);
         self.seqs[slot as usize] = None;
@@ -726,6 +743,9 @@ impl Engine {
         seq.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
+        if let Some(l) = &mut self.lora {
+            l.wait(seq.lora);
+        }
         if self.tracing {
             self.building.preempted.push(slot);
         }
@@ -766,6 +786,11 @@ impl Engine {
                 any_finished = true;
                 if let Some(l) = &mut self.lora {
                     l.leave(seq.lora);
+                    // Preempted after this step was scheduled: it finishes
+                    // from the waiting queue.
+                    if seq.num_computed == 0 {
+                        l.unwait(seq.lora);
+                    }
                 }
                 if !seq.aborted && self.connector.request_finished(seq.transfer) {
                     // Reported, but its blocks stay for the send.

@@ -159,6 +159,12 @@ pub(crate) struct LoraState {
     /// Adapters of the requests in the engine, with how many use each (the
     /// router's view).
     in_engine: Vec<(u64, u32)>,
+    /// Adapters of the requests in the waiting queue (0: the base model),
+    /// with how many use each: once a step's adapters are `max_loras`, a
+    /// scan of the queue stops when none it could admit is left (vLLM walks
+    /// the whole queue; the result is the same, and an overloaded engine
+    /// would otherwise pay for it every step).
+    waiting: Vec<(u64, u32)>,
 }
 
 impl LoraState {
@@ -169,6 +175,7 @@ impl LoraState {
             cpu: Tier::new(config.max_cpu_loras),
             clock: 0,
             in_engine: Vec::new(),
+            waiting: Vec::new(),
             config,
         }
     }
@@ -240,30 +247,72 @@ impl LoraState {
         self.in_engine.len() < self.config.max_loras as usize || self.in_engine.iter().any(|&(a, _)| a == adapter)
     }
 
+    /// Whether the waiting queue holds no request the step could still
+    /// admit (it is at `max_loras` adapters and none waits for one of them
+    /// or for the base model).
+    pub(crate) fn none_admissible(&self) -> bool {
+        self.scheduled.len() >= self.config.max_loras as usize
+            && self.waiting.iter().all(|&(a, n)| n == 0 || (a != 0 && !self.scheduled.contains(&a)))
+    }
+
+    /// Whether the waiting counts are those of `queue` (the adapters of the
+    /// waiting requests), for the simulator's invariant checks.
+    pub(crate) fn check_waiting(&self, queue: impl Iterator<Item = u64>) -> Result<(), String> {
+        let mut counts = Vec::new();
+        queue.for_each(|a| add(&mut counts, a));
+        counts.sort_unstable();
+        let mut mine = self.waiting.clone();
+        mine.sort_unstable();
+        if counts != mine {
+            return Err(format!("LoRA waiting counts {mine:?}, the queue holds {counts:?}"));
+        }
+        Ok(())
+    }
+
+    /// A request of `adapter` joined the waiting queue.
+    pub(crate) fn wait(&mut self, adapter: u64) {
+        add(&mut self.waiting, adapter);
+    }
+
+    /// A request of `adapter` left the waiting queue.
+    pub(crate) fn unwait(&mut self, adapter: u64) {
+        sub(&mut self.waiting, adapter);
+    }
+
     /// A request of `adapter` entered the engine.
     pub(crate) fn enter(&mut self, adapter: u64) {
-        if adapter == 0 {
-            return;
-        }
-        match self.in_engine.iter_mut().find(|(a, _)| *a == adapter) {
-            Some(e) => e.1 += 1,
-            None => self.in_engine.push((adapter, 1)),
+        if adapter != 0 {
+            add(&mut self.in_engine, adapter);
         }
     }
 
     /// A request of `adapter` left the engine.
     pub(crate) fn leave(&mut self, adapter: u64) {
-        if let Some(k) = self.in_engine.iter().position(|&(a, _)| a == adapter) {
-            self.in_engine[k].1 -= 1;
-            if self.in_engine[k].1 == 0 {
-                self.in_engine.swap_remove(k);
-            }
-        }
+        sub(&mut self.in_engine, adapter);
     }
 
     /// Every request left (a run cut off by its horizon).
     pub(crate) fn clear_requests(&mut self) {
         self.in_engine.clear();
+        self.waiting.clear();
+    }
+}
+
+/// One more user of `adapter` in `counts`.
+fn add(counts: &mut Vec<(u64, u32)>, adapter: u64) {
+    match counts.iter_mut().find(|(a, _)| *a == adapter) {
+        Some(e) => e.1 += 1,
+        None => counts.push((adapter, 1)),
+    }
+}
+
+/// One fewer (an adapter none uses leaves the list).
+fn sub(counts: &mut Vec<(u64, u32)>, adapter: u64) {
+    if let Some(k) = counts.iter().position(|&(a, _)| a == adapter) {
+        counts[k].1 -= 1;
+        if counts[k].1 == 0 {
+            counts.swap_remove(k);
+        }
     }
 }
 
@@ -342,6 +391,22 @@ mod tests {
         assert!(!s.admits(11), "a third adapter waits");
         assert!(s.admits(7) && s.admits(0));
         assert_eq!((b.lora_tokens, b.lora_adapters, b.lora_rank), (4, 2, 8));
+    }
+
+    #[test]
+    fn a_full_step_admits_nothing_once_no_fitting_request_waits() {
+        let mut s = LoraState::new(config(1, 1));
+        let mut b = StepBatch::default();
+        s.wait(5);
+        s.wait(0);
+        s.begin_step();
+        assert!(!s.none_admissible(), "room for an adapter");
+        s.note(7, 1, &mut b);
+        assert!(!s.none_admissible(), "a base-model request waits");
+        s.unwait(0);
+        assert!(s.none_admissible(), "only adapter 5 waits, and the step is full");
+        s.wait(7);
+        assert!(!s.none_admissible());
     }
 
     #[test]

@@ -97,14 +97,18 @@ fn chat_lora(n: u64, rate: f64) -> impl Iterator<Item = Request> {
     })
 }
 
-/// The `one` deployment with `engine.lora: {max_loras: 4}` (rank 16, vLLM's
+/// The `one` deployment with `engine.lora: {max_loras: 4}` (or
+/// `BENCH_MAX_LORAS`; rank 16, vLLM's
 /// default CPU cache of max_loras adapters, loads at the default PCIe and
 /// NVMe bandwidths), `replicas` of it behind `policy`.
 fn lora_deployment(replicas: u32, policy: &str) -> blis_sweep::scenario::Deployment {
+    // `BENCH_MAX_LORAS=32`: every adapter fits in a step (the feature's own
+    // cost, without max_loras holding requests back).
+    let max_loras = std::env::var("BENCH_MAX_LORAS").map_or(4, |v| v.parse().expect("a count"));
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut spec: blis_sweep::scenario::ScenarioSpec = serde_saphyr::from_str(&text).unwrap();
-    spec.engine.lora = Some(blis_sweep::scenario::spec::LoraSpec { max_loras: Some(4), ..Default::default() });
+    spec.engine.lora = Some(blis_sweep::scenario::spec::LoraSpec { max_loras: Some(max_loras), ..Default::default() });
     let mut d = blis_sweep::scenario::resolve(spec, path.parent().unwrap(), "lora").unwrap();
     for pool in &mut d.pools {
         pool.replicas = replicas;

@@ -72,8 +72,8 @@ struct Seq {
     held: bool,
     /// Emission time of each token so far; sized for all of them up front.
     token_times_us: Vec<u64>,
-    /// Its LoRA adapter (0: the base model).
-    lora: u64,
+    /// Its LoRA adapter's index in the engine's `LoraState` (0: the base model).
+    lora: u32,
 }
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
@@ -247,7 +247,7 @@ impl Engine {
     pub(crate) fn check_kv(&self) -> Result<(), String> {
         if let Some(l) = &self.lora {
             let seqs = &self.seqs;
-            let adapter = |s: &u32| seqs[*s as usize].as_ref().map_or(u64::MAX, |q| q.lora);
+            let adapter = |s: &u32| seqs[*s as usize].as_ref().map_or(u32::MAX, |q| q.lora);
             l.check_waiting(self.waiting.iter().map(adapter))?;
         }
         self.kv.check()
@@ -287,16 +287,15 @@ impl Engine {
             // vLLM's input processor refuses an empty prompt.
             return Err("unservable: the prompt is empty (input_tokens = 0)".to_owned());
         }
-        let adapter = match (&call.lora, &mut self.lora) {
-            (None, _) => 0,
+        let (adapter, lora) = match (&call.lora, &mut self.lora) {
+            (None, _) => (0, 0),
             // vLLM answers 404 for a model name it does not serve.
             (Some(name), None) => {
                 return Err(format!("unservable: LoRA adapter `{name}` on an engine without engine.lora"));
             }
             (Some(name), Some(l)) => {
                 let id = adapter_id(name);
-                l.enter(id);
-                id
+                (id, l.enter(id))
             }
         };
         let mut hashes = Vec::new();
@@ -328,7 +327,7 @@ impl Engine {
             remote: RemoteKv::None,
             held: false,
             token_times_us: Vec::with_capacity(tokens_to_emit as usize),
-            lora: adapter,
+            lora,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -342,7 +341,7 @@ impl Engine {
         };
         self.waiting.push_back(slot);
         if let Some(l) = &mut self.lora {
-            l.wait(adapter);
+            l.wait(lora);
         }
         Ok(())
     }

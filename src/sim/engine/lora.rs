@@ -25,6 +25,8 @@
 //! Adapters are known by a 64-bit hash of their name (never 0, which means
 //! the base model).
 
+use std::collections::HashMap;
+
 use super::config::EngineStats;
 use crate::latency::{LoraPricing, StepBatch};
 
@@ -94,110 +96,134 @@ pub(crate) fn salt(hashes: &mut [u64], adapter: u64) {
     }
 }
 
-/// One LRU tier: (adapter, last step it was used) pairs, at most `capacity`.
-#[derive(Debug)]
-struct Tier {
-    entries: Vec<(u64, u64)>,
-    capacity: usize,
-}
-
-impl Tier {
-    fn new(capacity: u32) -> Tier {
-        Tier { entries: Vec::with_capacity(capacity as usize), capacity: capacity as usize }
-    }
-
-    fn contains(&self, adapter: u64) -> bool {
-        self.entries.iter().any(|&(a, _)| a == adapter)
-    }
-
-    /// Marks `adapter` used at `stamp`; false when it is not here.
-    fn touch(&mut self, adapter: u64, stamp: u64) -> bool {
-        match self.entries.iter_mut().find(|(a, _)| *a == adapter) {
-            Some(e) => {
-                e.1 = stamp;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Adds `adapter` used at `stamp`, evicting the least recently used
-    /// entry not used at `stamp` (not in this step) when full; the evicted
-    /// adapter.
-    fn insert(&mut self, adapter: u64, stamp: u64) -> Option<u64> {
-        let mut evicted = None;
-        if self.entries.len() >= self.capacity {
-            let (k, _) = self
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.1 < stamp)
-                .min_by_key(|(_, e)| e.1)
-                .expect("a step holds at most max_loras ≤ capacity adapters");
-            evicted = Some(self.entries.swap_remove(k).0);
-        }
-        self.entries.push((adapter, stamp));
-        evicted
-    }
-
-    fn remove(&mut self, adapter: u64) {
-        self.entries.retain(|&(a, _)| a != adapter);
-    }
-}
-
 /// One engine's adapters: the step being scheduled, residency, and which
-/// adapters its requests use.
+/// adapters its requests use. Adapters get a dense index on first sight
+/// (1, 2, …; 0 is the base model), so the per-request work of a step is
+/// an array look-up.
 #[derive(Debug)]
 pub(crate) struct LoraState {
     config: LoraConfig,
+    /// Index of each adapter seen (by [`adapter_id`]).
+    index: HashMap<u64, u32>,
+    /// Per index (0 unused): the step that last scheduled it (`== stamp`:
+    /// in the step being scheduled).
+    marked: Vec<u64>,
+    /// Per index: the step that last used it if it is in a GPU slot, else 0.
+    gpu: Vec<u64>,
+    /// Per index: the step that last used it if it is in the CPU cache, else 0.
+    cpu: Vec<u64>,
+    gpu_len: u32,
+    cpu_len: u32,
+    /// Per index: requests in the engine that use it (the router's view).
+    in_engine: Vec<u32>,
+    /// Adapters at least one request in the engine uses.
+    in_use: u32,
+    /// Per index, 0 the base model: requests in the waiting queue. Once a
+    /// step's adapters are `max_loras`, a scan of the queue stops when none
+    /// it could admit is left (vLLM walks the whole queue; the admissions
+    /// are the same, and an overloaded engine would otherwise pay for the
+    /// walk every step).
+    waiting: Vec<u32>,
     /// Distinct adapters of the step being scheduled (`scheduled_loras`).
-    scheduled: Vec<u64>,
-    gpu: Tier,
-    cpu: Tier,
-    /// Steps scheduled so far: the LRU clock.
-    clock: u64,
-    /// Adapters of the requests in the engine, with how many use each (the
-    /// router's view).
-    in_engine: Vec<(u64, u32)>,
-    /// Adapters of the requests in the waiting queue (0: the base model),
-    /// with how many use each: once a step's adapters are `max_loras`, a
-    /// scan of the queue stops when none it could admit is left (vLLM walks
-    /// the whole queue; the result is the same, and an overloaded engine
-    /// would otherwise pay for it every step).
-    waiting: Vec<(u64, u32)>,
+    scheduled: Vec<u32>,
+    /// The step being scheduled (from 1): the LRU clock.
+    stamp: u64,
 }
 
 impl LoraState {
     pub(crate) fn new(config: LoraConfig) -> LoraState {
         LoraState {
+            index: HashMap::new(),
+            marked: vec![0],
+            gpu: vec![0],
+            cpu: vec![0],
+            gpu_len: 0,
+            cpu_len: 0,
+            in_engine: vec![0],
+            in_use: 0,
+            waiting: vec![0],
             scheduled: Vec::with_capacity(config.max_loras as usize),
-            gpu: Tier::new(config.max_loras),
-            cpu: Tier::new(config.max_cpu_loras),
-            clock: 0,
-            in_engine: Vec::new(),
-            waiting: Vec::new(),
+            stamp: 0,
             config,
         }
+    }
+
+    /// The index of `adapter` (a hash), if any request used it.
+    fn find(&self, adapter: u64) -> Option<usize> {
+        self.index.get(&adapter).map(|&k| k as usize)
+    }
+
+    /// A request of `adapter` (a hash) entered the engine: its index.
+    pub(crate) fn enter(&mut self, adapter: u64) -> u32 {
+        let next = self.marked.len() as u32;
+        let k = *self.index.entry(adapter).or_insert(next);
+        if k == next {
+            for v in [&mut self.marked, &mut self.gpu, &mut self.cpu] {
+                v.push(0);
+            }
+            self.in_engine.push(0);
+            self.waiting.push(0);
+        }
+        self.in_use += u32::from(self.in_engine[k as usize] == 0);
+        self.in_engine[k as usize] += 1;
+        k
+    }
+
+    /// A request of adapter `k` (an index, 0 the base model) left the engine.
+    pub(crate) fn leave(&mut self, k: u32) {
+        if k > 0 {
+            self.in_engine[k as usize] -= 1;
+            self.in_use -= u32::from(self.in_engine[k as usize] == 0);
+        }
+    }
+
+    /// Every request left (a run cut off by its horizon).
+    pub(crate) fn clear_requests(&mut self) {
+        self.in_engine.iter_mut().for_each(|n| *n = 0);
+        self.waiting.iter_mut().for_each(|n| *n = 0);
+        self.in_use = 0;
+    }
+
+    /// A request of adapter `k` joined the waiting queue.
+    pub(crate) fn wait(&mut self, k: u32) {
+        self.waiting[k as usize] += 1;
+    }
+
+    /// A request of adapter `k` left the waiting queue.
+    pub(crate) fn unwait(&mut self, k: u32) {
+        self.waiting[k as usize] -= 1;
     }
 
     /// A new step is being scheduled.
     pub(crate) fn begin_step(&mut self) {
         self.scheduled.clear();
+        self.stamp += 1;
     }
 
-    /// Whether a waiting request of `adapter` may join the step (always for
-    /// the base model, 0).
-    pub(crate) fn admits(&self, adapter: u64) -> bool {
-        adapter == 0 || self.scheduled.len() < self.config.max_loras as usize || self.scheduled.contains(&adapter)
+    /// Whether a waiting request of adapter `k` may join the step (always
+    /// for the base model, 0).
+    pub(crate) fn admits(&self, k: u32) -> bool {
+        k == 0 || self.scheduled.len() < self.config.max_loras as usize || self.marked[k as usize] == self.stamp
     }
 
-    /// A request of `adapter` computes `tokens` in the step.
-    pub(crate) fn note(&mut self, adapter: u64, tokens: u32, batch: &mut StepBatch) {
-        if adapter == 0 {
+    /// Whether the waiting queue holds no request the step could still
+    /// admit (it is at `max_loras` adapters and none waits for one of them
+    /// or for the base model).
+    pub(crate) fn none_admissible(&self) -> bool {
+        self.scheduled.len() >= self.config.max_loras as usize
+            && self.waiting[0] == 0
+            && self.scheduled.iter().all(|&k| self.waiting[k as usize] == 0)
+    }
+
+    /// A request of adapter `k` computes `tokens` in the step.
+    #[inline]
+    pub(crate) fn note(&mut self, k: u32, tokens: u32, batch: &mut StepBatch) {
+        if k == 0 {
             return;
         }
-        if !self.scheduled.contains(&adapter) {
-            self.scheduled.push(adapter);
+        if self.marked[k as usize] != self.stamp {
+            self.marked[k as usize] = self.stamp;
+            self.scheduled.push(k);
         }
         batch.lora_tokens += tokens;
         batch.lora_adapters = self.scheduled.len() as u32;
@@ -208,111 +234,81 @@ impl LoraState {
     /// time that takes plus the LoRA kernels' (µs), loads counted in `stats`.
     pub(crate) fn finish_step(&mut self, batch: &StepBatch, stats: &mut EngineStats) -> u64 {
         debug_assert!(self.scheduled.len() <= self.config.max_loras as usize);
-        self.clock += 1;
-        let stamp = self.clock;
+        let stamp = self.stamp;
         let mut load_us = 0;
-        // Touch what is resident first, so no adapter of the step is evicted.
-        for &a in &self.scheduled {
-            self.cpu.touch(a, stamp);
-        }
-        for k in 0..self.scheduled.len() {
-            let a = self.scheduled[k];
-            if self.gpu.touch(a, stamp) {
+        // Marked first (`marked`), so no adapter of the step is evicted.
+        for i in 0..self.scheduled.len() {
+            let k = self.scheduled[i] as usize;
+            if self.gpu[k] > 0 {
+                self.gpu[k] = stamp;
+                self.cpu[k] = stamp;
                 continue;
             }
-            let from_disk = !self.cpu.contains(a);
+            let from_disk = self.cpu[k] == 0;
             if from_disk {
-                if let Some(gone) = self.cpu.insert(a, stamp) {
+                if self.cpu_len == self.config.max_cpu_loras {
+                    let gone = self.lru(&self.cpu);
+                    self.cpu[gone] = 0;
+                    self.cpu_len -= 1;
                     // Unregistering an adapter deactivates it too.
-                    self.gpu.remove(gone);
+                    if self.gpu[gone] > 0 {
+                        self.gpu[gone] = 0;
+                        self.gpu_len -= 1;
+                    }
                 }
+                self.cpu_len += 1;
                 stats.lora_loads_disk += 1;
             } else {
                 stats.lora_loads_cpu += 1;
             }
-            self.gpu.insert(a, stamp);
+            self.cpu[k] = stamp;
+            if self.gpu_len == self.config.max_loras {
+                let gone = self.lru(&self.gpu);
+                self.gpu[gone] = 0;
+                self.gpu_len -= 1;
+            }
+            self.gpu[k] = stamp;
+            self.gpu_len += 1;
             load_us += self.config.load_us(from_disk);
         }
         load_us + self.config.pricing.step_us(batch)
     }
 
-    /// Whether `adapter` is in a GPU slot now.
+    /// The least recently used adapter of `tier` not in the step (a tier is
+    /// full only when it holds more adapters than the step).
+    fn lru(&self, tier: &[u64]) -> usize {
+        (1..tier.len())
+            .filter(|&k| tier[k] > 0 && self.marked[k] != self.stamp)
+            .min_by_key(|&k| (tier[k], k))
+            .expect("a step holds at most max_loras ≤ a tier's capacity adapters")
+    }
+
+    /// Whether `adapter` (a hash) is in a GPU slot now.
     pub(crate) fn is_active(&self, adapter: u64) -> bool {
-        self.gpu.contains(adapter)
+        self.find(adapter).is_some_and(|k| self.gpu[k] > 0)
     }
 
-    /// Whether a request of `adapter` would not raise the engine's distinct
-    /// adapters past `max_loras` (it uses one already, or there is room).
+    /// Whether a request of `adapter` (a hash) would not raise the engine's
+    /// distinct adapters past `max_loras` (it uses one already, or there is
+    /// room).
     pub(crate) fn has_room_for(&self, adapter: u64) -> bool {
-        self.in_engine.len() < self.config.max_loras as usize || self.in_engine.iter().any(|&(a, _)| a == adapter)
+        self.in_use < self.config.max_loras || self.find(adapter).is_some_and(|k| self.in_engine[k] > 0)
     }
 
-    /// Whether the waiting queue holds no request the step could still
-    /// admit (it is at `max_loras` adapters and none waits for one of them
-    /// or for the base model).
-    pub(crate) fn none_admissible(&self) -> bool {
-        self.scheduled.len() >= self.config.max_loras as usize
-            && self.waiting.iter().all(|&(a, n)| n == 0 || (a != 0 && !self.scheduled.contains(&a)))
-    }
-
-    /// Whether the waiting counts are those of `queue` (the adapters of the
-    /// waiting requests), for the simulator's invariant checks.
-    pub(crate) fn check_waiting(&self, queue: impl Iterator<Item = u64>) -> Result<(), String> {
-        let mut counts = Vec::new();
-        queue.for_each(|a| add(&mut counts, a));
-        counts.sort_unstable();
-        let mut mine = self.waiting.clone();
-        mine.sort_unstable();
-        if counts != mine {
-            return Err(format!("LoRA waiting counts {mine:?}, the queue holds {counts:?}"));
+    /// Whether the waiting counts are those of `queue` (the adapter indices
+    /// of the waiting requests), for the simulator's invariant checks.
+    pub(crate) fn check_waiting(&self, queue: impl Iterator<Item = u32>) -> Result<(), String> {
+        let mut counts = vec![0u32; self.waiting.len()];
+        for k in queue {
+            match counts.get_mut(k as usize) {
+                Some(n) => *n += 1,
+                None => return Err(format!("a waiting request of unknown LoRA adapter {k}")),
+            }
+        }
+        if counts != self.waiting {
+            return Err(format!("LoRA waiting counts {:?}, the queue holds {counts:?}", self.waiting));
         }
         Ok(())
-    }
-
-    /// A request of `adapter` joined the waiting queue.
-    pub(crate) fn wait(&mut self, adapter: u64) {
-        add(&mut self.waiting, adapter);
-    }
-
-    /// A request of `adapter` left the waiting queue.
-    pub(crate) fn unwait(&mut self, adapter: u64) {
-        sub(&mut self.waiting, adapter);
-    }
-
-    /// A request of `adapter` entered the engine.
-    pub(crate) fn enter(&mut self, adapter: u64) {
-        if adapter != 0 {
-            add(&mut self.in_engine, adapter);
-        }
-    }
-
-    /// A request of `adapter` left the engine.
-    pub(crate) fn leave(&mut self, adapter: u64) {
-        sub(&mut self.in_engine, adapter);
-    }
-
-    /// Every request left (a run cut off by its horizon).
-    pub(crate) fn clear_requests(&mut self) {
-        self.in_engine.clear();
-        self.waiting.clear();
-    }
-}
-
-/// One more user of `adapter` in `counts`.
-fn add(counts: &mut Vec<(u64, u32)>, adapter: u64) {
-    match counts.iter_mut().find(|(a, _)| *a == adapter) {
-        Some(e) => e.1 += 1,
-        None => counts.push((adapter, 1)),
-    }
-}
-
-/// One fewer (an adapter none uses leaves the list).
-fn sub(counts: &mut Vec<(u64, u32)>, adapter: u64) {
-    if let Some(k) = counts.iter().position(|&(a, _)| a == adapter) {
-        counts[k].1 -= 1;
-        if counts[k].1 == 0 {
-            counts.swap_remove(k);
-        }
     }
 }
 
@@ -337,16 +333,22 @@ mod tests {
         }
     }
 
-    /// Schedules one step of `adapters` (no tokens: only loads are priced).
+    /// Schedules one step of adapters `adapters` (hashes; no tokens: only
+    /// loads are priced).
     fn step(s: &mut LoraState, adapters: &[u64], stats: &mut EngineStats) -> u64 {
         s.begin_step();
+        let mut b = StepBatch::default();
         for &a in adapters {
-            assert!(s.admits(a));
-            if !s.scheduled.contains(&a) {
-                s.scheduled.push(a);
-            }
+            let k = s.enter(a);
+            s.leave(k);
+            assert!(s.admits(k));
+            s.note(k, 0, &mut b);
         }
         s.finish_step(&StepBatch::EMPTY, stats)
+    }
+
+    fn in_cpu(s: &LoraState, adapter: u64) -> bool {
+        s.find(adapter).is_some_and(|k| s.cpu[k] > 0)
     }
 
     #[test]
@@ -369,44 +371,53 @@ mod tests {
         assert_eq!((stats.lora_loads_disk, stats.lora_loads_cpu), (3, 1));
         // A fourth adapter evicts the CPU cache's LRU (2) and 3's GPU slot.
         assert_eq!(step(&mut s, &[4], &mut stats), 800);
-        assert!(!s.cpu.contains(2) && s.is_active(1) && s.is_active(4));
+        assert!(!in_cpu(&s, 2) && s.is_active(1) && s.is_active(4));
         // With the CPU cache no larger than the GPU's slots, evicting from it
         // frees the adapter's slot too.
         let mut s = LoraState::new(config(2, 2));
         step(&mut s, &[1], &mut stats);
         step(&mut s, &[2], &mut stats);
         assert_eq!(step(&mut s, &[3], &mut stats), 800);
-        assert!(!s.cpu.contains(1) && !s.is_active(1) && s.is_active(2) && s.is_active(3));
+        assert!(!in_cpu(&s, 1) && !s.is_active(1) && s.is_active(2) && s.is_active(3));
+        // A step's own adapters are never evicted for each other.
+        assert_eq!(step(&mut s, &[1, 2], &mut stats), 800);
+        assert!(s.is_active(1) && s.is_active(2));
     }
 
     #[test]
     fn a_step_admits_at_most_max_loras_adapters() {
         let mut s = LoraState::new(config(2, 2));
+        let (a, b, c) = (s.enter(70), s.enter(90), s.enter(110));
         s.begin_step();
-        let mut b = StepBatch::default();
-        s.note(7, 3, &mut b);
-        s.note(0, 5, &mut b);
-        assert!(s.admits(9) && s.admits(7) && s.admits(0));
-        s.note(9, 1, &mut b);
-        assert!(!s.admits(11), "a third adapter waits");
-        assert!(s.admits(7) && s.admits(0));
-        assert_eq!((b.lora_tokens, b.lora_adapters, b.lora_rank), (4, 2, 8));
+        let mut batch = StepBatch::default();
+        s.note(a, 3, &mut batch);
+        s.note(0, 5, &mut batch);
+        assert!(s.admits(b) && s.admits(a) && s.admits(0));
+        s.note(b, 1, &mut batch);
+        assert!(!s.admits(c), "a third adapter waits");
+        assert!(s.admits(a) && s.admits(0));
+        assert_eq!((batch.lora_tokens, batch.lora_adapters, batch.lora_rank), (4, 2, 8));
+        s.begin_step();
+        assert!(s.admits(c), "a new step starts empty");
     }
 
     #[test]
     fn a_full_step_admits_nothing_once_no_fitting_request_waits() {
         let mut s = LoraState::new(config(1, 1));
+        let (five, seven) = (s.enter(5), s.enter(7));
         let mut b = StepBatch::default();
-        s.wait(5);
+        s.wait(five);
         s.wait(0);
         s.begin_step();
         assert!(!s.none_admissible(), "room for an adapter");
-        s.note(7, 1, &mut b);
+        s.note(seven, 1, &mut b);
         assert!(!s.none_admissible(), "a base-model request waits");
         s.unwait(0);
         assert!(s.none_admissible(), "only adapter 5 waits, and the step is full");
-        s.wait(7);
+        s.wait(seven);
         assert!(!s.none_admissible());
+        assert!(s.check_waiting([five, seven].into_iter()).is_ok());
+        assert!(s.check_waiting([five].into_iter()).is_err());
     }
 
     #[test]
@@ -424,12 +435,12 @@ mod tests {
     fn the_router_view_counts_adapters_in_the_engine() {
         let mut s = LoraState::new(config(1, 1));
         assert!(s.has_room_for(3));
-        s.enter(3);
+        let k = s.enter(3);
         s.enter(3);
         assert!(s.has_room_for(3) && !s.has_room_for(4));
-        s.leave(3);
+        s.leave(k);
         assert!(!s.has_room_for(4));
-        s.leave(3);
+        s.leave(k);
         assert!(s.has_room_for(4));
     }
 }

@@ -11,7 +11,7 @@
 //!     cargo bench --bench sim -- pd 400000    # 4 prefill + 4 decode replicas at PD_RATE
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
 //!     cargo bench --bench sim -- lora 100000  # `one` with engine.lora, each request one of 32 adapters (Zipf)
-//!     cargo bench --bench sim -- lora-routers 20000   # 4 replicas: adapter loads by router policy
+//!     cargo bench --bench sim -- lora-routers 20000 [30]   # 4 replicas (RATE or 30 req/s each): loads by router
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
 
@@ -237,8 +237,9 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "lora-routers") {
         // Four replicas on four times the traffic, each router in turn.
         let n = args[i + 1].parse().expect("a request count");
+        let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate per replica in req/s"));
         for policy in ["round-robin", "least-requests", "lora-affinity"] {
-            measure(&lora_deployment(4, policy), n, 4.0 * RATE, policy, true);
+            measure(&lora_deployment(4, policy), n, 4.0 * rate, policy, true);
         }
         return;
     }

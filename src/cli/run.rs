@@ -159,7 +159,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 (None, Some(h)) => (ImportFormat::TraceV2, h.clone(), args.trace_data.clone()),
                 (None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
             };
-            let options = ImportOptions { trace_data: data, ..args.import.options()? };
+            // TraceV2's adapters are served where the engines serve LoRA.
+            let adapters = deployment.pools.iter().all(|p| p.engine.lora.is_some());
+            let options = ImportOptions { trace_data: data, adapters, ..args.import.options()? };
             let input = Input::Import(format, path, options);
             let (n, last_arrival_us) = input.count(traffic.rate_scale, &deployment)?;
             replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
@@ -191,7 +193,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
         let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
         outcome.trace_columns_not_modelled =
-            import::tracev2::unmodelled_columns(&data)?.into_iter().map(str::to_owned).collect();
+            import::tracev2::unmodelled_columns(&data, options.adapters)?.into_iter().map(str::to_owned).collect();
     }
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');

@@ -250,15 +250,15 @@ fn observed(base: u64, slo: &str, adapter: &str) -> String {
 
 /// A trace as `blis observe` records it (`time_unit: us`; send and chunk
 /// times in Unix-epoch µs, arrivals relative) replays as the same trace with
-/// relative times; `slo_class` is named in the summary as present, not
-/// modelled (`adapter` is modelled now: tests in lora.rs).
+/// relative times; `slo_class` and `adapter` are named in the summary as
+/// present, not modelled.
 #[test]
 fn tracev2_observe_header_epoch_times_and_unmodelled_columns() {
     let dir = Dir::new("rt-epoch");
     dir.create("rel.yaml", &HEADER_US.replace("time_unit: us", "time_unit: microseconds"));
     dir.create("rel.csv", &observed(0, "", ""));
     dir.create("epoch.yaml", HEADER_US);
-    dir.create("epoch.csv", &observed(1_764_590_400_000_000, "interactive", ""));
+    dir.create("epoch.csv", &observed(1_764_590_400_000_000, "interactive", "lora-a"));
     let replay = |h: &str, m: &str| {
         let out = TestCommand::new(
             &dir.path,
@@ -275,9 +275,9 @@ fn tracev2_observe_header_epoch_times_and_unmodelled_columns() {
     assert_eq!(a["completed_requests"], 3);
     assert!(a["sim_duration_s"].as_f64().unwrap() < 5.0, "{a}");
     assert!(!quiet.contains("not modelled"), "{quiet}");
-    assert!(noted.contains("TraceV2 columns present, not modelled (read and ignored): slo_class\n"), "{noted}");
+    assert!(noted.contains("TraceV2 columns present, not modelled (read and ignored): slo_class, adapter"), "{noted}");
     // The metrics JSON says so too (and nothing when no record gives one).
-    assert_eq!(b["trace_columns_not_modelled"], serde_json::json!(["slo_class"]), "{b}");
+    assert_eq!(b["trace_columns_not_modelled"], serde_json::json!(["slo_class", "adapter"]), "{b}");
     assert!(a.get("trace_columns_not_modelled").is_none(), "{a}");
     // Another unit is refused, naming the line.
     dir.create("ms.yaml", &HEADER_US.replace("time_unit: us", "time_unit: ms"));

@@ -185,7 +185,8 @@ fn an_adapter_load_lengthens_the_step_that_needs_it() {
     assert!(!dir.read("m0.json").contains("lora"));
 }
 
-/// A TraceV2 `adapter` column becomes each call's adapter.
+/// A TraceV2 `adapter` column becomes each call's adapter where the
+/// engines serve LoRA (else it is ignored, as `defects_trace` checks).
 #[test]
 fn tracev2_adapters_are_served() {
     let dir = Dir::new("lora-tracev2");

@@ -9,7 +9,8 @@
 //! Columns BLIS acts on and this engine does not model (`slo_class`,
 //! `vllm_priority`, ...) are read and named by [`unmodelled_columns`] for
 //! the run summary. `adapter` (a LoRA adapter's name; empty: the base model)
-//! becomes the call's `lora`.
+//! becomes the call's `lora` when the deployment serves adapters
+//! (`ImportOptions::adapters`), and is one of those columns otherwise.
 //!
 //! Mapping, as `blis replay` builds requests (`../shared/reference/blis-
 //! spec.md` §10.3):
@@ -234,11 +235,12 @@ const EPOCH_US: u64 = 1_000_000_000_000_000;
 /// Conditional and metadata columns BLIS acts on that blis-sweep's engine
 /// does not model: named in the run summary when a record gives them a
 /// value ("present, not modelled").
-const UNMODELLED: [&str; 9] = [
+const UNMODELLED: [&str; 10] = [
     "slo_class",
     "vllm_priority",
     "slo_target_us",
     "deadline_us",
+    "adapter",
     "tenant_id",
     "reason_ratio",
     "image_tokens",
@@ -256,7 +258,10 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     let head = read_header(header)?;
     let accumulate = head.session_context_growth == "accumulate";
     let data = options.trace_data.clone().unwrap_or_else(|| data_path(header));
-    let records = read_records(&data)?;
+    let mut records = read_records(&data)?;
+    if !options.adapters {
+        records.iter_mut().for_each(|r| r.adapter = None);
+    }
     let file = data.display().to_string();
     let pool = options.concurrent_sessions.is_some();
     let mode = options.session_mode.unwrap_or(if pool { SessionMode::ClosedLoop } else { SessionMode::Fixed });
@@ -630,13 +635,17 @@ fn resolve_parents(
 
 /// The columns of the data CSV at `path` that BLIS acts on and blis-sweep
 /// does not model, in [`UNMODELLED`]'s order, where some record gives one a
-/// value (non-empty, non-zero).
-pub fn unmodelled_columns(path: &Path) -> Result<Vec<&'static str>, ImportError> {
+/// value (non-empty, non-zero); `adapter` only when the deployment serves
+/// no adapters (`adapters` false).
+pub fn unmodelled_columns(path: &Path, adapters: bool) -> Result<Vec<&'static str>, ImportError> {
     let file = path.display().to_string();
     let mut reader = csv::Reader::from_reader(open_file(path)?);
     let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
-    let columns: Vec<(&'static str, usize)> =
-        UNMODELLED.iter().filter_map(|&name| Some((name, headers.iter().position(|h| h.trim() == name)?))).collect();
+    let columns: Vec<(&'static str, usize)> = UNMODELLED
+        .iter()
+        .filter(|&&name| !(adapters && name == "adapter"))
+        .filter_map(|&name| Some((name, headers.iter().position(|h| h.trim() == name)?)))
+        .collect();
     let mut seen = vec![false; columns.len()];
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|e| ImportError::new(&file, i as u64 + 2, "csv", e.to_string()))?;

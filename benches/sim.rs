@@ -11,6 +11,8 @@
 //!     cargo bench --bench sim -- cluster 8 800000   # 8 replicas, 8x the traffic
 //!     cargo bench --bench sim -- pd 400000    # 4 prefill + 4 decode replicas at PD_RATE
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
+//!     cargo bench --bench sim -- lora 100000  # `one` with engine.lora, each request one of 32 adapters (Zipf)
+//!     cargo bench --bench sim -- lora-routers 20000 [30]   # 4 replicas (RATE or 30 req/s each): loads by router
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
 
@@ -71,6 +73,51 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
     })
 }
 
+/// Adapters of the LoRA runs, and the Zipf exponent of their popularity
+/// (adapter k drawn with weight 1/k^s: a few hot adapters, a long tail).
+const ADAPTERS: u32 = 32;
+const ZIPF_S: f64 = 1.0;
+
+/// [`chat`], each request served with one of [`ADAPTERS`] LoRA adapters
+/// drawn Zipf from a stream of its own (the lengths and arrivals are
+/// `chat`'s).
+fn chat_lora(n: u64, rate: f64) -> impl Iterator<Item = Request> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let weights: Vec<f64> = (1..=ADAPTERS).map(|k| 1.0 / f64::from(k).powf(ZIPF_S)).collect();
+    let total: f64 = weights.iter().sum();
+    chat(n, rate).map(move |mut r| {
+        let mut u = rng.random::<f64>() * total;
+        let k = weights.iter().position(|w| {
+            u -= w;
+            u < 0.0
+        });
+        if let NodeKind::Llm(call) = &mut r.sub_requests[0].kind {
+            call.lora = Some(format!("adapter-{}", k.unwrap_or(ADAPTERS as usize - 1)));
+        }
+        r
+    })
+}
+
+/// The `one` deployment with `engine.lora: {max_loras: 4}` (or
+/// `BENCH_MAX_LORAS`; rank 16, vLLM's
+/// default CPU cache of max_loras adapters, loads at the default PCIe and
+/// NVMe bandwidths), `replicas` of it behind `policy`.
+fn lora_deployment(replicas: u32, policy: &str) -> blis_sweep::scenario::Deployment {
+    // `BENCH_MAX_LORAS=32`: every adapter fits in a step (the feature's own
+    // cost, without max_loras holding requests back).
+    let max_loras = std::env::var("BENCH_MAX_LORAS").map_or(4, |v| v.parse().expect("a count"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut spec: blis_sweep::scenario::ScenarioSpec = serde_saphyr::from_str(&text).unwrap();
+    spec.engine.lora = Some(blis_sweep::scenario::spec::LoraSpec { max_loras: Some(max_loras), ..Default::default() });
+    let mut d = blis_sweep::scenario::resolve(spec, path.parent().unwrap(), "lora").unwrap();
+    for pool in &mut d.pools {
+        pool.replicas = replicas;
+        pool.router.policy = blis_sweep::sim::RoutingPolicy::named(policy).expect("listed");
+    }
+    d
+}
+
 /// Nothing: `BENCH_NO_WRITE=1` measures the simulation with metrics only.
 struct Nothing;
 
@@ -103,7 +150,7 @@ fn one(n: u64, rate: f64, replicas: u32, offload: bool) {
             pool.router.policy = blis_sweep::sim::RoutingPolicy::named("least-requests").expect("listed");
         }
     }
-    measure(&d, n, rate * f64::from(replicas), &format!("{replicas} replica(s)"));
+    measure(&d, n, rate * f64::from(replicas), &format!("{replicas} replica(s)"), false);
 }
 
 /// The same deployment as 4 prefill + 4 decode replicas (both pools behind
@@ -112,12 +159,13 @@ fn pd(n: u64, rate: f64) {
     let scenario =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pools-scenarios/pd-4p4d-llama-3.1-8b-h100.yaml");
     let d = blis_sweep::scenario::load(&scenario).unwrap();
-    measure(&d, n, rate, "4P+4D");
+    measure(&d, n, rate, "4P+4D", false);
 }
 
-/// `n` chat requests at `rate` through `d`'s run configuration, results
-/// written as `run` writes them (into a counting sink).
-fn measure(d: &blis_sweep::scenario::Deployment, n: u64, rate: f64, label: &str) {
+/// `n` chat requests at `rate` (each with a LoRA adapter when `lora`)
+/// through `d`'s run configuration, results written as `run` writes them
+/// (into a counting sink).
+fn measure(d: &blis_sweep::scenario::Deployment, n: u64, rate: f64, label: &str, lora: bool) {
     let mut bytes = 0u64;
     let mut metrics = MetricsCollector::default();
     let mut counted = CountingSink(&mut bytes);
@@ -126,7 +174,9 @@ fn measure(d: &blis_sweep::scenario::Deployment, n: u64, rate: f64, label: &str)
     let config = d.run_config();
     let wall = Instant::now();
     // The production path: the one run function, metrics and writer as sinks.
-    let source = chat(n, rate).map(Ok::<_, io::Error>);
+    let source: Box<dyn Iterator<Item = Request>> =
+        if lora { Box::new(chat_lora(n, rate)) } else { Box::new(chat(n, rate)) };
+    let source = source.map(Ok::<_, io::Error>);
     let end = if write {
         sim::run(config, source, &mut Tee(&mut metrics, &mut rows))
     } else {
@@ -138,7 +188,7 @@ fn measure(d: &blis_sweep::scenario::Deployment, n: u64, rate: f64, label: &str)
     let wall_s = wall.elapsed().as_secs_f64();
     println!(
         "{n:>8} requests  {label}  {:>9.0} simulated req/s  wall {wall_s:>6.2} s  peak RSS {:>6.1} MiB  \
-         | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL",
+         | sim {:.0} s, {} steps, {:.1} req/s served, TTFT p99 {:.0} ms, ITL mean {:.1} ms, {:.0} MB of result JSONL{}",
         n as f64 / wall_s,
         rss::peak_rss_mib(),
         m.sim_duration_s,
@@ -147,6 +197,14 @@ fn measure(d: &blis_sweep::scenario::Deployment, n: u64, rate: f64, label: &str)
         m.ttft_p99_ms,
         m.itl_mean_ms,
         bytes as f64 / 1e6,
+        if lora {
+            format!(
+                ", TTFT mean {:.1} p50 {:.1} ms, adapter loads {} from CPU + {} from disk",
+                m.ttft_mean_ms, m.ttft_p50_ms, end.stats.lora_loads_cpu, end.stats.lora_loads_disk
+            )
+        } else {
+            String::new()
+        },
     );
 }
 
@@ -186,6 +244,20 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "offload") {
         let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
         one(args[i + 1].parse().expect("a request count"), rate, 1, true);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "lora") {
+        let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
+        measure(&lora_deployment(1, "round-robin"), args[i + 1].parse().expect("a request count"), rate, "LoRA", true);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "lora-routers") {
+        // Four replicas on four times the traffic, each router in turn.
+        let n = args[i + 1].parse().expect("a request count");
+        let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate per replica in req/s"));
+        for policy in ["round-robin", "least-requests", "lora-affinity"] {
+            measure(&lora_deployment(4, policy), n, 4.0 * rate, policy, true);
+        }
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "pd") {

@@ -276,6 +276,7 @@ impl MetricsCollector {
             kv_transfer_p99_ms: transfers.as_ref().map(|t| t.p99_ms),
             pools: self.pools.as_ref().map(|p| p.finish(&end.replicas)).unwrap_or_default(),
             kv_offload: KvOffloadMetrics::from_stats(stats),
+            lora_adapter_loads: None,
         }
     }
 }
@@ -461,6 +462,19 @@ pub struct Metrics {
     /// With a CPU tier (`engine.kv_offload`): hits by tier, loads, stores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_offload: Option<KvOffloadMetrics>,
+    /// With `engine.lora`: LoRA adapter loads by the tier they came from
+    /// (set by [`Metrics::with_lora`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora_adapter_loads: Option<LoraLoads>,
+}
+
+/// LoRA adapters brought onto a GPU over a run, all replicas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LoraLoads {
+    /// Copied from the CPU cache.
+    pub from_cpu: u64,
+    /// Read from disk.
+    pub from_disk: u64,
 }
 
 impl Metrics {
@@ -468,6 +482,13 @@ impl Metrics {
     /// (`kernels`, `roofline`, `linear`) and why.
     pub fn priced_by(self, kind: &str, reason: &str) -> Metrics {
         Metrics { latency_model: Some(kind.to_owned()), latency_model_reason: Some(reason.to_owned()), ..self }
+    }
+
+    /// The same metrics with the run's LoRA adapter loads from `stats`
+    /// (when the deployment serves adapters).
+    pub fn with_lora(self, stats: &crate::sim::EngineStats) -> Metrics {
+        let loads = LoraLoads { from_cpu: stats.lora_loads_cpu, from_disk: stats.lora_loads_disk };
+        Metrics { lora_adapter_loads: Some(loads), ..self }
     }
 
     /// The scalar metrics, in their JSON order, each with its kind: the

@@ -16,6 +16,7 @@ mod error;
 mod kv_capacity;
 mod kv_offload;
 mod latency;
+mod lora;
 mod pool;
 mod pools;
 pub mod spec;
@@ -25,6 +26,7 @@ use std::path::Path;
 
 use error::invalid;
 pub use error::{InvalidValue, ScenarioError};
+pub use lora::unserved_adapter;
 pub use pool::Pool;
 use pool::{PoolSettings, Scenario};
 pub use spec::{LatencySpec, Sampling, ScenarioSpec};

@@ -67,6 +67,7 @@ impl ImportFlags {
             concurrent_sessions: self.concurrent_sessions,
             total_sessions: self.total_sessions,
             shuffle_corpus: self.shuffle_corpus,
+            adapters: false,
         })
     }
 }

@@ -149,7 +149,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let deployment = scenario::load(&args.scenario)?;
     let mut traffic = args.traffic()?;
     let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
-        (Some(path), ..) => validate(path, traffic.rate_scale)?,
+        (Some(path), ..) => validate(path, traffic.rate_scale, &deployment)?,
         (None, input, header) => {
             let (format, path, data) = match (input, header) {
                 (Some(text), _) => {
@@ -159,9 +159,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 (None, Some(h)) => (ImportFormat::TraceV2, h.clone(), args.trace_data.clone()),
                 (None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
             };
-            let options = ImportOptions { trace_data: data, ..args.import.options()? };
+            // TraceV2's adapters are served where the engines serve LoRA.
+            let adapters = deployment.pools.iter().all(|p| p.engine.lora.is_some());
+            let options = ImportOptions { trace_data: data, adapters, ..args.import.options()? };
             let input = Input::Import(format, path, options);
-            let (n, last_arrival_us) = input.count(traffic.rate_scale)?;
+            let (n, last_arrival_us) = input.count(traffic.rate_scale, &deployment)?;
             replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
             (n, input)
         }
@@ -191,7 +193,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
         let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
         outcome.trace_columns_not_modelled =
-            import::tracev2::unmodelled_columns(&data)?.into_iter().map(str::to_owned).collect();
+            import::tracev2::unmodelled_columns(&data, options.adapters)?.into_iter().map(str::to_owned).collect();
     }
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');
@@ -266,10 +268,15 @@ type Rows = Box<dyn Iterator<Item = anyhow::Result<Request>>>;
 impl Input {
     /// First pass over an imported trace: every row valid, or the first
     /// error; the count and the last arrival, µs.
-    fn count(&self, rate_scale: f64) -> anyhow::Result<(u64, u64)> {
+    fn count(&self, rate_scale: f64, deployment: &Deployment) -> anyhow::Result<(u64, u64)> {
         let (mut n, mut last) = (0, 0);
         for row in self.rows()? {
             let mut request = row?;
+            if let (Some((field, reason)), Input::Import(_, path, _)) =
+                (scenario::unserved_adapter(deployment, &request), self)
+            {
+                bail!("{}: request {}: {field}: {reason}", path.display(), request.request_id);
+            }
             request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("--rate-scale: {e}"))?;
             last = last.max(request.arrival_us());
             n += 1;
@@ -292,12 +299,16 @@ impl Input {
 /// First pass: every row valid (arrivals scaled by `rate_scale` included),
 /// or the first error. A workload that cannot be read twice (`cat W |
 /// blis-sweep run -s S /dev/stdin`) is copied as it is read.
-fn validate(path: &Path, rate_scale: f64) -> anyhow::Result<(u64, Input)> {
+fn validate(path: &Path, rate_scale: f64, deployment: &Deployment) -> anyhow::Result<(u64, Input)> {
     let name = path.display().to_string();
     let file = crate::spool::open(path).with_context(|| format!("{name}: cannot open"))?;
     let mut n = 0;
-    for row in Reader::new(BufReader::with_capacity(1 << 20, file), name.as_str(), Format::Workload) {
+    let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file), name.as_str(), Format::Workload);
+    while let Some(row) = reader.next() {
         let mut request = row?;
+        if let Some((field, reason)) = scenario::unserved_adapter(deployment, &request) {
+            bail!("{name}:{}: {field}: {reason}", reader.line());
+        }
         request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("{name}: --rate-scale: {e}"))?;
         n += 1;
     }
@@ -424,7 +435,8 @@ fn simulate(
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {
         say!("blis-sweep: warning: {warning}");
     }
-    Ok(metrics.finish(&end).priced_by(d.serving().latency.kind(), &d.serving().latency_reason))
+    let m = metrics.finish(&end).priced_by(d.serving().latency.kind(), &d.serving().latency_reason);
+    Ok(if d.pools.iter().any(|p| p.engine.lora.is_some()) { m.with_lora(&end.stats) } else { m })
 }
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {

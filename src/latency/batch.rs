@@ -28,17 +28,34 @@ pub struct StepBatch {
     /// Sum over the decoding requests of their tokens already computed (the
     /// context their attention reads).
     pub decode_context_tokens: u64,
+    /// Tokens computed by requests served with a LoRA adapter (0 without
+    /// `engine.lora`).
+    pub lora_tokens: u32,
+    /// Distinct LoRA adapters in the step.
+    pub lora_adapters: u32,
+    /// The rank the LoRA kernels run at (`max_lora_rank`; 0 without adapters).
+    pub lora_rank: u32,
 }
 
 impl StepBatch {
     /// A step that computes nothing.
-    pub const EMPTY: StepBatch = StepBatch { prefills: Vec::new(), decodes: 0, decode_context_tokens: 0 };
+    pub const EMPTY: StepBatch = StepBatch {
+        prefills: Vec::new(),
+        decodes: 0,
+        decode_context_tokens: 0,
+        lora_tokens: 0,
+        lora_adapters: 0,
+        lora_rank: 0,
+    };
 
     /// Empties the batch, keeping its allocation.
     pub fn clear(&mut self) {
         self.prefills.clear();
         self.decodes = 0;
         self.decode_context_tokens = 0;
+        self.lora_tokens = 0;
+        self.lora_adapters = 0;
+        self.lora_rank = 0;
     }
 
     /// Whether the step computes nothing.
@@ -71,4 +88,11 @@ pub trait LatencyModel {
 
 /// What an idle data-parallel rank runs so the others' collectives complete:
 /// one token (vLLM's `execute_dummy_batch`, `_dummy_run(1)`).
-pub static DUMMY_BATCH: StepBatch = StepBatch { prefills: Vec::new(), decodes: 1, decode_context_tokens: 0 };
+pub static DUMMY_BATCH: StepBatch = StepBatch {
+    prefills: Vec::new(),
+    decodes: 1,
+    decode_context_tokens: 0,
+    lora_tokens: 0,
+    lora_adapters: 0,
+    lora_rank: 0,
+};

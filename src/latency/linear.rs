@@ -62,6 +62,7 @@ mod tests {
             prefills: vec![PrefillChunk { new_tokens: 100, context_tokens: 0, samples: true }],
             decodes: 1,
             decode_context_tokens: 50,
+            ..StepBatch::default()
         };
         assert_eq!(m.step_time_us(&batch), 1210);
         assert!(Linear::new(&[1.0]).is_err());

@@ -84,7 +84,9 @@ pub(crate) fn resolve(
     let weight_bytes: u64 = if dtype.is_fp8() { 1 } else { 2 };
     let kv_cache_dtype = e.kv_cache_dtype.unwrap_or_default();
     let kv_dtype_bytes = kv_cache_dtype.bytes();
-    let weights = weight_bytes_per_gpu(model, tp, dp, weight_bytes);
+    let lora = super::lora::resolve(model, gpu, tp, e.lora.as_ref())?;
+    // vLLM allocates the adapters' GPU slots before it sizes the KV cache.
+    let weights = weight_bytes_per_gpu(model, tp, dp, weight_bytes) + super::lora::reserved_bytes(lora.as_ref());
     let (num_gpu_blocks, computed) = match e.num_gpu_blocks {
         Some(0) => return invalid("engine.num_gpu_blocks", "must be positive"),
         Some(n) => {
@@ -182,6 +184,7 @@ pub(crate) fn resolve(
         free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
         kv_connector: ConnectorKind::None,
         kv_offload: super::kv_offload::resolve(e.kv_offload.as_ref(), model, tp, kv_dtype_bytes, block_size)?,
+        lora,
     };
     Ok(ResolvedEngine {
         engine,

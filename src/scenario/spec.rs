@@ -232,6 +232,8 @@ pub struct EngineSpec {
     pub free_uncached_blocks_first: Option<bool>,
     /// KV offload to a CPU tier (vLLM's `OffloadingConnector`); absent: off.
     pub kv_offload: Option<KvOffloadSpec>,
+    /// `--enable-lora` with its limits: serve LoRA adapters (absent: off).
+    pub lora: Option<LoraSpec>,
 }
 
 /// `engine.kv_offload:`, as written (resolved in `kv_offload.rs`).
@@ -250,6 +252,24 @@ pub struct KvOffloadSpec {
     /// `local_disk`); absent: none.
     pub disk_gib: Option<f64>,
     /// The disk's read bandwidth per GPU, Gbit/s (required with `disk_gib`).
+    pub disk_bandwidth_gbps: Option<f64>,
+}
+
+/// `engine.lora:`, as written (resolved in `scenario/lora.rs`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoraSpec {
+    /// `--max-loras` (default 1).
+    pub max_loras: Option<u32>,
+    /// `--max-lora-rank` (default 16).
+    pub max_lora_rank: Option<u32>,
+    /// `--max-cpu-loras` (default `max_loras`).
+    pub max_cpu_loras: Option<u32>,
+    /// Every adapter load takes this long, ms (instead of the bandwidths).
+    pub load_ms: Option<f64>,
+    /// Host-to-GPU bandwidth for an adapter in the CPU cache, Gbit/s.
+    pub cpu_bandwidth_gbps: Option<f64>,
+    /// Disk-to-host bandwidth for an adapter that is not, Gbit/s.
     pub disk_bandwidth_gbps: Option<f64>,
 }
 
@@ -276,6 +296,7 @@ impl EngineSpec {
                 .or(base.lone_request_skips_prefill_threshold),
             free_uncached_blocks_first: self.free_uncached_blocks_first.or(base.free_uncached_blocks_first),
             kv_offload: self.kv_offload.or_else(|| base.kv_offload.clone()),
+            lora: self.lora.or_else(|| base.lora.clone()),
         }
     }
 }

@@ -15,13 +15,15 @@
 //!
 //! KV that comes from or goes to anywhere but this GPU cache passes through
 //! the connector seam (`connector.rs`); the step's records are in
-//! `batch.rs`, the engine arguments in `config.rs`.
+//! `batch.rs`, the engine arguments in `config.rs`, LoRA adapters in
+//! `lora.rs`.
 
 mod batch;
 mod config;
 mod connector;
 mod cpu_tier;
 mod offload;
+mod lora;
 
 use std::collections::VecDeque;
 
@@ -32,6 +34,9 @@ pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
 pub use offload::{DiskTier, KvOffload, OffloadPolicy};
+use lora::LoraState;
+pub use lora::{LoraConfig, LoraLoad};
+pub(crate) use lora::{adapter_id, salt as salt_with_adapter};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -70,6 +75,8 @@ struct Seq {
     held: bool,
     /// Emission time of each token so far; sized for all of them up front.
     token_times_us: Vec<u64>,
+    /// Its LoRA adapter's index in the engine's `LoraState` (0: the base model).
+    lora: u32,
 }
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
@@ -123,6 +130,8 @@ pub(crate) struct Engine {
     stats: EngineStats,
     /// Who else holds KV for this engine.
     connector: Box<dyn KvConnector>,
+    /// LoRA adapters (`engine.lora`; `None`: off).
+    lora: Option<LoraState>,
 }
 
 impl Engine {
@@ -143,6 +152,7 @@ impl Engine {
         }
         Engine {
             connector,
+            lora: config.lora.map(LoraState::new),
             config,
             kv,
             seqs: Vec::new(),
@@ -165,6 +175,11 @@ impl Engine {
     /// Records admissions and preemptions in each [`Batch`].
     pub(crate) fn set_tracing(&mut self, on: bool) {
         self.tracing = on;
+    }
+
+    /// Its LoRA adapters, for a router (`None` without `engine.lora`).
+    pub(crate) fn lora(&self) -> Option<&LoraState> {
+        self.lora.as_ref()
     }
 
     pub(crate) fn stats(&self) -> &EngineStats {
@@ -226,6 +241,9 @@ impl Engine {
         let Some(input) = call.prompt_ids().filter(|_| self.config.enable_prefix_caching) else { return 0 };
         let mut hashes = Vec::new();
         block_hashes(input, self.config.block_size, &mut hashes);
+        if let Some(name) = &call.lora {
+            lora::salt(&mut hashes, adapter_id(name));
+        }
         self.kv.cached_prefix(&hashes) as u32 * self.config.block_size
     }
 
@@ -238,6 +256,11 @@ impl Engine {
     }
 
     pub(crate) fn check_kv(&self) -> Result<(), String> {
+        if let Some(l) = &self.lora {
+            let seqs = &self.seqs;
+            let adapter = |s: &u32| seqs[*s as usize].as_ref().map_or(u32::MAX, |q| q.lora);
+            l.check_waiting(self.waiting.iter().map(adapter))?;
+        }
         self.kv.check()
     }
 
@@ -275,12 +298,26 @@ impl Engine {
             // vLLM's input processor refuses an empty prompt.
             return Err("unservable: the prompt is empty (input_tokens = 0)".to_owned());
         }
+        let (adapter, lora) = match (&call.lora, &mut self.lora) {
+            (None, _) => (0, 0),
+            // vLLM answers 404 for a model name it does not serve.
+            (Some(name), None) => {
+                return Err(format!("unservable: LoRA adapter `{name}` on an engine without engine.lora"));
+            }
+            (Some(name), Some(l)) => {
+                let id = adapter_id(name);
+                (id, l.enter(id))
+            }
+        };
         let mut hashes = Vec::new();
         if self.config.enable_prefix_caching
             && let Some(input) = call.prompt_ids()
         {
             let output = call.output_token_ids.iter().flatten().copied();
             block_hashes(input.chain(output), self.config.block_size, &mut hashes);
+            if adapter != 0 {
+                lora::salt(&mut hashes, adapter);
+            }
         }
         let seq = Seq {
             owner,
@@ -301,6 +338,7 @@ impl Engine {
             remote: RemoteKv::None,
             held: false,
             token_times_us: Vec::with_capacity(tokens_to_emit as usize),
+            lora,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -313,6 +351,9 @@ impl Engine {
             }
         };
         self.waiting.push_back(slot);
+        if let Some(l) = &mut self.lora {
+            l.wait(lora);
+        }
         Ok(())
     }
 
@@ -359,6 +400,9 @@ impl Engine {
     fn schedule(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         self.building.clear();
         self.preempted_this_step = false;
+        if let Some(l) = &mut self.lora {
+            l.begin_step();
+        }
         let mut lpt = self.config.long_prefill_token_threshold;
         // scheduler.py (0.31+): "When it is the only request there is nobody
         // to starve, so let it use the whole budget".
@@ -407,6 +451,10 @@ impl Engine {
         }
         self.stats.steps += 1;
         self.building.duration_us = latency.step_time_us(&self.building.priced);
+        if let Some(l) = &mut self.lora {
+            self.building.lora_us = l.finish_step(&self.building.priced, &mut self.stats);
+            self.building.duration_us += self.building.lora_us;
+        }
         self.building.kv_blocks_used = self.kv.num_used();
         true
     }
@@ -427,6 +475,9 @@ impl Engine {
         }
         let known_end = seq.num_tokens + seq.pending;
         let samples = seq.num_computed + n >= known_end;
+        if let Some(l) = &mut self.lora {
+            l.note(seq.lora, n, &mut self.building.priced);
+        }
         if seq.num_computed < seq.prefill_end {
             self.building.priced.prefills.push(PrefillChunk {
                 new_tokens: n,
@@ -518,6 +569,17 @@ impl Engine {
             self.offload_evictions();
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             if seq.remote == RemoteKv::Loading || (stuck && seq.remote != RemoteKv::Loaded) {
+                i += 1;
+                continue;
+            }
+            // Its adapter would make the step's max_loras + 1: skipped,
+            // keeping its place.
+            if let Some(l) = &self.lora
+                && !l.admits(seq.lora)
+            {
+                if l.none_admissible() {
+                    break;
+                }
                 i += 1;
                 continue;
             }
@@ -613,6 +675,9 @@ impl Engine {
             } else {
                 self.waiting.remove(i);
             }
+            if let Some(l) = &mut self.lora {
+                l.unwait(seq.lora);
+            }
             self.running.push(slot);
             // Landed until admitted: a load from the CPU tier may cover only
             // part of the prompt, so growing past it can fail, and the
@@ -651,6 +716,9 @@ impl Engine {
         self.free_slots.clear();
         self.has_queued = false;
         self.stepping = false;
+        if let Some(l) = &mut self.lora {
+            l.clear_requests();
+        }
         self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(Seq::departure).collect()
     }
 
@@ -703,6 +771,12 @@ impl Engine {
     /// queue, its blocks are freed, and a queued step computes nothing for it.
     fn remove(&mut self, slot: u32) {
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+        if let Some(l) = &mut self.lora {
+            l.leave(seq.lora);
+            if self.waiting.contains(&slot) {
+                l.unwait(seq.lora);
+            }
+        }
         self.kv.free(&mut seq.blocks);
         self.seqs[slot as usize] = None;
         self.free_slots.push(slot);
@@ -745,6 +819,9 @@ impl Engine {
         seq.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
+        if let Some(l) = &mut self.lora {
+            l.wait(seq.lora);
+        }
         if self.tracing {
             self.building.preempted.push(slot);
         }
@@ -783,6 +860,14 @@ impl Engine {
             }
             if seq.num_tokens == seq.total_len {
                 any_finished = true;
+                if let Some(l) = &mut self.lora {
+                    l.leave(seq.lora);
+                    // Preempted after this step was scheduled: it finishes
+                    // from the waiting queue.
+                    if seq.num_computed == 0 {
+                        l.unwait(seq.lora);
+                    }
+                }
                 if !seq.aborted && self.connector.request_finished(seq.transfer) {
                     // Reported, but its blocks stay for the send.
                     seq.held = true;

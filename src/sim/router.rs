@@ -105,6 +105,8 @@ pub(super) struct Router {
     hashes: Vec<u64>,
     events: Vec<(u64, bool)>,
     hits: Vec<usize>,
+    /// Scratch: how each replica fits the request's LoRA adapter.
+    lora_fit: Vec<u8>,
 }
 
 impl Router {
@@ -127,6 +129,7 @@ impl Router {
             hashes: Vec::new(),
             events: Vec::new(),
             hits: vec![0; n],
+            lora_fit: Vec::new(),
         }
     }
 
@@ -175,10 +178,20 @@ impl Router {
         if self.policy.reads_prefix() {
             self.prefix_hits(instances, call);
         }
+        self.lora_fit.clear();
+        if let Some(name) = call.lora.as_deref().filter(|_| self.policy.reads_lora()) {
+            let adapter = super::engine::adapter_id(name);
+            self.lora_fit.extend(instances.iter().map(|i| match i.engine.lora() {
+                Some(l) if l.is_active(adapter) => 2,
+                Some(l) if l.has_room_for(adapter) => 1,
+                _ => 0,
+            }));
+        }
         let mut replicas = Replicas {
             views: &mut self.views,
             prefix_hits: &self.hits,
             prompt_blocks: self.hashes.len(),
+            lora_fit: &self.lora_fit,
             rng: &mut self.rng,
             refresh_interval_us: self.config.refresh_interval_us,
         };
@@ -191,6 +204,9 @@ impl Router {
         if let Some(ids) = call.prompt_ids() {
             let block_size = instances[0].engine.config().block_size;
             block_hashes(ids, block_size, &mut self.hashes);
+            if let Some(name) = &call.lora {
+                super::engine::salt_with_adapter(&mut self.hashes, super::engine::adapter_id(name));
+            }
         }
         for (i, instance) in instances.iter().enumerate() {
             self.hits[i] = match self.prefix_sets.get(i) {

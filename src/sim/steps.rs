@@ -48,7 +48,14 @@ impl<L: LatencyModel> Simulation<L> {
                 .iter()
                 .map(|i| if i.engine.stepping() { &i.engine.executing().priced } else { &IDLE_RANK })
                 .collect();
-            let duration = self.cluster.pool_of(ranks.start).latency.lockstep_time_us(&batches);
+            // LoRA loads and kernels are each rank's own, beside the shared step.
+            let lora_us = self.cluster.instances[range.clone()]
+                .iter()
+                .filter(|i| i.engine.stepping())
+                .map(|i| i.engine.executing().lora_us)
+                .max()
+                .unwrap_or(0);
+            let duration = self.cluster.pool_of(ranks.start).latency.lockstep_time_us(&batches) + lora_us;
             for &r in &started {
                 self.launch(r, duration, sink);
             }

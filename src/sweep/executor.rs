@@ -391,11 +391,12 @@ fn simulate_cell(
         ctx.plan.workload_of(cell)
     {
         let data = options.trace_data.clone().unwrap_or_else(|| crate::workload::import::tracev2::data_path(path));
-        metrics.trace_columns_not_modelled = crate::workload::import::tracev2::unmodelled_columns(&data)
-            .map_err(|e| CellError::Failed(e.to_string()))?
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
+        metrics.trace_columns_not_modelled =
+            crate::workload::import::tracev2::unmodelled_columns(&data, options.adapters)
+                .map_err(|e| CellError::Failed(e.to_string()))?
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
     }
     Ok((metrics, parts))
 }

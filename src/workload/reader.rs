@@ -75,6 +75,11 @@ impl<R: BufRead> Reader<R> {
         }
     }
 
+    /// The 1-based line of the row read last.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
     fn error(&self, field: impl Into<String>, reason: impl Into<String>) -> ReadError {
         ReadError { file: self.file.clone(), line: self.line, field: field.into(), reason: reason.into() }
     }
@@ -214,6 +219,7 @@ struct RawSubRequest {
     known_tokens: Option<u32>,
     kv_tokens: Option<u32>,
     model: Option<String>,
+    lora: Option<String>,
     token_latency: Option<Vec<f64>>,
     error: Option<String>,
     replica: Option<u32>,
@@ -356,6 +362,7 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                 (sub.known_tokens.is_some(), "known_tokens"),
                 (sub.kv_tokens.is_some(), "kv_tokens"),
                 (sub.model.is_some(), "model"),
+                (sub.lora.is_some(), "lora"),
             ] {
                 if present {
                     return err(at(field), "only llm sub-requests carry this field");
@@ -386,6 +393,9 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
             if total > u64::from(u32::MAX) {
                 return err(at("output_tokens"), "input_tokens + output_tokens overflows 32 bits");
             }
+            if sub.lora.as_deref() == Some("") {
+                return err(at("lora"), "an adapter name cannot be empty; omit `lora` for the base model");
+            }
             let seeded = match (sub.known_tokens, sub.kv_tokens) {
                 (None, None) => None,
                 (Some(_), None) => return err(at("kv_tokens"), "missing: known_tokens and kv_tokens are set together"),
@@ -410,7 +420,8 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                     .with_input_ids(sub.input_token_ids)
                     .with_output_ids(sub.output_token_ids)
                     .with_seeded(seeded)
-                    .with_model(sub.model),
+                    .with_model(sub.model)
+                    .with_lora(sub.lora),
             )
         }
     };

@@ -130,6 +130,9 @@ pub struct LlmCall {
     pub seeded: Option<SeededProgress>,
     /// Provenance only; never affects simulation.
     pub model: Option<String>,
+    /// The LoRA adapter the call is served with (vLLM's `model` name of a
+    /// loaded adapter); `None`: the base model. An extension of the format.
+    pub lora: Option<String>,
     /// The prompt as block identities instead of token ids (an imported
     /// trace's prefix hashes, e.g. Mooncake's 512-token blocks): equal ids at
     /// equal positions are equal content. Held as is, never expanded into
@@ -174,6 +177,7 @@ impl LlmCall {
             output_token_ids: None,
             seeded: None,
             model: None,
+            lora: None,
             prompt_blocks: None,
         }
     }
@@ -202,6 +206,11 @@ impl LlmCall {
     /// With the model it names (provenance only).
     pub fn with_model(self, model: Option<String>) -> LlmCall {
         LlmCall { model, ..self }
+    }
+
+    /// Served with the LoRA adapter `lora` (`None`: the base model).
+    pub fn with_lora(self, lora: Option<String>) -> LlmCall {
+        LlmCall { lora, ..self }
     }
 
     /// With its prompt given as block identities.

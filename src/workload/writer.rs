@@ -123,6 +123,10 @@ fn write_row<'a>(
                     out.extend_from_slice(b",\"model\":");
                     json_string(out, model);
                 }
+                if let Some(lora) = &call.lora {
+                    out.extend_from_slice(b",\"lora\":");
+                    json_string(out, lora);
+                }
                 if let Some(result) = tokens(i) {
                     if let Some(replica) = result.replica {
                         write!(out, ",\"replica\":{replica}").expect("writing to a Vec cannot fail");
@@ -284,6 +288,23 @@ mod tests {
         let mut out = Vec::new();
         write_workload_row(&mut out, &request);
         assert_eq!(String::from_utf8(out).unwrap().trim_end(), LINE);
+    }
+
+    #[test]
+    fn a_lora_adapter_round_trips_and_is_echoed_in_results() {
+        let line = r#"{"request_id":1,"arrival_time":0.0,"initial":[0],"sub_requests":[{"kind":"llm","input_tokens":4,"output_tokens":1,"next":[],"interval":0.0,"model":"m","lora":"sql-lora"}]}"#;
+        let request = Reader::new(line.as_bytes(), "t", Format::Workload).next().unwrap().unwrap();
+        let crate::workload::NodeKind::Llm(call) = &request.sub_requests[0].kind else { panic!("llm node") };
+        assert_eq!(call.lora.as_deref(), Some("sql-lora"));
+        let mut out = Vec::new();
+        write_workload_row(&mut out, &request);
+        assert_eq!(String::from_utf8(out).unwrap().trim_end(), line);
+        let mut out = Vec::new();
+        write_result_row(&mut out, &request, &mut |_| {
+            Some(NodeTokens { start_us: 0, token_times_us: &[10], replica: None, error: None })
+        });
+        let back = Reader::new(out.as_slice(), "t", Format::Results).next().unwrap().unwrap();
+        assert_eq!(back.sub_requests[0].kind, request.sub_requests[0].kind);
     }
 
     #[test]

@@ -79,6 +79,7 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         free_uncached_blocks_first: release.free_uncached_blocks_first,
         kv_connector: ConnectorKind::None,
         kv_offload: None,
+        lora: None,
     }
 }
 

@@ -28,6 +28,7 @@ mod import;
 mod ispass;
 mod kv_offload;
 mod load_trend;
+mod lora;
 mod pd_properties;
 mod pools;
 mod pools_outputs;

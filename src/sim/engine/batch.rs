@@ -88,6 +88,8 @@ pub(crate) struct Batch {
     /// What the latency model priced: kept with the step, since lockstep
     /// data-parallel ranks are priced together when their steps start.
     pub(crate) priced: StepBatch,
+    /// Of `duration_us`, what LoRA adapters add (loads and kernels), µs.
+    pub(crate) lora_us: u64,
 }
 
 impl Batch {
@@ -96,6 +98,7 @@ impl Batch {
         self.admitted.clear();
         self.preempted.clear();
         self.duration_us = 0;
+        self.lora_us = 0;
         self.priced.clear();
     }
 }

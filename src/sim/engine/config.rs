@@ -3,6 +3,7 @@
 
 use super::connector::ConnectorKind;
 use super::offload::KvOffload;
+use super::lora::LoraConfig;
 
 /// vLLM engine arguments the scheduler and KV cache obey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub struct EngineConfig {
     pub kv_connector: ConnectorKind,
     /// KV offload to a CPU tier (`offload.rs`); `None`: off.
     pub kv_offload: Option<KvOffload>,
+    /// `--enable-lora` and its limits (`None`: off).
+    pub lora: Option<LoraConfig>,
 }
 
 impl EngineConfig {
@@ -69,6 +72,7 @@ impl EngineConfig {
             free_uncached_blocks_first: false,
             kv_connector: ConnectorKind::None,
             kv_offload: None,
+            lora: None,
         }
     }
 }
@@ -118,6 +122,10 @@ pub struct EngineStats {
     pub cpu_load_bytes: u64,
     /// KV offload: blocks stored to the CPU tier.
     pub cpu_stored_blocks: u64,
+    /// LoRA adapters copied into a GPU slot from the CPU cache.
+    pub lora_loads_cpu: u64,
+    /// LoRA adapters read from disk (then copied into a GPU slot).
+    pub lora_loads_disk: u64,
 }
 
 impl EngineStats {
@@ -134,5 +142,7 @@ impl EngineStats {
         self.cpu_loads += other.cpu_loads;
         self.cpu_load_bytes += other.cpu_load_bytes;
         self.cpu_stored_blocks += other.cpu_stored_blocks;
+        self.lora_loads_cpu += other.lora_loads_cpu;
+        self.lora_loads_disk += other.lora_loads_disk;
     }
 }

@@ -20,6 +20,10 @@ pub(crate) struct Replicas<'a> {
     pub(crate) prefix_hits: &'a [usize],
     /// The prompt's full blocks (0 when it carries no token ids).
     pub(crate) prompt_blocks: usize,
+    /// How each replica fits the request's LoRA adapter: 2 its GPU holds
+    /// it, 1 it has room for it, 0 neither; filled only for a policy that
+    /// [`Policy::reads_lora`] and a request with an adapter (else empty).
+    pub(crate) lora_fit: &'a [u8],
     /// The router's stream, seeded by `router.seed`.
     pub(crate) rng: &'a mut Xoshiro256PlusPlus,
     /// How old the views may be, µs (0: live).
@@ -32,6 +36,12 @@ pub(crate) trait Policy: Send {
     /// [`Replicas::prefix_hits`] before each pick, and keeps a copy of each
     /// replica's index updated at refreshes when its view is stale.
     fn reads_prefix(&self) -> bool {
+        false
+    }
+
+    /// Whether it reads the replicas' LoRA adapters: the router then fills
+    /// [`Replicas::lora_fit`] (live) before each pick.
+    fn reads_lora(&self) -> bool {
         false
     }
 
@@ -71,6 +81,7 @@ policies! {
     weighted,
     vllm_dp,
     power_of_two,
+    lora_affinity,
 }
 
 /// How the router picks a replica: a policy of the list by name, with its

@@ -228,6 +228,10 @@ pub struct ImportOptions {
     pub total_sessions: Option<u32>,
     /// TraceV2 pool: a seeded Fisher–Yates shuffle of the corpus first.
     pub shuffle_corpus: bool,
+    /// TraceV2: the `adapter` column is each call's LoRA adapter (the
+    /// deployment serves adapters); else it is read and ignored, as before
+    /// LoRA was modelled.
+    pub adapters: bool,
 }
 
 /// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is

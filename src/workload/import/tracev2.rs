@@ -7,8 +7,10 @@
 //! `blis observe`'s `us`; send and chunk times written as Unix-epoch µs are
 //! rebased so the first send falls at its record's `arrival_time_us`.
 //! Columns BLIS acts on and this engine does not model (`slo_class`,
-//! `vllm_priority`, `adapter`, ...) are read and named by
-//! [`unmodelled_columns`] for the run summary.
+//! `vllm_priority`, ...) are read and named by [`unmodelled_columns`] for
+//! the run summary. `adapter` (a LoRA adapter's name; empty: the base model)
+//! becomes the call's `lora` when the deployment serves adapters
+//! (`ImportOptions::adapters`), and is one of those columns otherwise.
 //!
 //! Mapping, as `blis replay` builds requests (`../shared/reference/blis-
 //! spec.md` §10.3):
@@ -149,6 +151,8 @@ pub struct TraceRecord {
     ids: (bool, bool),
     /// blis-sweep's `dag`: the session's request DAG.
     dag: Option<Vec<DagNode>>,
+    /// `adapter`: the LoRA adapter it is served with (empty: none).
+    adapter: Option<String>,
 }
 
 type Record = TraceRecord;
@@ -254,7 +258,10 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     let head = read_header(header)?;
     let accumulate = head.session_context_growth == "accumulate";
     let data = options.trace_data.clone().unwrap_or_else(|| data_path(header));
-    let records = read_records(&data)?;
+    let mut records = read_records(&data)?;
+    if !options.adapters {
+        records.iter_mut().for_each(|r| r.adapter = None);
+    }
     let file = data.display().to_string();
     let pool = options.concurrent_sessions.is_some();
     let mode = options.session_mode.unwrap_or(if pool { SessionMode::ClosedLoop } else { SessionMode::Fixed });
@@ -450,6 +457,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let (c_parent, c_parent_len) = (find("prefix_parent"), find("prefix_parent_length"));
     let c_ids = find("token_ids");
     let c_dag = find("dag");
+    let c_adapter = find("adapter");
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
@@ -524,6 +532,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
                 }
                 text => Some(parse_dag(text).map_err(|e| at("dag", e))?),
             },
+            adapter: Some(c_adapter.map_or("", field)).filter(|a| !a.is_empty()).map(str::to_owned),
         });
     }
     rebase_epoch(&mut out, &file)?;
@@ -626,13 +635,17 @@ fn resolve_parents(
 
 /// The columns of the data CSV at `path` that BLIS acts on and blis-sweep
 /// does not model, in [`UNMODELLED`]'s order, where some record gives one a
-/// value (non-empty, non-zero).
-pub fn unmodelled_columns(path: &Path) -> Result<Vec<&'static str>, ImportError> {
+/// value (non-empty, non-zero); `adapter` only when the deployment serves
+/// no adapters (`adapters` false).
+pub fn unmodelled_columns(path: &Path, adapters: bool) -> Result<Vec<&'static str>, ImportError> {
     let file = path.display().to_string();
     let mut reader = csv::Reader::from_reader(open_file(path)?);
     let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
-    let columns: Vec<(&'static str, usize)> =
-        UNMODELLED.iter().filter_map(|&name| Some((name, headers.iter().position(|h| h.trim() == name)?))).collect();
+    let columns: Vec<(&'static str, usize)> = UNMODELLED
+        .iter()
+        .filter(|&&name| !(adapters && name == "adapter"))
+        .filter_map(|&name| Some((name, headers.iter().position(|h| h.trim() == name)?)))
+        .collect();
     let mut seen = vec![false; columns.len()];
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|e| ImportError::new(&file, i as u64 + 2, "csv", e.to_string()))?;
@@ -734,10 +747,14 @@ fn root_wait(r: &Record) -> u64 {
     if r.round == 0 { r.think_us.min(r.arrival_us) } else { 0 }
 }
 
-fn call(prompt: Vec<u32>, output: Vec<u32>, (known_prompt, known_output): (bool, bool)) -> LlmCall {
+/// Record `r`'s call: its prompt and output ids (those the engine knows),
+/// and its adapter.
+fn call(prompt: Vec<u32>, output: Vec<u32>, r: &Record) -> LlmCall {
+    let (known_prompt, known_output) = r.ids;
     LlmCall::new(prompt.len() as u32, output.len() as u32)
         .with_input_ids(known_prompt.then_some(prompt))
         .with_output_ids((known_prompt && known_output).then_some(output))
+        .with_lora(r.adapter.clone())
 }
 
 /// (sort key: first line, request) pairs for `mode`.
@@ -753,7 +770,7 @@ fn build(
     let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
         let wait = root_wait(r);
         let mut request =
-            super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r.ids));
+            super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r));
         request.sub_requests[0].interval = wait as f64 / 1e6;
         (r.line, request)
     };
@@ -819,7 +836,7 @@ fn build(
                 interval: think_us as f64 / 1e6,
                 kind: {
                     let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output, r.ids))
+                    NodeKind::Llm(call(prompt, output, r))
                 },
                 result: None,
             });
@@ -875,7 +892,7 @@ fn dag_request(
                 Some(k) => {
                     let i = rounds[k as usize];
                     let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output, records[i].ids))
+                    NodeKind::Llm(call(prompt, output, &records[i]))
                 }
                 None => NodeKind::ToolCall { duration: node.duration_us as f64 / 1e6 },
             })
@@ -916,6 +933,7 @@ mod tests {
             parent: None,
             ids: (true, true),
             dag: None,
+            adapter: None,
         }
     }
 

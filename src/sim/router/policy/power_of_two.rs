@@ -49,6 +49,7 @@ mod tests {
                     views: &mut views,
                     prefix_hits: &[],
                     prompt_blocks: 0,
+                    lora_fit: &[],
                     rng: &mut rng,
                     refresh_interval_us: 0,
                 };

@@ -9,11 +9,13 @@ mod kernel_tables;
 mod kernels;
 mod linear;
 mod roofline;
+mod speculative;
 
 pub use batch::{DUMMY_BATCH, LatencyModel, PrefillChunk, StepBatch};
 pub use kernels::{Fp8GemmRelease, KernelConstants, Kernels, KernelsError};
 pub use linear::Linear;
 pub use roofline::{Roofline, RooflineConstants};
+pub use speculative::DraftCost;
 
 /// The latency model a scenario chose.
 #[derive(Debug, Clone)]
@@ -151,6 +153,6 @@ pub(crate) mod test_support {
 
     /// A step of `n` decodes, each after `ctx` tokens.
     pub(crate) fn decode(n: u32, ctx: u32) -> StepBatch {
-        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx) }
+        StepBatch { prefills: vec![], decodes: n, decode_context_tokens: u64::from(n) * u64::from(ctx), spec_tokens: 0 }
     }
 }

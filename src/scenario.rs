@@ -17,6 +17,7 @@ mod kv_capacity;
 mod latency;
 mod pool;
 mod pools;
+mod speculative;
 pub mod spec;
 mod vllm_version;
 
@@ -281,6 +282,7 @@ mod tests {
             d.serving().latency.step_time_us(&crate::latency::StepBatch {
                 decodes: 64,
                 decode_context_tokens: 64_000,
+                spec_tokens: 0,
                 ..Default::default()
             })
         };

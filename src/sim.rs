@@ -42,7 +42,7 @@ mod steps;
 mod window;
 
 pub use client::Client;
-pub use engine::{ConnectorKind, EngineConfig, EngineStats};
+pub use engine::{ConnectorKind, EngineConfig, EngineStats, SpecDecode, SpecMethod, SpecStats};
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};

@@ -28,17 +28,23 @@ pub struct StepBatch {
     /// Sum over the decoding requests of their tokens already computed (the
     /// context their attention reads).
     pub decode_context_tokens: u64,
+    /// Speculative decoding: draft tokens verified this step, summed over
+    /// the decoding requests (each decode computes 1 + its drafts; 0 when
+    /// off).
+    pub spec_tokens: u32,
 }
 
 impl StepBatch {
     /// A step that computes nothing.
-    pub const EMPTY: StepBatch = StepBatch { prefills: Vec::new(), decodes: 0, decode_context_tokens: 0 };
+    pub const EMPTY: StepBatch =
+        StepBatch { prefills: Vec::new(), decodes: 0, decode_context_tokens: 0, spec_tokens: 0 };
 
     /// Empties the batch, keeping its allocation.
     pub fn clear(&mut self) {
         self.prefills.clear();
         self.decodes = 0;
         self.decode_context_tokens = 0;
+        self.spec_tokens = 0;
     }
 
     /// Whether the step computes nothing.
@@ -71,4 +77,5 @@ pub trait LatencyModel {
 
 /// What an idle data-parallel rank runs so the others' collectives complete:
 /// one token (vLLM's `execute_dummy_batch`, `_dummy_run(1)`).
-pub static DUMMY_BATCH: StepBatch = StepBatch { prefills: Vec::new(), decodes: 1, decode_context_tokens: 0 };
+pub static DUMMY_BATCH: StepBatch =
+    StepBatch { prefills: Vec::new(), decodes: 1, decode_context_tokens: 0, spec_tokens: 0 };

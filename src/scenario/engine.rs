@@ -181,6 +181,7 @@ pub(crate) fn resolve(
             .unwrap_or(release.lone_request_skips_prefill_threshold),
         free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
         kv_connector: ConnectorKind::None,
+        speculative: super::speculative::resolve(e, model, gpu, tp, dp)?,
     };
     Ok(ResolvedEngine {
         engine,

@@ -230,6 +230,26 @@ pub struct EngineSpec {
     /// Freed KV blocks without a prefix-cache hash are reused first
     /// (vLLM ≥ 0.28; no vLLM flag).
     pub free_uncached_blocks_first: Option<bool>,
+    /// `--speculative-config` (see [`SpeculativeSpec`]).
+    pub speculative: Option<SpeculativeSpec>,
+}
+
+/// `engine.speculative:`, as written; resolved by `speculative.rs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeSpec {
+    /// `eagle`, `mtp`, `ngram` or `draft_model`.
+    pub method: Option<String>,
+    /// Drafts proposed per step (`num_speculative_tokens`).
+    pub k: Option<u32>,
+    /// Per-position acceptance rates α_1..α_k (non-increasing, in [0, 1]).
+    pub acceptance: Option<Vec<f64>>,
+    /// One rate r: α_j = r^j.
+    pub rate: Option<f64>,
+    /// `draft_model`: the draft's catalog model name.
+    pub draft_model: Option<String>,
+    /// Seed of the acceptance draws (default 0).
+    pub seed: Option<u64>,
 }
 
 impl EngineSpec {
@@ -254,6 +274,7 @@ impl EngineSpec {
                 .lone_request_skips_prefill_threshold
                 .or(base.lone_request_skips_prefill_threshold),
             free_uncached_blocks_first: self.free_uncached_blocks_first.or(base.free_uncached_blocks_first),
+            speculative: self.speculative.or_else(|| base.speculative.clone()),
         }
     }
 }

@@ -78,6 +78,7 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         lone_request_skips_prefill_threshold: release.lone_request_skips_prefill_threshold,
         free_uncached_blocks_first: release.free_uncached_blocks_first,
         kv_connector: ConnectorKind::None,
+        speculative: None,
     }
 }
 

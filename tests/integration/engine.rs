@@ -49,7 +49,7 @@ fn lone_request_is_priced_by_the_default_model() {
             + d.serving().latency.step_time_us(&StepBatch { prefills: vec![prefill], ..StepBatch::default() }),
     ];
     for k in 0..3 {
-        let decode = StepBatch { prefills: vec![], decodes: 1, decode_context_tokens: 1000 + k };
+        let decode = StepBatch { prefills: vec![], decodes: 1, decode_context_tokens: 1000 + k, spec_tokens: 0 };
         expected.push(d.serving().latency.step_time_us(&decode));
     }
     assert_eq!(latencies_us(&rows[0], 0), expected);

@@ -30,6 +30,7 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         lone_request_skips_prefill_threshold: rng.random_bool(0.5),
         free_uncached_blocks_first: rng.random_bool(0.5),
         kv_connector: ConnectorKind::None,
+        speculative: None,
     }
 }
 

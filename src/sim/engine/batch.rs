@@ -60,6 +60,9 @@ pub(crate) struct Entry {
     pub(super) samples: bool,
     /// The request was aborted after this step was scheduled.
     pub(super) dead: bool,
+    /// Speculative decoding: draft tokens among `tokens`, verified at the
+    /// step's end.
+    pub(super) drafts: u32,
 }
 
 /// One scheduled step: who computes how many tokens, its price, and (when
@@ -77,6 +80,10 @@ pub(crate) struct Batch {
     /// What the latency model priced: kept with the step, since lockstep
     /// data-parallel ranks are priced together when their steps start.
     pub(crate) priced: StepBatch,
+    /// Speculative decoding: requests that sample, whose drafter proposes
+    /// in this step, and their context tokens after it.
+    pub(super) draft_seqs: u32,
+    pub(super) draft_context: u64,
 }
 
 impl Batch {
@@ -86,5 +93,7 @@ impl Batch {
         self.preempted.clear();
         self.duration_us = 0;
         self.priced.clear();
+        self.draft_seqs = 0;
+        self.draft_context = 0;
     }
 }

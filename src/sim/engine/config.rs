@@ -2,6 +2,7 @@
 //! the scheduler and KV cache obey, and the run's counters.
 
 use super::connector::ConnectorKind;
+use super::speculative::{SpecDecode, SpecStats};
 
 /// vLLM engine arguments the scheduler and KV cache obey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub struct EngineConfig {
     pub free_uncached_blocks_first: bool,
     /// `--kv-transfer-config`: who else holds KV for this engine.
     pub kv_connector: ConnectorKind,
+    /// `--speculative-config`: drafts verified each decode step (off: `None`).
+    pub speculative: Option<SpecDecode>,
 }
 
 impl EngineConfig {
@@ -65,6 +68,7 @@ impl EngineConfig {
             lone_request_skips_prefill_threshold: false,
             free_uncached_blocks_first: false,
             kv_connector: ConnectorKind::None,
+            speculative: None,
         }
     }
 }
@@ -101,6 +105,8 @@ pub struct EngineStats {
     pub prefix_hits: u64,
     /// Tokens computed (prefill and decode).
     pub computed_tokens: u64,
+    /// Speculative decoding's counters (all zero when it is off).
+    pub spec: SpecStats,
 }
 
 impl EngineStats {
@@ -111,5 +117,6 @@ impl EngineStats {
         self.prefix_queries += other.prefix_queries;
         self.prefix_hits += other.prefix_hits;
         self.computed_tokens += other.computed_tokens;
+        self.spec.add(&other.spec);
     }
 }

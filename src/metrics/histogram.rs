@@ -58,7 +58,15 @@ impl Histogram {
     #[inline]
     pub fn record_gaps(&mut self, times: &[u64]) {
         let (Some(&first), Some(&last)) = (times.first(), times.last()) else { return };
+        let mut gaps = 0;
         for w in times.windows(2) {
+            // Tokens delivered together (speculative decoding) are one
+            // output: no gap between them. Without speculation no two
+            // tokens of a request share a time.
+            if w[1] == w[0] {
+                continue;
+            }
+            gaps += 1;
             let i = index(w[1] - w[0]);
             match self.counts.get_mut(i) {
                 Some(c) => *c += 1,
@@ -68,7 +76,7 @@ impl Histogram {
                 }
             }
         }
-        self.total += times.len() as u64 - 1;
+        self.total += gaps;
         self.sum += u128::from(last - first);
     }
 

@@ -144,6 +144,11 @@ impl Engine {
         let usable = config.num_gpu_blocks.saturating_sub(1);
         let kv =
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
+        let mut stats = EngineStats::default();
+        if let Some(s) = &config.speculative {
+            // Sized once: the metrics report speculation by these counters.
+            stats.spec.accepted_per_pos = vec![0; s.k as usize];
+        }
         Engine {
             connector: connector::connector(config.kv_connector),
             lookahead: config.speculative.as_ref().map_or(0, SpecDecode::lookahead),
@@ -162,7 +167,7 @@ impl Engine {
             preempted_this_step: false,
             stepping: false,
             tracing: false,
-            stats: EngineStats::default(),
+            stats,
         }
     }
 

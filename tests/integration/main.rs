@@ -35,6 +35,7 @@ mod report;
 mod scenario;
 mod silicon_protocols;
 mod slo;
+mod speculative;
 mod sweep;
 mod sweep_resume;
 mod tables;

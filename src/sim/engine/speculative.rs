@@ -75,7 +75,8 @@ pub struct SpecStats {
     pub draft_tokens: u64,
     /// Of those, accepted.
     pub accepted_tokens: u64,
-    /// Accepted at each draft position (1-based position = index + 1).
+    /// Accepted at each draft position (1-based position = index + 1);
+    /// `k` long in an engine that speculates, empty otherwise.
     pub accepted_per_pos: Vec<u64>,
 }
 

@@ -123,13 +123,8 @@ pub(super) fn resolve(
         (SpecMethod::Mtp, None) => DraftCost::mtp(model, gpu, tp, k),
         (SpecMethod::Ngram, None) => DraftCost::FREE,
     };
-    Ok(Some(SpecDecode {
-        method,
-        k,
-        acceptance_ppm: acceptance.iter().map(|a| (a * 1e6).round() as u32).collect(),
-        seed: s.seed.unwrap_or(0),
-        draft,
-    }))
+    let ppm = acceptance.iter().map(|a| (a * 1e6).round() as u32).collect();
+    Ok(Some(SpecDecode::new(method, k, ppm, s.seed.unwrap_or(0), draft)))
 }
 
 #[cfg(test)]

@@ -71,9 +71,9 @@ struct Seq {
     held: bool,
     /// Emission time of each token so far; sized for all of them up front.
     token_times_us: Vec<u64>,
-    /// Speculative decoding: its acceptance key, its prompt length, and the
-    /// drafts proposed for its next step.
-    spec_key: u64,
+    /// Speculative decoding: its stream of acceptance draws (from its key),
+    /// its prompt length, and the drafts proposed for its next step.
+    spec_stream: u64,
     prompt_len: u32,
     drafts: u32,
 }
@@ -319,7 +319,7 @@ impl Engine {
             remote: RemoteKv::None,
             held: false,
             token_times_us: Vec::with_capacity(tokens_to_emit as usize),
-            spec_key,
+            spec_stream: self.config.speculative.as_ref().map_or(0, |s| s.stream(spec_key)),
             prompt_len: num_tokens,
             drafts: 0,
         };
@@ -755,7 +755,7 @@ impl Engine {
                     let pos = (seq.num_computed - tokens + 1).wrapping_sub(seq.prompt_len);
                     let remaining = seq.total_len - seq.num_tokens;
                     let rejected;
-                    (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_key, pos, drafts, remaining);
+                    (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_stream, pos, drafts, remaining);
                     seq.num_computed -= rejected;
                 }
                 // The drafter proposes k for its next step.

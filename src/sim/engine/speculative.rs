@@ -48,7 +48,7 @@ impl SpecMethod {
     }
 }
 
-/// One engine's speculative decoding.
+/// One engine's speculative decoding ([`SpecDecode::new`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecDecode {
     /// The drafter.
@@ -62,6 +62,10 @@ pub struct SpecDecode {
     pub seed: u64,
     /// What the drafter costs a step.
     pub draft: DraftCost,
+    /// Per position j: draft j is accepted when the draw's top 53 bits are
+    /// below this, `ceil(p_j × 2^53)` — the same test as `u_j < p_j`
+    /// (scaling by 2^53 is exact), without a division per draw.
+    thresholds: Vec<u64>,
 }
 
 /// Speculative-decoding counters, as vLLM's Prometheus metrics
@@ -116,33 +120,59 @@ pub(crate) fn uniform(seed: u64, key: u64, pos: u32, j: u32) -> f64 {
 }
 
 impl SpecDecode {
+    /// `k` drafts by `method` accepted at `acceptance_ppm` (α_j in parts per
+    /// million), drawn from `seed`, the drafter costing `draft`.
+    pub fn new(method: SpecMethod, k: u32, acceptance_ppm: Vec<u32>, seed: u64, draft: DraftCost) -> SpecDecode {
+        let mut prev = 1_000_000u32;
+        let thresholds = acceptance_ppm
+            .iter()
+            .map(|&alpha| {
+                // p_j = α_j / α_{j−1}; 0 once a rate is 0.
+                let p = if prev == 0 { 0.0 } else { f64::from(alpha) / f64::from(prev) };
+                prev = alpha;
+                (p * (1u64 << 53) as f64).ceil() as u64
+            })
+            .collect();
+        SpecDecode { method, k, acceptance_ppm, seed, draft, thresholds }
+    }
+
+    /// A request's stream of draws: `mix(seed ^ key)`, computed once.
+    pub(super) fn stream(&self, key: u64) -> u64 {
+        mix(self.seed ^ key)
+    }
+
     /// KV slots allocated beyond the scheduled tokens.
     pub fn lookahead(&self) -> u32 {
         if self.method.reserves_lookahead() { self.k } else { 0 }
     }
 
-    /// Drafts accepted of `drafts` verified for the request of `key` whose
-    /// `num_computed_tokens` before the step, + 1 − its prompt length, is
-    /// `pos`: the largest `a ≤ drafts` with `u_j < α_j / α_{j−1}` for every
-    /// `j ≤ a` (α_0 = 1), so position j is accepted with probability α_j.
-    pub fn accepted(&self, key: u64, pos: u32, drafts: u32) -> u32 {
-        let mut prev = 1_000_000u32;
-        for j in 1..=drafts {
-            let alpha = self.acceptance_ppm[j as usize - 1];
-            let p = if prev == 0 { 0.0 } else { f64::from(alpha) / f64::from(prev) };
-            if uniform(self.seed, key, pos, j) >= p {
+    /// Drafts accepted of `drafts` verified for the request of `stream`
+    /// ([`SpecDecode::stream`] of its key) whose `num_computed_tokens`
+    /// before the step, + 1 − its prompt length, is `pos`: the largest
+    /// `a ≤ drafts` with `u_j < α_j / α_{j−1}` for every `j ≤ a` (α_0 = 1,
+    /// `u_j` = [`uniform`]), so position j is accepted with probability α_j.
+    pub fn accepted(&self, stream: u64, pos: u32, drafts: u32) -> u32 {
+        let base = mix(stream ^ u64::from(pos));
+        for (j, &threshold) in (1..=drafts).zip(&self.thresholds) {
+            if mix(base ^ u64::from(j)) >> 11 >= threshold {
                 return j - 1;
             }
-            prev = alpha;
         }
         drafts
     }
 
-    /// A verification of `drafts` drafts at `pos` for `key` by a request
+    /// A verification of `drafts` drafts at `pos` for `stream` by a request
     /// with `remaining` tokens still to emit: counted in `stats`; returns
     /// (tokens emitted, drafts rejected).
-    pub(super) fn verify(&self, stats: &mut SpecStats, key: u64, pos: u32, drafts: u32, remaining: u32) -> (u32, u32) {
-        let a = self.accepted(key, pos, drafts);
+    pub(super) fn verify(
+        &self,
+        stats: &mut SpecStats,
+        stream: u64,
+        pos: u32,
+        drafts: u32,
+        remaining: u32,
+    ) -> (u32, u32) {
+        let a = self.accepted(stream, pos, drafts);
         stats.drafts += 1;
         stats.draft_tokens += u64::from(drafts);
         stats.accepted_tokens += u64::from(a);
@@ -161,12 +191,21 @@ mod tests {
     use super::*;
 
     fn spec(acceptance: &[u32]) -> SpecDecode {
-        SpecDecode {
-            method: SpecMethod::Eagle,
-            k: acceptance.len() as u32,
-            acceptance_ppm: acceptance.to_vec(),
-            seed: 0,
-            draft: DraftCost::FREE,
+        SpecDecode::new(SpecMethod::Eagle, acceptance.len() as u32, acceptance.to_vec(), 0, DraftCost::FREE)
+    }
+
+    /// The engine's integer test is the preamble's `u_j < α_j / α_{j−1}`.
+    #[test]
+    fn accepted_is_the_draw_against_the_ratio() {
+        let s = SpecDecode::new(SpecMethod::Eagle, 3, vec![700_000, 490_000, 100_000], 7, DraftCost::FREE);
+        for key in 0..5_000u64 {
+            let pos = (key % 97) as u32 + 1;
+            let mut want = 0;
+            let p = [0.7, 0.49 / 0.7, 0.1 / 0.49];
+            while want < 3 && uniform(7, key, pos, want + 1) < p[want as usize] {
+                want += 1;
+            }
+            assert_eq!(s.accepted(s.stream(key), pos, 3), want, "key {key}");
         }
     }
 
@@ -208,7 +247,7 @@ mod tests {
         let s = spec(&[800_000, 400_000]);
         let (mut ge1, mut eq2) = (0, 0);
         for key in 0..20_000 {
-            let a = s.accepted(request_key(key, 0), 1, 2);
+            let a = s.accepted(s.stream(request_key(key, 0)), 1, 2);
             ge1 += u32::from(a >= 1);
             eq2 += u32::from(a == 2);
         }

@@ -101,10 +101,9 @@ fn one(n: u64, rate: f64, replicas: u32) {
 /// is the feature's cost in simulated requests/s.
 fn spec(n: u64, rate: f64) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
-    let text = std::fs::read_to_string(&scenario).unwrap().replace(
-        "engine:\n",
-        "engine:\n  async_scheduling: false\n  speculative: {method: eagle, k: 3, rate: 0.7}\n",
-    );
+    let text = std::fs::read_to_string(&scenario)
+        .unwrap()
+        .replace("engine:\n", "engine:\n  async_scheduling: false\n  speculative: {method: eagle, k: 3, rate: 0.7}\n");
     let tmp = std::env::temp_dir().join(format!("blis-bench-spec-{}.yaml", std::process::id()));
     std::fs::write(&tmp, text).unwrap();
     let d = blis_sweep::scenario::load(&tmp).unwrap();

@@ -17,8 +17,8 @@ mod kv_capacity;
 mod latency;
 mod pool;
 mod pools;
-mod speculative;
 pub mod spec;
+mod speculative;
 mod vllm_version;
 
 use std::path::Path;

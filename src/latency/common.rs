@@ -81,7 +81,8 @@ mod tests {
     #[test]
     fn the_cpu_side_counts_sequences_and_tokens() {
         let chunk = |new_tokens| PrefillChunk { new_tokens, context_tokens: 0, samples: false };
-        let batch = StepBatch { prefills: vec![chunk(100), chunk(20)], decodes: 3, decode_context_tokens: 300, spec_tokens: 0 };
+        let batch =
+            StepBatch { prefills: vec![chunk(100), chunk(20)], decodes: 3, decode_context_tokens: 300, spec_tokens: 0 };
         assert_eq!(cpu_side_us(40.0, 2.0, 0.25, 1.5, &batch), 121.125);
         assert_eq!(cpu_side_us(40.0, 2.0, 0.25, 1.0, &StepBatch::EMPTY), 40.0);
         // Taking turns the sides add; overlapped the longer one shows.

@@ -103,8 +103,10 @@ pub(super) fn resolve(
                     format!("unknown model `{name}`; the catalog has {}", catalog::model_ids().join(", ")),
                 );
             };
-            let arch = ModelArch::from_config_json(id, text)
-                .map_err(|e| InvalidValue { field: "engine.speculative.draft_model".to_owned(), reason: e.to_string() })?;
+            let arch = ModelArch::from_config_json(id, text).map_err(|e| InvalidValue {
+                field: "engine.speculative.draft_model".to_owned(),
+                reason: e.to_string(),
+            })?;
             if arch.vocab_size != model.vocab_size {
                 return invalid(
                     "engine.speculative.draft_model",
@@ -145,10 +147,13 @@ mod tests {
 
     #[test]
     fn rate_gives_powers_in_ppm() {
-        let s = run("async_scheduling: false\nspeculative: {method: eagle, k: 3, rate: 0.5, seed: 9}").unwrap().unwrap();
+        let s =
+            run("async_scheduling: false\nspeculative: {method: eagle, k: 3, rate: 0.5, seed: 9}").unwrap().unwrap();
         assert_eq!(s.acceptance_ppm, vec![500_000, 250_000, 125_000]);
         assert_eq!((s.k, s.seed, s.method, s.lookahead()), (3, 9, SpecMethod::Eagle, 3));
-        let n = run("async_scheduling: false\nspeculative: {method: ngram, k: 2, acceptance: [0.6, 0.3]}").unwrap().unwrap();
+        let n = run("async_scheduling: false\nspeculative: {method: ngram, k: 2, acceptance: [0.6, 0.3]}")
+            .unwrap()
+            .unwrap();
         assert_eq!((n.lookahead(), n.draft), (0, DraftCost::FREE));
         assert!(run("{}").unwrap().is_none());
     }
@@ -157,7 +162,10 @@ mod tests {
     fn bad_values_name_their_field() {
         let off = "async_scheduling: false\n";
         assert_eq!(field(&format!("{off}speculative: {{k: 3, rate: 0.5}}")), "engine.speculative.method");
-        assert_eq!(field(&format!("{off}speculative: {{method: medusa, k: 3, rate: 0.5}}")), "engine.speculative.method");
+        assert_eq!(
+            field(&format!("{off}speculative: {{method: medusa, k: 3, rate: 0.5}}")),
+            "engine.speculative.method"
+        );
         assert_eq!(field(&format!("{off}speculative: {{method: eagle, k: 0, rate: 0.5}}")), "engine.speculative.k");
         assert_eq!(field(&format!("{off}speculative: {{method: eagle, rate: 0.5}}")), "engine.speculative.k");
         assert_eq!(field(&format!("{off}speculative: {{method: eagle, k: 2, rate: 1.5}}")), "engine.speculative.rate");

@@ -763,9 +763,8 @@ impl Engine {
             }
             seq.num_tokens += emitted;
             if !seq.aborted {
-                for _ in 0..emitted {
-                    seq.token_times_us.push(now_us);
-                }
+                let n = seq.token_times_us.len() + emitted as usize;
+                seq.token_times_us.resize(n, now_us);
             }
             if self.config.async_scheduling && seq.num_computed > 0 {
                 // With placeholders, the blocks a sampled token completes are

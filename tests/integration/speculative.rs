@@ -25,7 +25,8 @@ fn run(name: &str, scenario: &str, workload: &str) -> (String, serde_json::Value
     let dir = Dir::new(name);
     dir.create("s.yaml", scenario);
     dir.create("w.jsonl", workload);
-    let args = ["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--step-trace", "t.jsonl"];
+    let args =
+        ["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--step-trace", "t.jsonl"];
     TestCommand::new(&dir.path, &args).stdout();
     (dir.read("r.jsonl"), serde_json::from_str(&dir.read("m.json")).unwrap(), rows(&dir.read("t.jsonl")))
 }
@@ -80,7 +81,8 @@ fn alpha_zero_emits_one_and_costs_more_than_none() {
 #[test]
 fn the_seed_decides_the_acceptances() {
     let workload: String = (0..12).map(|i| llm_row(i, 0.01 * i as f64, 50 + 7 * i as u32, 60) + "\n").collect();
-    let with = |seed: u64| scenario(Some(&format!("{{method: eagle, k: 4, acceptance: [0.8, 0.6, 0.4, 0.2], seed: {seed}}}")));
+    let with =
+        |seed: u64| scenario(Some(&format!("{{method: eagle, k: 4, acceptance: [0.8, 0.6, 0.4, 0.2], seed: {seed}}}")));
     let (r1, m1, _) = run("spec-s1", &with(1), &workload);
     let (r1b, m1b, _) = run("spec-s1b", &with(1), &workload);
     let (_, m2, _) = run("spec-s2", &with(2), &workload);
@@ -99,7 +101,11 @@ fn the_seed_decides_the_acceptances() {
 fn lookahead_slots_take_kv_blocks() {
     let workload = format!("{}\n", llm_row(0, 0.0, 44, 20));
     let blocks = |method: &str| {
-        let (_, _, steps) = run(&format!("spec-la-{method}"), &scenario(Some(&format!("{{method: {method}, k: 3, rate: 0.0}}"))), &workload);
+        let (_, _, steps) = run(
+            &format!("spec-la-{method}"),
+            &scenario(Some(&format!("{{method: {method}, k: 3, rate: 0.0}}"))),
+            &workload,
+        );
         (steps[0]["kv_blocks_used"].as_u64().unwrap(), steps[1]["kv_blocks_used"].as_u64().unwrap())
     };
     assert_eq!(blocks("eagle"), (3, 4));

@@ -137,3 +137,63 @@ fn bad_speculative_values_are_refused_by_field() {
         assert_eq!(dir.files(), ["s.yaml", "w.jsonl"]);
     }
 }
+
+/// Random DAG workloads on random synchronous engines with random
+/// speculative decoding, through the library with the KV-cache invariant
+/// checked after every step: every completed llm node emits exactly its
+/// tokens, at most k + 1 at one time, in time order, finishing with its
+/// last; the counters agree with themselves.
+#[test]
+fn random_workloads_with_drafts_keep_the_engine_consistent() {
+    use crate::properties::{feed, random_client, random_engine, random_latency};
+    use blis_sweep::latency::DraftCost;
+    use blis_sweep::sim::{
+        EngineConfig, KvTransferConfig, PdDecider, PoolConfig, RequestStatus, Simulation, SpecDecode, SpecMethod,
+    };
+    use blis_sweep::workload::NodeKind;
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5bec);
+    let (mut completed, mut drafts) = (0, 0);
+    for case in 0..300u64 {
+        let k = rng.random_range(1..=4u32);
+        let method = [SpecMethod::Eagle, SpecMethod::Ngram, SpecMethod::Mtp][rng.random_range(0..3)];
+        let mut alpha = 1_000_000u32;
+        let acceptance: Vec<u32> = (0..k)
+            .map(|_| {
+                alpha = rng.random_range(0..=alpha);
+                alpha
+            })
+            .collect();
+        let spec = SpecDecode::new(method, k, acceptance, rng.random(), DraftCost::FREE);
+        let engine = EngineConfig { async_scheduling: false, speculative: Some(spec), ..random_engine(&mut rng) };
+        let replicas = rng.random_range(1..=3);
+        let router = crate::properties::random_router(&mut rng);
+        let pool = PoolConfig::mixed(engine, replicas, router, random_latency(&mut rng));
+        let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
+        sim.check_invariants(true);
+        sim.set_client(random_client(&mut rng));
+        let done = feed(&mut sim, &mut rng, case, None);
+        for r in done.iter().filter(|r| r.status == RequestStatus::Completed) {
+            completed += 1;
+            for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
+                let NodeKind::Llm(call) = &sub.kind else { continue };
+                let times = &node.token_times_us;
+                assert_eq!(times.len() as u32, call.tokens_to_emit(), "case {case}: wrong token count");
+                assert!(times.windows(2).all(|w| w[0] <= w[1]), "case {case}: out of order");
+                let most_at_once = times.chunk_by(|a, b| a == b).map(<[u64]>::len).max().unwrap_or(0);
+                assert!(most_at_once <= k as usize + 1, "case {case}: {most_at_once} tokens at once, k = {k}");
+                if let Some(&last) = times.last() {
+                    assert_eq!(Some(last), node.finish_us, "case {case}");
+                }
+            }
+        }
+        let s = sim.engine_stats().spec;
+        drafts += s.drafts;
+        assert!(s.accepted_tokens <= s.draft_tokens && s.draft_tokens <= s.drafts * u64::from(k), "case {case}");
+        assert_eq!(s.accepted_per_pos.iter().sum::<u64>(), s.accepted_tokens, "case {case}");
+        assert!(s.accepted_per_pos.windows(2).all(|w| w[0] >= w[1]), "case {case}: {:?}", s.accepted_per_pos);
+    }
+    assert!(completed > 300 && drafts > 1000, "coverage: {completed} completed, {drafts} verifications");
+}

@@ -58,16 +58,18 @@ impl Histogram {
     #[inline]
     pub fn record_gaps(&mut self, times: &[u64]) {
         let (Some(&first), Some(&last)) = (times.first(), times.last()) else { return };
-        let mut gaps = 0;
+        let (mut gaps, mut bucket_gap) = (0, 0);
         for w in times.windows(2) {
             // Tokens delivered together (speculative decoding) are one
-            // output: no gap between them (counted as nothing, without a
-            // branch the random acceptances would mispredict). Without
-            // speculation no two tokens of a request share a time.
+            // output: no gap between them. Counted as nothing in the last
+            // gap's bucket, so that nothing branches on the random
+            // acceptances. Without speculation no two tokens of a request
+            // share a time.
             let gap = w[1] - w[0];
             let counted = u64::from(gap != 0);
             gaps += counted;
-            let i = index(gap);
+            bucket_gap = if gap == 0 { bucket_gap } else { gap };
+            let i = index(bucket_gap);
             match self.counts.get_mut(i) {
                 Some(c) => *c += counted,
                 None => {

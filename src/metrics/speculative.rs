@@ -30,7 +30,7 @@ impl SpecDecodeMetrics {
     /// The metrics of `s`; `None` when no engine speculates (an engine
     /// that does sizes its per-position counters at start).
     pub fn of(s: &SpecStats) -> Option<SpecDecodeMetrics> {
-        if s.accepted_per_pos.is_empty() {
+        if s.by_accepted.is_empty() {
             return None;
         }
         let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
@@ -38,7 +38,7 @@ impl SpecDecodeMetrics {
             num_drafts: s.drafts,
             num_draft_tokens: s.draft_tokens,
             num_accepted_tokens: s.accepted_tokens,
-            num_accepted_tokens_per_pos: s.accepted_per_pos.clone(),
+            num_accepted_tokens_per_pos: s.accepted_per_pos(),
             acceptance_rate: ratio(s.accepted_tokens, s.draft_tokens),
             mean_acceptance_length: 1.0 + ratio(s.accepted_tokens, s.drafts),
         })

@@ -147,7 +147,7 @@ impl Engine {
         let mut stats = EngineStats::default();
         if let Some(s) = &config.speculative {
             // Sized once: the metrics report speculation by these counters.
-            stats.spec.accepted_per_pos = vec![0; s.k as usize];
+            stats.spec.by_accepted = vec![0; s.k as usize + 1];
         }
         Engine {
             connector: connector::connector(config.kv_connector),

@@ -192,8 +192,11 @@ fn random_workloads_with_drafts_keep_the_engine_consistent() {
         let s = sim.engine_stats().spec;
         drafts += s.drafts;
         assert!(s.accepted_tokens <= s.draft_tokens && s.draft_tokens <= s.drafts * u64::from(k), "case {case}");
-        assert_eq!(s.accepted_per_pos.iter().sum::<u64>(), s.accepted_tokens, "case {case}");
-        assert!(s.accepted_per_pos.windows(2).all(|w| w[0] >= w[1]), "case {case}: {:?}", s.accepted_per_pos);
+        let per_pos = s.accepted_per_pos();
+        assert_eq!(per_pos.len(), k as usize, "case {case}");
+        assert_eq!(per_pos.iter().sum::<u64>(), s.accepted_tokens, "case {case}");
+        assert!(per_pos.windows(2).all(|w| w[0] >= w[1]), "case {case}: {per_pos:?}");
+        assert_eq!(s.by_accepted.iter().sum::<u64>(), s.drafts, "case {case}");
     }
     assert!(completed > 300 && drafts > 1000, "coverage: {completed} completed, {drafts} verifications");
 }

@@ -79,9 +79,11 @@ pub struct SpecStats {
     pub draft_tokens: u64,
     /// Of those, accepted.
     pub accepted_tokens: u64,
-    /// Accepted at each draft position (1-based position = index + 1);
-    /// `k` long in an engine that speculates, empty otherwise.
-    pub accepted_per_pos: Vec<u64>,
+    /// Verifications by drafts accepted (index a = a accepted); `k + 1`
+    /// long in an engine that speculates, empty otherwise. One increment a
+    /// verification, where per-position counters would take a loop of
+    /// random length: [`SpecStats::accepted_per_pos`] derives those.
+    pub by_accepted: Vec<u64>,
 }
 
 impl SpecStats {
@@ -90,12 +92,20 @@ impl SpecStats {
         self.drafts += other.drafts;
         self.draft_tokens += other.draft_tokens;
         self.accepted_tokens += other.accepted_tokens;
-        if self.accepted_per_pos.len() < other.accepted_per_pos.len() {
-            self.accepted_per_pos.resize(other.accepted_per_pos.len(), 0);
+        if self.by_accepted.len() < other.by_accepted.len() {
+            self.by_accepted.resize(other.by_accepted.len(), 0);
         }
-        for (a, b) in self.accepted_per_pos.iter_mut().zip(&other.accepted_per_pos) {
+        for (a, b) in self.by_accepted.iter_mut().zip(&other.by_accepted) {
             *a += b;
         }
+    }
+
+    /// Accepted drafts at each position, from the first (vLLM's
+    /// `num_accepted_tokens_per_pos`): position j counts the verifications
+    /// that accepted j or more.
+    pub fn accepted_per_pos(&self) -> Vec<u64> {
+        let positions = self.by_accepted.len().saturating_sub(1);
+        (1..=positions).map(|j| self.by_accepted[j..].iter().sum()).collect()
     }
 }
 
@@ -183,12 +193,10 @@ impl SpecDecode {
         stats.drafts += 1;
         stats.draft_tokens += u64::from(drafts);
         stats.accepted_tokens += u64::from(a);
-        if stats.accepted_per_pos.len() < self.k as usize {
-            stats.accepted_per_pos.resize(self.k as usize, 0);
+        if stats.by_accepted.len() <= self.k as usize {
+            stats.by_accepted.resize(self.k as usize + 1, 0);
         }
-        for c in &mut stats.accepted_per_pos[..a as usize] {
-            *c += 1;
-        }
+        stats.by_accepted[a as usize] += 1;
         ((a + 1).min(remaining), drafts - a)
     }
 }
@@ -271,7 +279,8 @@ mod tests {
         assert_eq!(s.verify(&mut st, 1, 1, 3, 10), (4, 0));
         assert_eq!(s.verify(&mut st, 1, 5, 3, 2), (2, 0));
         assert_eq!((st.drafts, st.draft_tokens, st.accepted_tokens), (2, 6, 6));
-        assert_eq!(st.accepted_per_pos, vec![2, 2, 2]);
+        assert_eq!(st.accepted_per_pos(), vec![2, 2, 2]);
+        assert_eq!(st.by_accepted, vec![0, 0, 0, 2]);
         let z = spec(&[0; 3]);
         assert_eq!(z.verify(&mut st, 1, 1, 3, 10), (1, 3));
     }

@@ -200,6 +200,37 @@ mod tests {
         assert_eq!(DraftCost::FREE.step_us(64, 1 << 20), 0);
     }
 
+    /// Every latency model prices the verify width: 8 decodes verifying 3
+    /// drafts each cost more than 8 plain decodes, and less than 32 decodes
+    /// of the same context (the drafts' attention reads each context once).
+    #[test]
+    fn every_model_prices_the_verify_width() {
+        use crate::arch::Dtype;
+        use crate::arch::MoeRouting;
+        use crate::latency::{KernelConstants, Kernels, LatencyModel, Linear, Roofline, RooflineConstants, StepBatch};
+        let gpu = hardware::lookup("H100").unwrap();
+        let m = model("Llama-3.1-8B");
+        let batch = |decodes: u32, spec_tokens: u32| StepBatch {
+            prefills: vec![],
+            decodes,
+            decode_context_tokens: u64::from(decodes) * 4000,
+            spec_tokens,
+        };
+        let (plain, verify, wide) = (batch(8, 0), batch(8, 24), batch(32, 0));
+        let kernels =
+            Kernels::new(&m, &gpu, 1, Dtype::Bf16, 2, MoeRouting::Skewed, KernelConstants::fitted("H100").unwrap())
+                .unwrap();
+        let roofline = Roofline::new(&m, &gpu, 1, 2, false, RooflineConstants::default());
+        let models: [(&str, &dyn LatencyModel); 2] = [("kernels", &kernels), ("roofline", &roofline)];
+        for (name, l) in models {
+            let (p, v, w) = (l.step_time_us(&plain), l.step_time_us(&verify), l.step_time_us(&wide));
+            assert!(p < v && v < w, "{name}: plain {p}, verify {v}, 32 decodes {w} µs");
+        }
+        // Linear: β2 per verified token (8 × 4), β3 per context token once.
+        let linear = Linear::new(&[1000.0, 2.0, 10.0, 0.001]).unwrap();
+        assert_eq!(linear.step_time_us(&verify), 1000 + 10 * 32 + 32);
+    }
+
     /// A draft model costs its own decode steps: Llama-3.1-8B drafting for
     /// itself costs k of its weight streams, far above an EAGLE head.
     #[test]

@@ -8,6 +8,7 @@
 //!     cargo bench --bench sim                 # 10k, 100k and 300k requests; then 8 replicas on 8x; then 4P+4D
 //!     cargo bench --bench sim -- one 100000   # one size, in this process
 //!     cargo bench --bench sim -- offload 100000   # the same with a 64 GiB CPU KV tier
+//!     cargo bench --bench sim -- spec 100000  # the same, speculative decoding on
 //!     cargo bench --bench sim -- cluster 8 800000   # 8 replicas, 8x the traffic
 //!     cargo bench --bench sim -- pd 400000    # 4 prefill + 4 decode replicas at PD_RATE
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
@@ -153,6 +154,22 @@ fn one(n: u64, rate: f64, replicas: u32, offload: bool) {
     measure(&d, n, rate * f64::from(replicas), &format!("{replicas} replica(s)"), false);
 }
 
+/// The same deployment with speculative decoding: an EAGLE head, k = 3,
+/// acceptance rate 0.7 (α_j = 0.7^j), synchronous scheduling (the only one
+/// modelled with it), at `rate`. `-- spec 100000` against `-- one 100000`
+/// is the feature's cost in simulated requests/s.
+fn spec(n: u64, rate: f64) {
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
+    let text = std::fs::read_to_string(&scenario)
+        .unwrap()
+        .replace("engine:\n", "engine:\n  async_scheduling: false\n  speculative: {method: eagle, k: 3, rate: 0.7}\n");
+    let tmp = std::env::temp_dir().join(format!("blis-bench-spec-{}.yaml", std::process::id()));
+    std::fs::write(&tmp, text).unwrap();
+    let d = blis_sweep::scenario::load(&tmp).unwrap();
+    std::fs::remove_file(&tmp).unwrap();
+    measure(&d, n, rate, "eagle k=3 rate 0.7", false);
+}
+
 /// The same deployment as 4 prefill + 4 decode replicas (both pools behind
 /// least-requests, KV over NVLink), at `rate`.
 fn pd(n: u64, rate: f64) {
@@ -258,6 +275,11 @@ fn main() {
         for policy in ["round-robin", "least-requests", "lora-affinity"] {
             measure(&lora_deployment(4, policy), n, 4.0 * rate, policy, true);
         }
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "spec") {
+        let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
+        spec(args[i + 1].parse().expect("a request count"), rate);
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "pd") {

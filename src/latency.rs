@@ -10,12 +10,14 @@ mod kernels;
 mod linear;
 mod lora;
 mod roofline;
+mod speculative;
 
 pub use batch::{DUMMY_BATCH, LatencyModel, PrefillChunk, StepBatch};
 pub use kernels::{Fp8GemmRelease, KernelConstants, Kernels, KernelsError};
 pub use linear::Linear;
 pub use lora::LoraPricing;
 pub use roofline::{Roofline, RooflineConstants};
+pub use speculative::DraftCost;
 
 /// The latency model a scenario chose.
 #[derive(Debug, Clone)]

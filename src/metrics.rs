@@ -5,7 +5,9 @@
 //! Definitions (all over completed requests):
 //! - TTFT, per llm node: first token − the node entering the scheduler.
 //! - ITL, per token gap: each inter-token latency of every llm node
-//!   (token-weighted, as BLIS and vLLM's benchmark report it).
+//!   (token-weighted, as BLIS and vLLM's benchmark report it); tokens
+//!   delivered at the same time (speculative decoding's accepted drafts)
+//!   are one engine output, one gap, as vLLM reports them.
 //! - TPOT, per llm node with ≥ 2 tokens: (last token − first token) / (n − 1).
 //! - E2E, per request: its last node's finish − when the client sent it (its
 //!   arrival, unless a concurrency cap or a closed loop held it back).
@@ -26,9 +28,11 @@ pub mod histogram;
 mod kv_offload;
 mod pools;
 mod slo;
+mod speculative;
 
 pub use pools::{PoolInfo, PoolLayout, PoolMetrics, TransferMetrics};
 pub use slo::{MIN_TURNOVER, Slo};
+pub use speculative::SpecDecodeMetrics;
 
 use serde::Serialize;
 
@@ -277,6 +281,7 @@ impl MetricsCollector {
             pools: self.pools.as_ref().map(|p| p.finish(&end.replicas)).unwrap_or_default(),
             kv_offload: KvOffloadMetrics::from_stats(stats),
             lora_adapter_loads: None,
+            spec_decode: SpecDecodeMetrics::of(&stats.spec),
         }
     }
 }
@@ -466,6 +471,9 @@ pub struct Metrics {
     /// (set by [`Metrics::with_lora`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora_adapter_loads: Option<LoraLoads>,
+    /// With speculative decoding: its counters (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<SpecDecodeMetrics>,
 }
 
 /// LoRA adapters brought onto a GPU over a run, all replicas.

@@ -20,6 +20,7 @@ mod lora;
 mod pool;
 mod pools;
 pub mod spec;
+mod speculative;
 mod vllm_version;
 
 use std::path::Path;
@@ -284,6 +285,7 @@ mod tests {
             d.serving().latency.step_time_us(&crate::latency::StepBatch {
                 decodes: 64,
                 decode_context_tokens: 64_000,
+                spec_tokens: 0,
                 ..Default::default()
             })
         };

@@ -43,7 +43,10 @@ mod steps;
 mod window;
 
 pub use client::Client;
-pub use engine::{ConnectorKind, DiskTier, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad, OffloadPolicy};
+pub use engine::{
+    ConnectorKind, DiskTier, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad, OffloadPolicy, SpecDecode, SpecMethod,
+    SpecStats,
+};
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};

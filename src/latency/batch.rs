@@ -35,6 +35,10 @@ pub struct StepBatch {
     pub lora_adapters: u32,
     /// The rank the LoRA kernels run at (`max_lora_rank`; 0 without adapters).
     pub lora_rank: u32,
+    /// Speculative decoding: draft tokens verified this step, summed over
+    /// the decoding requests (each decode computes 1 + its drafts; 0 when
+    /// off).
+    pub spec_tokens: u32,
 }
 
 impl StepBatch {
@@ -46,6 +50,7 @@ impl StepBatch {
         lora_tokens: 0,
         lora_adapters: 0,
         lora_rank: 0,
+        spec_tokens: 0,
     };
 
     /// Empties the batch, keeping its allocation.
@@ -56,6 +61,7 @@ impl StepBatch {
         self.lora_tokens = 0;
         self.lora_adapters = 0;
         self.lora_rank = 0;
+        self.spec_tokens = 0;
     }
 
     /// Whether the step computes nothing.
@@ -95,4 +101,5 @@ pub static DUMMY_BATCH: StepBatch = StepBatch {
     lora_tokens: 0,
     lora_adapters: 0,
     lora_rank: 0,
+    spec_tokens: 0,
 };

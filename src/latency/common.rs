@@ -42,7 +42,9 @@ pub(super) fn overlap(gpu_us: f64, cpu_us: f64, async_scheduling: bool) -> f64 {
 /// factor from the measuring host to the real runs' hosts.
 pub(super) fn cpu_side_us(step_us: f64, per_sequence_us: f64, per_token_us: f64, scale: f64, batch: &StepBatch) -> f64 {
     let sequences = batch.prefills.len() as f64 + f64::from(batch.decodes);
-    let tokens = f64::from(batch.decodes) + batch.prefills.iter().map(|c| f64::from(c.new_tokens)).sum::<f64>();
+    let tokens = f64::from(batch.decodes)
+        + f64::from(batch.spec_tokens)
+        + batch.prefills.iter().map(|c| f64::from(c.new_tokens)).sum::<f64>();
     scale * (step_us + per_sequence_us * sequences + per_token_us * tokens)
 }
 

@@ -528,8 +528,9 @@ impl Kernels {
             return 0.0;
         }
         let n = f64::from(batch.decodes);
-        // Each decode reads its context and attends over it plus the new token.
-        let mean_len = batch.decode_context_tokens as f64 / n + 1.0;
+        // Each decode reads its context once and attends over it plus its
+        // new tokens (1 + its drafts: the drafts lengthen the mean sequence).
+        let mean_len = (batch.decode_context_tokens as f64 + f64::from(batch.spec_tokens)) / n + 1.0;
         self.tables.attention_us(AttentionKind::Generation, self.generation, n, mean_len)
     }
 }
@@ -544,8 +545,11 @@ impl LatencyModel for Kernels {
             return 1;
         }
         let prefill_tokens: f64 = batch.prefills.iter().map(|c| f64::from(c.new_tokens)).sum();
-        let m = prefill_tokens + f64::from(batch.decodes);
-        let sampled = f64::from(batch.decodes) + batch.prefills.iter().filter(|c| c.samples).count() as f64;
+        // Speculative drafts are verified as tokens of their decodes, with
+        // logits at every position.
+        let spec = f64::from(batch.spec_tokens);
+        let m = prefill_tokens + f64::from(batch.decodes) + spec;
+        let sampled = f64::from(batch.decodes) + spec + batch.prefills.iter().filter(|c| c.samples).count() as f64;
         let mut gemms = self.tables.at_m(&self.layer_gemms, m);
         if let Some(e) = &self.moe {
             gemms += self.moe(m, e);

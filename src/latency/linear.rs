@@ -43,7 +43,9 @@ impl Linear {
 impl LatencyModel for Linear {
     fn step_time_us(&self, batch: &StepBatch) -> u64 {
         let prefill: u64 = batch.prefills.iter().map(|c| u64::from(c.new_tokens)).sum();
-        let (decode, context) = (u64::from(batch.decodes), batch.decode_context_tokens);
+        // Speculative drafts widen the decodes: each verifies 1 + its drafts.
+        let decode = u64::from(batch.decodes) + u64::from(batch.spec_tokens);
+        let context = batch.decode_context_tokens;
         let [b0, b1, b2, b3] = self.beta;
         let us = b0 + b1 * prefill as f64 + b2 * decode as f64 + b3 * context as f64;
         (us.round() as u64).max(1)

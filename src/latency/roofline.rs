@@ -15,7 +15,7 @@ use crate::arch::{Attention, Gpu, ModelArch};
 
 /// Large BF16 GEMMs (m ≥ 2048, n, k ≥ 4096) reach a median 797 of 989 TFLOPS
 /// in `h100_sxm_vllm0.24_gemm_bf16.csv`.
-const GEMM_COMPUTE_EFFICIENCY: f64 = 0.81;
+pub(super) const GEMM_COMPUTE_EFFICIENCY: f64 = 0.81;
 /// FlashAttention-3 prefill (causal, isl ≥ 2048) reaches a median 48 % of the
 /// BF16 peak in `h100_sxm_vllm0.24_context_attention_kvbf16.csv`.
 const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.48;
@@ -23,15 +23,15 @@ const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.48;
 /// of `h100_sxm_vllm0.24_generation_attention_kvbf16.csv` as
 /// `13.3 µs + 0.067 µs × sequences + KV bytes / (0.955 × peak bandwidth)` per
 /// layer (3.20 TB/s; within 2.9 % median on rows reading ≥ 200 MB).
-const DECODE_ATTENTION_EFFICIENCY: f64 = 0.955;
+pub(super) const DECODE_ATTENTION_EFFICIENCY: f64 = 0.955;
 const DECODE_ATTENTION_BASE_US: f64 = 13.3;
 const DECODE_ATTENTION_PER_SEQUENCE_US: f64 = 0.067;
 /// Smallest GEMM (m = 1, n, k ≤ 512): median 2.7 µs in the GEMM table.
-const GEMM_FLOOR_US: f64 = 2.7;
+pub(super) const GEMM_FLOOR_US: f64 = 2.7;
 /// Smallest attention kernel: the prefill table's shortest prompts, like the
 /// decode fit's base, take about 11–13 µs; 11.4 µs is the decode table's
 /// median at batch 1 and ≤ 128 cached tokens.
-const ATTENTION_FLOOR_US: f64 = 11.4;
+pub(super) const ATTENTION_FLOOR_US: f64 = 11.4;
 /// vLLM custom all-reduce under CUDA graphs, 128 elements, TP2: 4.3 µs
 /// (`h100_sxm_vllm0.24_custom_allreduce.csv`).
 const ALLREDUCE_FLOOR_US: f64 = 4.3;
@@ -49,7 +49,7 @@ const NCCL_RING_BASE_US: f64 = 6.6;
 const NCCL_NVLINK_STEP_US: f64 = 0.47 * 1.8;
 /// Non-GEMM kernels per layer (two RMSNorms, rotary, activation), each at
 /// least the GEMM launch floor and otherwise memory-bound.
-const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
+pub(super) const ELEMENTWISE_KERNELS_PER_LAYER: f64 = 4.0;
 /// Per-step CPU time outside the GPU (vLLM V1 scheduling, input preparation,
 /// sampling, output processing). Chosen so that Llama-2-7b TP1 on H100 in the
 /// 5 req/s stage of the real `blis-vllm-h100` codegen run (its first 3,000
@@ -394,7 +394,8 @@ impl Roofline {
 
     /// Tokens `batch` computes.
     fn tokens(batch: &StepBatch) -> f64 {
-        let mut tokens = f64::from(batch.decodes);
+        // Speculative drafts are verified as tokens of their decodes.
+        let mut tokens = f64::from(batch.decodes) + f64::from(batch.spec_tokens);
         for c in &batch.prefills {
             tokens += f64::from(c.new_tokens);
         }
@@ -406,7 +407,9 @@ impl Roofline {
     /// one fixed order, so a price never moves by a rounding.)
     fn layer_us(&self, batch: &StepBatch, tokens: f64, ffn: f64, comm: f64) -> (f64, f64) {
         let decodes = f64::from(batch.decodes);
-        let mut sampled = decodes;
+        // Verification computes logits at every draft position too.
+        let spec = f64::from(batch.spec_tokens);
+        let mut sampled = decodes + spec;
         // Attention per layer: prefill FLOPs (causal over context + chunk) and
         // KV bytes (read the context, write and read the new tokens).
         let (mut prefill_flops, mut prefill_kv, mut prefill_context) = (0.0, 0.0, 0.0);
@@ -422,7 +425,9 @@ impl Roofline {
             prefill_kv += (ctx + 2.0 * t) * kv_token_bytes;
             prefill_context += ctx;
         }
-        let decode_kv = (batch.decode_context_tokens as f64 + 2.0 * decodes) * kv_token_bytes;
+        // Each decode reads its context once, and writes and reads its new
+        // tokens (1 + its drafts).
+        let decode_kv = (batch.decode_context_tokens as f64 + 2.0 * (decodes + spec)) * kv_token_bytes;
         let d = self.hidden;
         let o_weights = self.heads_per_gpu * self.v_dim * d;
         let mut layer =

@@ -185,6 +185,7 @@ pub(crate) fn resolve(
         kv_connector: ConnectorKind::None,
         kv_offload: super::kv_offload::resolve(e.kv_offload.as_ref(), model, tp, kv_dtype_bytes, block_size)?,
         lora,
+        speculative: super::speculative::resolve(e, model, gpu, tp, dp)?,
     };
     Ok(ResolvedEngine {
         engine,

@@ -234,6 +234,8 @@ pub struct EngineSpec {
     pub kv_offload: Option<KvOffloadSpec>,
     /// `--enable-lora` with its limits: serve LoRA adapters (absent: off).
     pub lora: Option<LoraSpec>,
+    /// `--speculative-config` (see [`SpeculativeSpec`]).
+    pub speculative: Option<SpeculativeSpec>,
 }
 
 /// `engine.kv_offload:`, as written (resolved in `kv_offload.rs`).
@@ -273,6 +275,24 @@ pub struct LoraSpec {
     pub disk_bandwidth_gbps: Option<f64>,
 }
 
+/// `engine.speculative:`, as written; resolved by `speculative.rs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeSpec {
+    /// `eagle`, `mtp`, `ngram` or `draft_model`.
+    pub method: Option<String>,
+    /// Drafts proposed per step (`num_speculative_tokens`).
+    pub k: Option<u32>,
+    /// Per-position acceptance rates α_1..α_k (non-increasing, in [0, 1]).
+    pub acceptance: Option<Vec<f64>>,
+    /// One rate r: α_j = r^j.
+    pub rate: Option<f64>,
+    /// `draft_model`: the draft's catalog model name.
+    pub draft_model: Option<String>,
+    /// Seed of the acceptance draws (default 0).
+    pub seed: Option<u64>,
+}
+
 impl EngineSpec {
     /// These arguments over `base`: each one given here wins (a pool's
     /// `engine:` over the scenario's).
@@ -297,6 +317,7 @@ impl EngineSpec {
             free_uncached_blocks_first: self.free_uncached_blocks_first.or(base.free_uncached_blocks_first),
             kv_offload: self.kv_offload.or_else(|| base.kv_offload.clone()),
             lora: self.lora.or_else(|| base.lora.clone()),
+            speculative: self.speculative.or_else(|| base.speculative.clone()),
         }
     }
 }

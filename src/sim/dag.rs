@@ -4,14 +4,14 @@
 //! depends on it; the request leaves when its last node has, or when the
 //! client's timeout cuts it short.
 
-use super::engine::{KvTransfer, Owner};
+use super::engine::{KvTransfer, Owner, request_key};
 use super::event::Event;
 use super::outcome::{ClockOverflow, FinishedRequest, NodeError, RequestStatus, ResultSink, later_or_overflow};
 use super::requests::{Split, SplitStage};
 use super::router::Affinity;
 use super::simulation::Simulation;
 use crate::latency::LatencyModel;
-use crate::workload::{NodeKind, seconds_to_us};
+use crate::workload::{NodeKind, RequestId, seconds_to_us};
 
 impl<L: LatencyModel> Simulation<L> {
     pub(super) fn start_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
@@ -88,7 +88,17 @@ impl<L: LatencyModel> Simulation<L> {
             Some(s) if s.stage == SplitStage::Prefill => KvTransfer::SendAfterPrefill,
             Some(_) => KvTransfer::ReceivePrefill,
         };
-        if let Err(why) = self.cluster.instances[replica as usize].engine.add(Owner { slot, node }, call, transfer) {
+        let engine = &mut self.cluster.instances[replica as usize].engine;
+        let spec_key = if engine.config().speculative.is_some() {
+            let id = match &a.request.request_id {
+                RequestId::Int(i) => *i,
+                RequestId::Str(s) => crate::hash::hash64(s.as_bytes()),
+            };
+            request_key(id, node)
+        } else {
+            0
+        };
+        if let Err(why) = engine.add(Owner { slot, node }, call, transfer, spec_key) {
             a.nodes[node as usize].error = Some(NodeError::Unservable(why));
             if let Some(Split { prefill, prefill_slot: Some(held), .. }) = split {
                 self.cluster.instances[prefill as usize].engine.release(held);

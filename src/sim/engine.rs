@@ -16,7 +16,8 @@
 //! KV that comes from or goes to anywhere but this GPU cache passes through
 //! the connector seam (`connector.rs`); the step's records are in
 //! `batch.rs`, the engine arguments in `config.rs`, LoRA adapters in
-//! `lora.rs`.
+//! `lora.rs`, speculative decoding's drafts and acceptance in
+//! `speculative.rs`.
 
 mod batch;
 mod config;
@@ -24,6 +25,7 @@ mod connector;
 mod cpu_tier;
 mod offload;
 mod lora;
+mod speculative;
 
 use std::collections::VecDeque;
 
@@ -37,6 +39,8 @@ pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 use lora::LoraState;
 pub use lora::{LoraConfig, LoraLoad};
 pub(crate) use lora::{adapter_id, salt as salt_with_adapter};
+pub(crate) use speculative::request_key;
+pub use speculative::{SpecDecode, SpecMethod, SpecStats};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -77,6 +81,11 @@ struct Seq {
     token_times_us: Vec<u64>,
     /// Its LoRA adapter's index in the engine's `LoraState` (0: the base model).
     lora: u32,
+    /// Speculative decoding: its stream of acceptance draws (from its key),
+    /// its prompt length, and the drafts proposed for its next step.
+    spec_stream: u64,
+    prompt_len: u32,
+    drafts: u32,
 }
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
@@ -132,6 +141,8 @@ pub(crate) struct Engine {
     connector: Box<dyn KvConnector>,
     /// LoRA adapters (`engine.lora`; `None`: off).
     lora: Option<LoraState>,
+    /// Speculative decoding's lookahead KV slots (0 when off).
+    lookahead: u32,
 }
 
 impl Engine {
@@ -150,9 +161,15 @@ impl Engine {
         if connector.records_evictions() {
             kv.record_evictions();
         }
+        let mut stats = EngineStats { cpu_tier_blocks, ..EngineStats::default() };
+        if let Some(s) = &config.speculative {
+            // Sized once: the metrics report speculation by these counters.
+            stats.spec.by_accepted = vec![0; s.k as usize + 1];
+        }
         Engine {
             connector,
             lora: config.lora.map(LoraState::new),
+            lookahead: config.speculative.as_ref().map_or(0, SpecDecode::lookahead),
             config,
             kv,
             seqs: Vec::new(),
@@ -168,7 +185,7 @@ impl Engine {
             preempted_this_step: false,
             stepping: false,
             tracing: false,
-            stats: EngineStats { cpu_tier_blocks, ..EngineStats::default() },
+            stats,
         }
     }
 
@@ -266,8 +283,15 @@ impl Engine {
 
     /// Queues an llm call, with what its `kv_transfer_params` ask, or says
     /// why it can never be served. A `SendAfterPrefill` request is the
-    /// proxy's prefill request: `max_tokens: 1`.
-    pub(crate) fn add(&mut self, owner: Owner, call: &LlmCall, transfer: KvTransfer) -> Result<(), String> {
+    /// proxy's prefill request: `max_tokens: 1`. `spec_key` is its
+    /// speculative-decoding acceptance key ([`request_key`]).
+    pub(crate) fn add(
+        &mut self,
+        owner: Owner,
+        call: &LlmCall,
+        transfer: KvTransfer,
+        spec_key: u64,
+    ) -> Result<(), String> {
         let (known, seeded_kv) = call.seeded.map_or((0, 0), |s| (s.known_tokens, s.kv_tokens));
         let num_tokens = known.max(call.input_tokens);
         // A prefill request is checked as the prefill server checks it: its
@@ -286,7 +310,12 @@ impl Engine {
         }
         // The last sampled token is never computed, so the KV cache must hold
         // total_len − 1 tokens at the end.
-        let blocks_needed = total_len.saturating_sub(1).div_ceil(self.config.block_size);
+        let mut blocks_needed = total_len.saturating_sub(1).div_ceil(self.config.block_size);
+        if let Some(s) = &self.config.speculative {
+            // Its last step may schedule k drafts and reserve k lookahead slots.
+            let most = (total_len.saturating_sub(1) + s.k + self.lookahead).min(self.config.max_model_len);
+            blocks_needed = most.div_ceil(self.config.block_size);
+        }
         if blocks_needed > self.kv.num_blocks() {
             return Err(format!(
                 "unservable: needs {blocks_needed} KV blocks of {} tokens, the cache has {}",
@@ -339,6 +368,9 @@ impl Engine {
             held: false,
             token_times_us: Vec::with_capacity(tokens_to_emit as usize),
             lora,
+            spec_stream: self.config.speculative.as_ref().map_or(0, |s| s.stream(spec_key)),
+            prompt_len: num_tokens,
+            drafts: 0,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -422,16 +454,23 @@ impl Engine {
                 i += 1;
                 continue;
             }
-            let mut n = seq.num_tokens + seq.pending - seq.num_computed;
+            let mut n = seq.num_tokens + seq.pending + seq.drafts - seq.num_computed;
             if lpt > 0 {
                 n = n.min(lpt);
             }
             n = n.min(budget);
-            // (vLLM also caps n at max_model_len − num_computed − 1, which
-            // never binds: `add` refuses sequences longer than max_model_len.)
+            // vLLM also caps n at max_model_len − num_computed − 1, which
+            // binds only on drafts: `add` refuses sequences longer than
+            // max_model_len.
+            if seq.drafts > 0 {
+                n = n.min(self.config.max_model_len.saturating_sub(seq.num_computed + 1)).max(1);
+            }
             let target = seq.num_computed + n;
             let known = seq.num_tokens;
-            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], target, known) && !self.preempt_for(slot, target) {
+            // Slots for the tokens and the drafts' lookahead (kv_cache_manager.py
+            // `num_tokens_need_slot`, capped at max_model_len).
+            let slots = (target + self.lookahead).min(self.config.max_model_len.max(target));
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known) && !self.preempt_for(slot, slots) {
                 break;
             }
             self.schedule_tokens(slot, n);
@@ -454,6 +493,9 @@ impl Engine {
         if let Some(l) = &mut self.lora {
             self.building.lora_us = l.finish_step(&self.building.priced, &mut self.stats);
             self.building.duration_us += self.building.lora_us;
+        }
+        if let Some(s) = &self.config.speculative {
+            self.building.duration_us += s.draft.step_us(self.building.draft_seqs, self.building.draft_context);
         }
         self.building.kv_blocks_used = self.kv.num_used();
         true
@@ -478,6 +520,15 @@ impl Engine {
         if let Some(l) = &mut self.lora {
             l.note(seq.lora, n, &mut self.building.priced);
         }
+        // Tokens past the known sequence are drafts (scheduler.py
+        // `num_scheduled_spec_tokens`); none without speculation.
+        let drafts = (seq.num_computed + n).saturating_sub(known_end);
+        seq.drafts = 0;
+        self.building.priced.spec_tokens += drafts;
+        if samples && self.config.speculative.is_some() {
+            self.building.draft_seqs += 1;
+            self.building.draft_context += u64::from(seq.num_computed + n);
+        }
         if seq.num_computed < seq.prefill_end {
             self.building.priced.prefills.push(PrefillChunk {
                 new_tokens: n,
@@ -500,7 +551,7 @@ impl Engine {
             seq.pending += 1;
         }
         debug_assert!(async_scheduling || seq.pending <= 1);
-        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false });
+        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts });
         self.stats.computed_tokens += u64::from(n);
     }
 
@@ -660,7 +711,12 @@ impl Engine {
                 }
                 break;
             }
-            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, computed + n, seq.num_tokens) {
+            // vLLM reserves the lookahead only for a request that arrives
+            // with tokens computed (`effective_lookahead_tokens`): here, one
+            // whose remote KV landed.
+            let slots = computed + n + if landed { self.lookahead } else { 0 };
+            let slots = slots.min(self.config.max_model_len.max(computed + n));
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, slots, seq.num_tokens) {
                 // (A landed request's blocks hold its whole prompt, unless it
                 // came from the CPU tier, which may hold only part of it:
                 // then it too is passed when nothing runs.)
@@ -816,6 +872,7 @@ impl Engine {
         self.kv.free(&mut seq.blocks);
         seq.num_computed = 0;
         seq.pending = 0;
+        seq.drafts = 0;
         seq.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
@@ -835,7 +892,7 @@ impl Engine {
         self.stepping = false;
         let mut any_finished = false;
         for k in 0..self.executing.entries.len() {
-            let Entry { slot, tokens, samples, dead } = self.executing.entries[k];
+            let Entry { slot, tokens, samples, dead, drafts } = self.executing.entries[k];
             if dead {
                 continue;
             }
@@ -845,9 +902,23 @@ impl Engine {
                 continue;
             }
             seq.pending = seq.pending.saturating_sub(1);
-            seq.num_tokens += 1;
+            let mut emitted = 1;
+            if let Some(s) = &self.config.speculative {
+                if drafts > 0 {
+                    // pos: num_computed_tokens before the step + 1 − the prompt.
+                    let pos = (seq.num_computed - tokens + 1).wrapping_sub(seq.prompt_len);
+                    let remaining = seq.total_len - seq.num_tokens;
+                    let rejected;
+                    (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_stream, pos, drafts, remaining);
+                    seq.num_computed -= rejected;
+                }
+                // The drafter proposes k for its next step.
+                seq.drafts = s.k;
+            }
+            seq.num_tokens += emitted;
             if !seq.aborted {
-                seq.token_times_us.push(now_us);
+                let n = seq.token_times_us.len() + emitted as usize;
+                seq.token_times_us.resize(n, now_us);
             }
             if self.config.async_scheduling && seq.num_computed > 0 {
                 // With placeholders, the blocks a sampled token completes are

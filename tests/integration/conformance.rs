@@ -80,6 +80,7 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         kv_connector: ConnectorKind::None,
         kv_offload: None,
         lora: None,
+        speculative: None,
     }
 }
 

@@ -38,6 +38,7 @@ mod report;
 mod scenario;
 mod silicon_protocols;
 mod slo;
+mod speculative;
 mod sweep;
 mod sweep_resume;
 mod tables;

@@ -32,6 +32,7 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         kv_connector: ConnectorKind::None,
         kv_offload: None,
         lora: None,
+        speculative: None,
     }
 }
 

@@ -71,6 +71,9 @@ pub(crate) struct Entry {
     pub(super) samples: bool,
     /// The request was aborted after this step was scheduled.
     pub(super) dead: bool,
+    /// Speculative decoding: draft tokens among `tokens`, verified at the
+    /// step's end.
+    pub(super) drafts: u32,
 }
 
 /// One scheduled step: who computes how many tokens, its price, and (when
@@ -90,6 +93,10 @@ pub(crate) struct Batch {
     pub(crate) priced: StepBatch,
     /// Of `duration_us`, what LoRA adapters add (loads and kernels), µs.
     pub(crate) lora_us: u64,
+    /// Speculative decoding: requests that sample, whose drafter proposes
+    /// in this step, and their context tokens after it.
+    pub(super) draft_seqs: u32,
+    pub(super) draft_context: u64,
 }
 
 impl Batch {
@@ -100,5 +107,7 @@ impl Batch {
         self.duration_us = 0;
         self.lora_us = 0;
         self.priced.clear();
+        self.draft_seqs = 0;
+        self.draft_context = 0;
     }
 }

@@ -4,6 +4,7 @@
 use super::connector::ConnectorKind;
 use super::offload::KvOffload;
 use super::lora::LoraConfig;
+use super::speculative::{SpecDecode, SpecStats};
 
 /// vLLM engine arguments the scheduler and KV cache obey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +43,8 @@ pub struct EngineConfig {
     pub kv_offload: Option<KvOffload>,
     /// `--enable-lora` and its limits (`None`: off).
     pub lora: Option<LoraConfig>,
+    /// `--speculative-config`: drafts verified each decode step (off: `None`).
+    pub speculative: Option<SpecDecode>,
 }
 
 impl EngineConfig {
@@ -73,6 +76,7 @@ impl EngineConfig {
             kv_connector: ConnectorKind::None,
             kv_offload: None,
             lora: None,
+            speculative: None,
         }
     }
 }
@@ -126,6 +130,8 @@ pub struct EngineStats {
     pub lora_loads_cpu: u64,
     /// LoRA adapters read from disk (then copied into a GPU slot).
     pub lora_loads_disk: u64,
+    /// Speculative decoding's counters (all zero when it is off).
+    pub spec: SpecStats,
 }
 
 impl EngineStats {
@@ -144,5 +150,6 @@ impl EngineStats {
         self.cpu_stored_blocks += other.cpu_stored_blocks;
         self.lora_loads_cpu += other.lora_loads_cpu;
         self.lora_loads_disk += other.lora_loads_disk;
+        self.spec.add(&other.spec);
     }
 }

@@ -23,8 +23,8 @@ mod batch;
 mod config;
 mod connector;
 mod cpu_tier;
-mod offload;
 mod lora;
+mod offload;
 mod speculative;
 
 use std::collections::VecDeque;
@@ -35,10 +35,10 @@ pub use config::{EngineConfig, EngineStats};
 pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
-pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 use lora::LoraState;
 pub use lora::{LoraConfig, LoraLoad};
 pub(crate) use lora::{adapter_id, salt as salt_with_adapter};
+pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 pub(crate) use speculative::request_key;
 pub use speculative::{SpecDecode, SpecMethod, SpecStats};
 

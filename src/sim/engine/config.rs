@@ -2,8 +2,8 @@
 //! the scheduler and KV cache obey, and the run's counters.
 
 use super::connector::ConnectorKind;
-use super::offload::KvOffload;
 use super::lora::LoraConfig;
+use super::offload::KvOffload;
 use super::speculative::{SpecDecode, SpecStats};
 
 /// vLLM engine arguments the scheduler and KV cache obey.

@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use blis_sweep::latency::{Linear, StepPricer};
+use blis_sweep::latency::{DraftCost, Linear, LoraPricing, StepPricer};
 use blis_sweep::scenario::VllmVersion;
 use blis_sweep::sim::{
-    ConnectorKind, EngineConfig, EngineStep, FinishedRequest, RequestStatus, ResultSink, Simulation,
+    ConnectorKind, EngineConfig, EngineStep, FinishedRequest, LoraConfig, LoraLoad, RequestStatus, ResultSink,
+    Simulation, SpecDecode, SpecMethod,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use serde_json::Value;
@@ -37,7 +38,7 @@ fn tok(seed: u64, stream: u64, i: u64) -> u32 {
 }
 
 /// The case's prompts, as the recorder builds them.
-fn prompts(case: &Value) -> Vec<Vec<u32>> {
+pub(crate) fn prompts(case: &Value) -> Vec<Vec<u32>> {
     let seed = case["seed"].as_u64().unwrap();
     let prefixes: Vec<u64> =
         case["prefixes"].as_array().map_or(vec![], |a| a.iter().map(|v| v.as_u64().unwrap()).collect());
@@ -79,8 +80,41 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         free_uncached_blocks_first: release.free_uncached_blocks_first,
         kv_connector: ConnectorKind::None,
         kv_offload: None,
-        lora: None,
-        speculative: None,
+        lora: case.get("lora").map(lora),
+        speculative: case.get("speculative").map(speculative),
+    }
+}
+
+/// A feature case's `speculative` (`scripts/vllm-conformance/README.md`,
+/// "Features"): the drafter free, so every step still costs `STEP_US`.
+fn speculative(spec: &Value) -> SpecDecode {
+    let method = SpecMethod::parse(spec["method"].as_str().unwrap()).unwrap();
+    let k = spec["k"].as_u64().unwrap() as u32;
+    let alphas: Vec<f64> = match spec["rate"].as_f64() {
+        Some(r) => (1..=k).map(|j| r.powi(j as i32)).collect(),
+        None => spec["acceptance"].as_array().unwrap().iter().map(|a| a.as_f64().unwrap()).collect(),
+    };
+    let ppm = alphas.iter().map(|a| (a * 1e6).round() as u32).collect();
+    SpecDecode::new(method, k, ppm, spec["seed"].as_u64().unwrap_or(0), DraftCost::FREE)
+}
+
+/// A feature case's `lora`: adapters load and run in no time, so every
+/// step still costs `STEP_US`; only vLLM's `max_loras` rule and the
+/// adapter-salted prefix hashes remain.
+fn lora(l: &Value) -> LoraConfig {
+    let max_loras = l["max_loras"].as_u64().unwrap() as u32;
+    LoraConfig {
+        max_loras,
+        max_lora_rank: l["max_lora_rank"].as_u64().unwrap() as u32,
+        max_cpu_loras: max_loras,
+        load: LoraLoad::Fixed { us: 0 },
+        pricing: LoraPricing {
+            layers: 0,
+            dims_per_layer: 0,
+            activation_elements_per_layer: 0,
+            peak_flops: 1,
+            bandwidth: 1,
+        },
     }
 }
 
@@ -133,7 +167,9 @@ fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, V
     for (r, (req, prompt)) in requests.iter().zip(prompts(case)).enumerate() {
         let output_tokens = req["output_len"].as_u64().unwrap() as u32;
         // The fake model runner always samples token 7.
-        let call = LlmCall::for_prompt(prompt, output_tokens).with_output_ids(vec![7; output_tokens as usize]);
+        let call = LlmCall::for_prompt(prompt, output_tokens)
+            .with_output_ids(vec![7; output_tokens as usize])
+            .with_lora(req["lora"].as_str().map(str::to_owned));
         let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
         let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;
         let request = Request {
@@ -172,7 +208,7 @@ fn golden_row(v: &Value) -> Row {
 }
 
 /// Where the two sides first differ, or `None`.
-fn compare(case: &Value, golden: &Value, version: &str, async_scheduling: bool) -> Option<String> {
+pub(crate) fn compare(case: &Value, golden: &Value, version: &str, async_scheduling: bool) -> Option<String> {
     let (steps, tokens, rejected) = simulate(case, version, async_scheduling);
     // vLLM records a schedule() that scheduled nothing but preempted (a
     // request that cannot grow preempts itself); the simulator reports those

@@ -31,7 +31,7 @@ pub use lora::unserved_adapter;
 pub use pool::Pool;
 use pool::{PoolSettings, Scenario};
 pub use spec::{LatencySpec, Sampling, ScenarioSpec};
-pub use vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
+pub use vllm_version::{DEFAULT_VLLM_VERSION, ReleaseBehaviour, VllmVersion};
 
 use crate::arch::{ModelArch, catalog};
 use crate::latency::StepPricer;

@@ -12,7 +12,7 @@ use super::kv_capacity;
 use super::spec::EngineSpec;
 use super::vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch};
-use crate::sim::{ConnectorKind, EngineConfig};
+use crate::sim::{ConnectorKind, EngineConfig, LoraConfig};
 
 /// The batch limits and memory share of one engine, vLLM's defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -184,8 +184,9 @@ pub(crate) fn resolve(
         free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
         kv_connector: ConnectorKind::None,
         kv_offload: super::kv_offload::resolve(e.kv_offload.as_ref(), model, tp, kv_dtype_bytes, block_size)?,
-        lora,
-        speculative: super::speculative::resolve(e, model, gpu, tp, dp)?,
+        lora: lora.map(|l| LoraConfig { every_running_counts: release.lora_counts_every_running_request, ..l }),
+        speculative: super::speculative::resolve(e, model, gpu, tp, dp)?
+            .map(|s| s.for_release(release.eagle_hashes_next_token)),
     };
     Ok(ResolvedEngine {
         engine,

@@ -65,7 +65,15 @@ pub(super) fn resolve(
             disk_bytes_per_s: bytes_per_s("engine.lora.disk_bandwidth_gbps", disk.unwrap_or(DISK_BANDWIDTH_GBPS))?,
         },
     };
-    Ok(Some(LoraConfig { max_loras, max_lora_rank, max_cpu_loras, load, pricing: pricing(model, gpu, tp) }))
+    // `every_running_counts` is the release's: set where the release is known.
+    Ok(Some(LoraConfig {
+        max_loras,
+        max_lora_rank,
+        max_cpu_loras,
+        load,
+        pricing: pricing(model, gpu, tp),
+        every_running_counts: false,
+    }))
 }
 
 /// Gbit/s as bytes/s, checked.

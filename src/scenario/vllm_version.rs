@@ -38,6 +38,18 @@ pub struct ReleaseBehaviour {
     /// Freed blocks without a hash are reused first, from 0.28.0
     /// (`vllm/v1/core/block_pool.py`, `free_blocks`; 0.27.1 appends all).
     pub free_uncached_blocks_first: bool,
+    /// With an EAGLE drafter, block hashes cover the token after the block
+    /// and waiting requests are admitted with the lookahead slots; before,
+    /// the last prefix-hit block is dropped instead. Recorded in 0.33.0
+    /// (`block_pool.py` `num_hash_lookahead_tokens`, vLLM PR #50897) against
+    /// 0.15.1; releases between are not recorded and take 0.15.1's rule.
+    pub eagle_hashes_next_token: bool,
+    /// With LoRA, `max_loras` at admission counts the adapters of every
+    /// running request, not only those scheduled in the step. Recorded in
+    /// 0.33.0 (`scheduler.py`: "Record the LoRAs of all running requests,
+    /// including those not scheduled in this step") against 0.15.1; releases
+    /// between are not recorded and take 0.15.1's rule.
+    pub lora_counts_every_running_request: bool,
 }
 
 impl VllmVersion {
@@ -86,6 +98,8 @@ impl VllmVersion {
             scheduler_reserve_full_isl: self >= VllmVersion::new(0, 19, 0),
             lone_request_skips_prefill_threshold: self >= VllmVersion::new(0, 31, 0),
             free_uncached_blocks_first: self >= VllmVersion::new(0, 28, 0),
+            eagle_hashes_next_token: self >= VllmVersion::new(0, 33, 0),
+            lora_counts_every_running_request: self >= VllmVersion::new(0, 33, 0),
         }
     }
 }
@@ -112,6 +126,7 @@ mod tests {
         let b = v("0.19.0").behaviour();
         assert!(b.scheduler_reserve_full_isl && !b.free_uncached_blocks_first);
         assert!(v("0.28.0").behaviour().free_uncached_blocks_first);
+        assert!(!v("0.32.1").behaviour().eagle_hashes_next_token && v("0.33.0").behaviour().eagle_hashes_next_token);
         assert!(!v("0.30.0").behaviour().lone_request_skips_prefill_threshold);
         let b = DEFAULT_VLLM_VERSION.behaviour();
         assert!(b.scheduler_reserve_full_isl && b.lone_request_skips_prefill_threshold && b.free_uncached_blocks_first);

@@ -36,13 +36,13 @@ pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
 use lora::LoraState;
+pub(crate) use lora::adapter_id;
 pub use lora::{LoraConfig, LoraLoad};
-pub(crate) use lora::{adapter_id, salt as salt_with_adapter};
 pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 pub(crate) use speculative::request_key;
-pub use speculative::{SpecDecode, SpecMethod, SpecStats};
+pub use speculative::{EaglePrefixRule, SpecDecode, SpecMethod, SpecStats};
 
-use super::kv_cache::{KvCache, SeqBlocks, block_hashes};
+use super::kv_cache::{KvCache, SeqBlocks, block_hashes, block_hashes_with_next};
 use crate::latency::{LatencyModel, PrefillChunk};
 use crate::workload::LlmCall;
 
@@ -143,6 +143,10 @@ pub(crate) struct Engine {
     lora: Option<LoraState>,
     /// Speculative decoding's lookahead KV slots (0 when off).
     lookahead: u32,
+    /// Of those, what a waiting request is admitted with (the release's rule).
+    admission_lookahead: u32,
+    /// How EAGLE changes prefix hits (the release's rule).
+    eagle_prefix: EaglePrefixRule,
 }
 
 impl Engine {
@@ -161,6 +165,9 @@ impl Engine {
         if connector.records_evictions() {
             kv.record_evictions();
         }
+        if config.speculative.as_ref().is_some_and(|s| s.prefix_rule == EaglePrefixRule::HashNextToken) {
+            kv.set_hash_lookahead(1);
+        }
         let mut stats = EngineStats { cpu_tier_blocks, ..EngineStats::default() };
         if let Some(s) = &config.speculative {
             // Sized once: the metrics report speculation by these counters.
@@ -170,6 +177,12 @@ impl Engine {
             connector,
             lora: config.lora.map(LoraState::new),
             lookahead: config.speculative.as_ref().map_or(0, SpecDecode::lookahead),
+            admission_lookahead: config
+                .speculative
+                .as_ref()
+                .filter(|s| s.lookahead_at_admission)
+                .map_or(0, SpecDecode::lookahead),
+            eagle_prefix: config.speculative.as_ref().map_or(EaglePrefixRule::None, |s| s.prefix_rule),
             config,
             kv,
             seqs: Vec::new(),
@@ -255,13 +268,32 @@ impl Engine {
     /// Prompt tokens of `call` in this engine's prefix cache now (what
     /// llm-d's prefix-cache scorer estimates for a replica).
     pub(crate) fn cached_prompt_tokens(&self, call: &LlmCall) -> u32 {
-        let Some(input) = call.prompt_ids().filter(|_| self.config.enable_prefix_caching) else { return 0 };
         let mut hashes = Vec::new();
-        block_hashes(input, self.config.block_size, &mut hashes);
-        if let Some(name) = &call.lora {
-            lora::salt(&mut hashes, adapter_id(name));
-        }
+        self.prompt_hashes(call, &mut hashes);
         self.kv.cached_prefix(&hashes) as u32 * self.config.block_size
+    }
+
+    /// The block hashes of `call`'s prompt as this engine's prefix cache
+    /// keys them (a router's prefix view uses these); none without token ids
+    /// or prefix caching.
+    pub(crate) fn prompt_hashes(&self, call: &LlmCall, out: &mut Vec<u64>) {
+        out.clear();
+        if let Some(input) = call.prompt_ids().filter(|_| self.config.enable_prefix_caching) {
+            self.hashes_of(input, call.lora.as_deref().map_or(0, adapter_id), out);
+        }
+    }
+
+    /// The block hashes of `tokens` served with LoRA adapter `adapter` (0:
+    /// the base model): the one place a request's cache keys are made.
+    fn hashes_of(&self, tokens: impl Iterator<Item = u32>, adapter: u64, out: &mut Vec<u64>) {
+        if self.kv.hash_lookahead() > 0 {
+            block_hashes_with_next(tokens, self.config.block_size, out);
+        } else {
+            block_hashes(tokens, self.config.block_size, out);
+        }
+        if adapter != 0 {
+            lora::salt(out, adapter);
+        }
     }
 
     /// Leading blocks of `hashes` this engine could serve without
@@ -343,10 +375,7 @@ impl Engine {
             && let Some(input) = call.prompt_ids()
         {
             let output = call.output_token_ids.iter().flatten().copied();
-            block_hashes(input.chain(output), self.config.block_size, &mut hashes);
-            if adapter != 0 {
-                lora::salt(&mut hashes, adapter);
-            }
+            self.hashes_of(input.chain(output), adapter, &mut hashes);
         }
         let seq = Seq {
             owner,
@@ -483,6 +512,11 @@ impl Engine {
         // `schedule()`, which admits: done here, or an engine whose blocks
         // are held by requests not running (remote KV landing) would idle.
         if !self.preempted_this_step || (self.running.is_empty() && self.building.entries.is_empty()) {
+            if let Some(l) = self.lora.as_mut().filter(|_| self.config.lora.is_some_and(|c| c.every_running_counts)) {
+                for &slot in &self.running {
+                    l.hold(self.seqs[slot as usize].as_ref().expect("live slot").lora);
+                }
+            }
             self.admit_waiting(&mut budget, lpt, events);
         }
         if self.building.entries.is_empty() {
@@ -648,6 +682,10 @@ impl Engine {
                 // At least the last token is always recomputed: its logits are needed.
                 let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
                 self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
+                if self.eagle_prefix == EaglePrefixRule::DropLastBlock {
+                    // The EAGLE drafter recomputes the last hit block.
+                    self.hits.pop();
+                }
                 hit_tokens = self.hits.len() as u32 * block_size;
                 // A preempted request looks in the CPU tier again, as vLLM
                 // asks the connector whenever nothing is computed.
@@ -714,7 +752,7 @@ impl Engine {
             // vLLM reserves the lookahead only for a request that arrives
             // with tokens computed (`effective_lookahead_tokens`): here, one
             // whose remote KV landed.
-            let slots = computed + n + if landed { self.lookahead } else { 0 };
+            let slots = computed + n + if landed { self.lookahead } else { self.admission_lookahead };
             let slots = slots.min(self.config.max_model_len.max(computed + n));
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, slots, seq.num_tokens) {
                 // (A landed request's blocks hold its whole prompt, unless it
@@ -926,7 +964,8 @@ impl Engine {
                 // them; not for a request preempted since (vLLM 0.15.1
                 // async_scheduler.py `_update_request_with_output`; 0.33.0
                 // scheduler.py `update_from_output`).
-                let upto = (seq.num_computed - seq.in_flight_tokens).min(seq.num_tokens);
+                let known = seq.num_tokens.saturating_sub(self.kv.hash_lookahead());
+                let upto = (seq.num_computed - seq.in_flight_tokens).min(known);
                 self.kv.register(&mut seq.blocks, &seq.hashes, upto);
             }
             if seq.num_tokens == seq.total_len {

@@ -73,6 +73,30 @@ pub(crate) fn block_hashes(tokens: impl Iterator<Item = u32>, block_size: u32, o
     }
 }
 
+/// Hashes of the full blocks of a token sequence, each covering its block
+/// and the one token after it, as vLLM 0.33's block hasher does for EAGLE
+/// (`num_hash_lookahead_tokens` = 1, PR #50897: the drafter's cached state of
+/// a block depends on the next token): a block matches only where that token
+/// matches too, and the sequence's last full block has no hash until the
+/// token after it exists. The chain itself is [`block_hashes`]'s.
+pub(crate) fn block_hashes_with_next(tokens: impl Iterator<Item = u32>, block_size: u32, out: &mut Vec<u64>) {
+    let mut hash: u64 = 0x243F_6A88_85A3_08D3; // seed: digits of pi
+    let mut in_block = 0;
+    let mut pending = None;
+    for token in tokens {
+        if let Some(h) = pending.take() {
+            let with_next = mix(mix(h) ^ u64::from(token));
+            out.push(if with_next == NO_HASH { 1 } else { with_next });
+        }
+        hash = mix(hash ^ u64::from(token));
+        in_block += 1;
+        if in_block == block_size {
+            pending = Some(hash);
+            in_block = 0;
+        }
+    }
+}
+
 /// SplitMix64's finaliser: a cheap, well-distributed, platform-independent mix.
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -108,6 +132,9 @@ pub(crate) struct KvCache {
     /// KV offload's write-back: hashes that left the prefix cache (their
     /// block reused), in order, until drained.
     evicted: Option<Vec<u64>>,
+    /// Tokens after a block its hash covers ([`block_hashes_with_next`]): a
+    /// block is registered only once they are known.
+    hash_lookahead: u32,
 }
 
 impl KvCache {
@@ -128,7 +155,19 @@ impl KvCache {
             uncached: Vec::new(),
             events: None,
             evicted: None,
+            hash_lookahead: 0,
         }
+    }
+
+    /// Block hashes cover `tokens` tokens after their block
+    /// ([`block_hashes_with_next`]).
+    pub(crate) fn set_hash_lookahead(&mut self, tokens: u32) {
+        self.hash_lookahead = tokens;
+    }
+
+    /// Tokens after a block its hash covers.
+    pub(crate) fn hash_lookahead(&self) -> u32 {
+        self.hash_lookahead
     }
 
     /// Starts recording prefix-index events (see [`KvCache::take_events`]).
@@ -227,7 +266,7 @@ impl KvCache {
             && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
             && (!self.prefix_caching
                 || seq.num_hashed >= hashes.len()
-                || seq.num_hashed >= self.num_full(hashes, num_tokens.min(known)))
+                || seq.num_hashed >= self.num_full(hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead))))
         {
             return true;
         }
@@ -275,7 +314,7 @@ impl KvCache {
             }
             seq.blocks.push(b);
         }
-        self.register(seq, hashes, num_tokens.min(known));
+        self.register(seq, hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead)));
         true
     }
 

@@ -25,7 +25,6 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use self::policy::{Policy, Replicas};
 pub use self::policy::{RoutingPolicy, Scorer};
-use super::kv_cache::block_hashes;
 use super::replica::Replica;
 use crate::workload::LlmCall;
 
@@ -200,14 +199,8 @@ impl Router {
 
     /// Leading prompt blocks of `call` each replica's prefix index holds, into `self.hits`.
     fn prefix_hits(&mut self, instances: &[Replica], call: &LlmCall) {
-        self.hashes.clear();
-        if let Some(ids) = call.prompt_ids() {
-            let block_size = instances[0].engine.config().block_size;
-            block_hashes(ids, block_size, &mut self.hashes);
-            if let Some(name) = &call.lora {
-                super::engine::salt_with_adapter(&mut self.hashes, super::engine::adapter_id(name));
-            }
-        }
+        // Every replica of a pool keys its cache alike.
+        instances[0].engine.prompt_hashes(call, &mut self.hashes);
         for (i, instance) in instances.iter().enumerate() {
             self.hits[i] = match self.prefix_sets.get(i) {
                 Some(set) => self.hashes.iter().take_while(|h| set.contains(h)).count(),

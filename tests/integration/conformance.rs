@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use blis_sweep::latency::{DraftCost, Linear, LoraPricing, StepPricer};
-use blis_sweep::scenario::VllmVersion;
+use blis_sweep::scenario::{ReleaseBehaviour, VllmVersion};
 use blis_sweep::sim::{
     ConnectorKind, EngineConfig, EngineStep, FinishedRequest, LoraConfig, LoraLoad, RequestStatus, ResultSink,
     Simulation, SpecDecode, SpecMethod,
@@ -80,8 +80,8 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         free_uncached_blocks_first: release.free_uncached_blocks_first,
         kv_connector: ConnectorKind::None,
         kv_offload: None,
-        lora: case.get("lora").map(lora),
-        speculative: case.get("speculative").map(speculative),
+        lora: case.get("lora").map(|l| lora(l, release)),
+        speculative: case.get("speculative").map(|s| speculative(s).for_release(release.eagle_hashes_next_token)),
     }
 }
 
@@ -101,12 +101,13 @@ fn speculative(spec: &Value) -> SpecDecode {
 /// A feature case's `lora`: adapters load and run in no time, so every
 /// step still costs `STEP_US`; only vLLM's `max_loras` rule and the
 /// adapter-salted prefix hashes remain.
-fn lora(l: &Value) -> LoraConfig {
+fn lora(l: &Value, release: ReleaseBehaviour) -> LoraConfig {
     let max_loras = l["max_loras"].as_u64().unwrap() as u32;
     LoraConfig {
         max_loras,
         max_lora_rank: l["max_lora_rank"].as_u64().unwrap() as u32,
         max_cpu_loras: max_loras,
+        every_running_counts: release.lora_counts_every_running_request,
         load: LoraLoad::Fixed { us: 0 },
         pricing: LoraPricing {
             layers: 0,

@@ -62,6 +62,10 @@ pub struct LoraConfig {
     pub load: LoraLoad,
     /// What the LoRA kernels and an adapter's bytes cost on this engine.
     pub pricing: LoraPricing,
+    /// `max_loras` at admission counts the adapters of every running
+    /// request, scheduled in this step or not (vLLM 0.33.0's
+    /// `scheduled_loras`); before, only those scheduled (0.15.1).
+    pub every_running_counts: bool,
 }
 
 impl LoraConfig {
@@ -200,6 +204,15 @@ impl LoraState {
         self.stamp += 1;
     }
 
+    /// A running request of adapter `k` that this step does not schedule
+    /// still holds its adapter's place against `max_loras` (vLLM 0.33.0).
+    pub(crate) fn hold(&mut self, k: u32) {
+        if k != 0 && self.marked[k as usize] != self.stamp {
+            self.marked[k as usize] = self.stamp;
+            self.scheduled.push(k);
+        }
+    }
+
     /// Whether a waiting request of adapter `k` may join the step (always
     /// for the base model, 0).
     pub(crate) fn admits(&self, k: u32) -> bool {
@@ -321,6 +334,7 @@ mod tests {
             max_loras,
             max_lora_rank: 8,
             max_cpu_loras,
+            every_running_counts: false,
             load: LoraLoad::Bandwidth { cpu_bytes_per_s: 1_000_000_000, disk_bytes_per_s: 250_000_000 },
             // 8 × 1000 × 10 × 2 = 160 kB an adapter; no kernel cost below.
             pricing: LoraPricing {

@@ -40,6 +40,12 @@ impl SpecMethod {
         })
     }
 
+    /// Whether vLLM treats it as EAGLE (`SpeculativeConfig.use_eagle()`:
+    /// eagle, eagle3, mtp), whose drafter keeps state per cached block.
+    pub fn uses_eagle(self) -> bool {
+        matches!(self, SpecMethod::Eagle | SpecMethod::Mtp)
+    }
+
     /// Whether the scheduler reserves `k` lookahead slots: `use_eagle()`
     /// (eagle, eagle3, mtp) or `uses_draft_model()` in vLLM 0.15.1's
     /// `Scheduler.__init__`; not for n-gram.
@@ -62,10 +68,32 @@ pub struct SpecDecode {
     pub seed: u64,
     /// What the drafter costs a step.
     pub draft: DraftCost,
+    /// How prefix caching makes room for an EAGLE drafter (none for other
+    /// methods); set by [`SpecDecode::for_release`].
+    pub prefix_rule: EaglePrefixRule,
+    /// A waiting request is admitted with the `k` lookahead slots too (vLLM
+    /// 0.33.0); before, only a request with tokens computed already gets
+    /// them (0.15.1's `effective_lookahead_tokens`).
+    pub lookahead_at_admission: bool,
     /// Per position j: draft j is accepted when the draw's top 53 bits are
     /// below this, `ceil(p_j × 2^53)` — the same test as `u_j < p_j`
     /// (scaling by 2^53 is exact), without a division per draw.
     thresholds: Vec<u64>,
+}
+
+/// How a release reconciles EAGLE drafting with prefix caching, as the
+/// conformance traces of vLLM 0.15.1 and 0.33.0 show
+/// (`scripts/vllm-conformance/README.md`, "Prefix hits under EAGLE").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EaglePrefixRule {
+    /// Not EAGLE: prefix hits as without speculation.
+    None,
+    /// vLLM 0.15.1: the last matched block of every hit is dropped and
+    /// recomputed (the KV cache manager's `use_eagle`).
+    DropLastBlock,
+    /// vLLM 0.33.0: each block is hashed with the token after it
+    /// (`num_hash_lookahead_tokens` = 1), nothing dropped.
+    HashNextToken,
 }
 
 /// Speculative-decoding counters, as vLLM's Prometheus metrics
@@ -147,7 +175,22 @@ impl SpecDecode {
                 (p * (1u64 << 53) as f64).ceil() as u64
             })
             .collect();
-        SpecDecode { method, k, acceptance_ppm, seed, draft, thresholds }
+        let prefix_rule = if method.uses_eagle() { EaglePrefixRule::DropLastBlock } else { EaglePrefixRule::None };
+        SpecDecode { method, k, acceptance_ppm, seed, draft, prefix_rule, lookahead_at_admission: false, thresholds }
+    }
+
+    /// The same, with the prefix-cache and admission rules of a release:
+    /// `hashes_next_token` for vLLM 0.33.0's (block hashes that cover the
+    /// next token, lookahead slots at admission), else 0.15.1's (the last
+    /// hit block dropped, none at admission). Releases in between are not
+    /// recorded: the scenario takes 0.33.0's from 0.33.0 on.
+    pub fn for_release(self, hashes_next_token: bool) -> SpecDecode {
+        let prefix_rule = match (self.method.uses_eagle(), hashes_next_token) {
+            (false, _) => EaglePrefixRule::None,
+            (true, false) => EaglePrefixRule::DropLastBlock,
+            (true, true) => EaglePrefixRule::HashNextToken,
+        };
+        SpecDecode { prefix_rule, lookahead_at_admission: hashes_next_token, ..self }
     }
 
     /// A request's stream of draws: `mix(seed ^ key)`, computed once.

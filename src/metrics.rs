@@ -517,11 +517,25 @@ impl Metrics {
                 Some((k, kind))
             })
             // The P/D ones last (null in a run without a prefill pool), after
-            // the columns runs tables had before them.
+            // the columns runs tables had before them; then the engine
+            // features' headline numbers, by their path in the metrics
+            // (null in a run without the feature).
             .chain(["kv_transfer_mean_ms", "kv_transfer_p99_ms"].map(|k| (k.to_owned(), Scalar::Number)))
+            .chain(FEATURE_SCALARS.map(|(k, kind)| (k.to_owned(), kind)))
             .collect()
     }
 }
+
+/// The engine features' numbers a runs table carries, as `object.field`
+/// paths into the metrics (the column is the path with `_` for `.`).
+const FEATURE_SCALARS: [(&str, Scalar); 6] = [
+    ("kv_offload.hit_rate", Scalar::Number),
+    ("kv_offload.cpu_hit_rate", Scalar::Number),
+    ("spec_decode.acceptance_rate", Scalar::Number),
+    ("spec_decode.mean_acceptance_length", Scalar::Number),
+    ("lora_adapter_loads.from_cpu", Scalar::Count),
+    ("lora_adapter_loads.from_disk", Scalar::Count),
+];
 
 /// What kind of value a scalar metric is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -115,6 +115,18 @@ impl Deployment {
         self.pools.iter().map(Pool::gpus).sum()
     }
 
+    /// A run's metrics as this deployment reports them: the latency model
+    /// that priced it, and its LoRA adapter loads when it serves adapters
+    /// (the one place both `run` and a sweep finish them).
+    pub fn label_metrics(
+        &self,
+        m: crate::metrics::Metrics,
+        stats: &crate::sim::EngineStats,
+    ) -> crate::metrics::Metrics {
+        let m = m.priced_by(self.serving().latency.kind(), &self.serving().latency_reason);
+        if self.pools.iter().any(|p| p.engine.lora.is_some()) { m.with_lora(stats) } else { m }
+    }
+
     /// Its pools and each replica's, as the metrics and tables name them.
     pub fn pool_layout(&self) -> crate::metrics::PoolLayout {
         let pools = self

@@ -435,8 +435,7 @@ fn simulate(
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {
         say!("blis-sweep: warning: {warning}");
     }
-    let m = metrics.finish(&end).priced_by(d.serving().latency.kind(), &d.serving().latency_reason);
-    Ok(if d.pools.iter().any(|p| p.engine.lora.is_some()) { m.with_lora(&end.stats) } else { m })
+    Ok(d.label_metrics(metrics.finish(&end), &end.stats))
 }
 
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {

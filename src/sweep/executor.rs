@@ -386,7 +386,7 @@ fn simulate_cell(
     let (parts, rows, encode_s) = sink.parts.finish().map_err(CellError::Io)?;
     ctx.rows.fetch_add(rows, Ordering::Relaxed);
     ctx.encode_ns.fetch_add((encode_s * 1e9) as u64, Ordering::Relaxed);
-    let mut metrics = sink.metrics.finish(&end).priced_by(d.serving().latency.kind(), &d.serving().latency_reason);
+    let mut metrics = d.label_metrics(sink.metrics.finish(&end), &end.stats);
     if let WorkloadSource::Import { format: crate::workload::import::ImportFormat::TraceV2, path, options } =
         ctx.plan.workload_of(cell)
     {

@@ -63,7 +63,7 @@ fn metric_columns() -> (Vec<Field>, Vec<MetricColumn>) {
         }
         let (name, scale) = match key.strip_suffix("_s") {
             Some(stem) => (format!("{stem}_ms"), 1e3),
-            None => (key.clone(), 1.0),
+            None => (key.replace('.', "_"), 1.0),
         };
         let (data_type, builder) = match kind {
             Scalar::Count => (DataType::Int64, MetricBuilder::Count(Int64Builder::new())),
@@ -114,7 +114,11 @@ impl RunRows {
             _ => None,
         };
         for m in &mut self.metrics {
-            let v = values.as_ref().and_then(|map| map.get(&m.key));
+            // A key `object.field` is a field of a nested object.
+            let v = match m.key.split_once('.') {
+                Some((object, field)) => values.as_ref().and_then(|map| map.get(object)).and_then(|o| o.get(field)),
+                None => values.as_ref().and_then(|map| map.get(&m.key)),
+            };
             match &mut m.builder {
                 MetricBuilder::Count(b) => b.append_option(v.and_then(Value::as_u64).map(|n| n as i64)),
                 MetricBuilder::Number(b) => b.append_option(v.and_then(Value::as_f64).map(|x| x * m.scale)),

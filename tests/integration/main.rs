@@ -21,6 +21,7 @@ mod defects_tables;
 mod defects_trace;
 mod engine;
 mod eval_runs;
+mod feature_tables;
 mod fuzz;
 mod golden;
 mod hardening;

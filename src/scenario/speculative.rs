@@ -1,8 +1,9 @@
 //! `engine.speculative:` resolved for one engine: the method, `k`, the
 //! per-position acceptance rates (given, or `rate: r` as α_j = r^j) in parts
 //! per million, the seed, and the drafter's price from the model, the draft
-//! model and the GPU ([`crate::latency::DraftCost`]). Only synchronous
-//! scheduling is modelled with it; see [`resolve`].
+//! model and the GPU ([`crate::latency::DraftCost`]). EAGLE and MTP run
+//! with either scheduling; n-gram and draft models with synchronous
+//! scheduling only, as in vLLM; see [`resolve`].
 
 use super::error::{InvalidValue, invalid};
 use super::spec::EngineSpec;
@@ -80,10 +81,16 @@ pub(super) fn resolve(
             a.clone()
         }
     };
-    if e.async_scheduling != Some(false) {
+    // vLLM 0.15.1 (config/vllm.py) schedules asynchronously only with EAGLE
+    // and MTP drafts: it refuses async with the others, and turns its
+    // default off for them. Made explicit here, so the scenario says which
+    // scheduling it models.
+    if !matches!(method, SpecMethod::Eagle | SpecMethod::Mtp) && e.async_scheduling != Some(false) {
         return invalid(
             "engine.async_scheduling",
-            "speculative decoding is modelled with synchronous scheduling only (vLLM 0.15.1 runs EAGLE/MTP drafts asynchronously by default); set engine.async_scheduling: false",
+            format!(
+                "vLLM schedules {name} drafts synchronously only (async scheduling supports EAGLE/MTP drafts); set engine.async_scheduling: false"
+            ),
         );
     }
     if dp > 1 && model.moe.is_some() {
@@ -156,6 +163,10 @@ mod tests {
             .unwrap();
         assert_eq!((n.lookahead(), n.draft), (0, DraftCost::FREE));
         assert!(run("{}").unwrap().is_none());
+        // EAGLE and MTP with vLLM's default, async scheduling.
+        let a = run("speculative: {method: eagle, k: 2, rate: 0.5}").unwrap().unwrap();
+        assert_eq!((a.k, a.lookahead()), (2, 2));
+        assert!(run("async_scheduling: true\nspeculative: {method: mtp, k: 1, rate: 0.5}").unwrap().is_some());
     }
 
     #[test]
@@ -186,6 +197,10 @@ mod tests {
             field(&format!("{off}speculative: {{method: draft_model, k: 2, rate: 0.5, draft_model: Llama-2-7b}}")),
             "engine.speculative.draft_model"
         );
-        assert_eq!(field("speculative: {method: eagle, k: 2, rate: 0.5}"), "engine.async_scheduling");
+        assert_eq!(field("speculative: {method: ngram, k: 2, rate: 0.5}"), "engine.async_scheduling");
+        assert_eq!(
+            field("async_scheduling: true\nspeculative: {method: draft_model, k: 2, rate: 0.5, draft_model: x}"),
+            "engine.async_scheduling"
+        );
     }
 }

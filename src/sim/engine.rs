@@ -344,8 +344,11 @@ impl Engine {
         // total_len − 1 tokens at the end.
         let mut blocks_needed = total_len.saturating_sub(1).div_ceil(self.config.block_size);
         if let Some(s) = &self.config.speculative {
-            // Its last step may schedule k drafts and reserve k lookahead slots.
-            let most = (total_len.saturating_sub(1) + s.k + self.lookahead).min(self.config.max_model_len);
+            // Its last step may schedule k drafts and reserve k lookahead slots;
+            // with async scheduling, counted as if the k drafts in flight
+            // were accepted.
+            let optimistic = if self.config.async_scheduling { s.k } else { 0 };
+            let most = (total_len.saturating_sub(1) + s.k + optimistic + self.lookahead).min(self.config.max_model_len);
             blocks_needed = most.div_ceil(self.config.block_size);
         }
         if blocks_needed > self.kv.num_blocks() {
@@ -478,8 +481,11 @@ impl Engine {
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             // Async: its last token is being sampled by a step in flight
             // (scheduler.py: "Avoid scheduling an extra step when we are sure
-            // that the previous step has reached request.max_tokens").
-            if seq.pending > 0 && seq.num_tokens + seq.pending >= seq.total_len {
+            // that the previous step has reached request.max_tokens"). With
+            // drafts, `pending` holds the in-flight step's drafts too, and only
+            // its first token is sure: vLLM's `num_computed_tokens + 2 −
+            // num_output_placeholders`, which is num_tokens + 1 there.
+            if seq.pending > 0 && seq.num_tokens + seq.pending.min(1) >= seq.total_len {
                 i += 1;
                 continue;
             }
@@ -490,9 +496,15 @@ impl Engine {
             n = n.min(budget);
             // vLLM also caps n at max_model_len − num_computed − 1, which
             // binds only on drafts: `add` refuses sequences longer than
-            // max_model_len.
+            // max_model_len. With async scheduling num_computed counts the
+            // in-flight drafts as accepted, and the cap may leave nothing:
+            // the request waits a step (scheduler.py `num_new_tokens == 0`).
             if seq.drafts > 0 {
-                n = n.min(self.config.max_model_len.saturating_sub(seq.num_computed + 1)).max(1);
+                n = n.min(self.config.max_model_len.saturating_sub(seq.num_computed + 1));
+                if n == 0 {
+                    i += 1;
+                    continue;
+                }
             }
             let target = seq.num_computed + n;
             let known = seq.num_tokens;
@@ -559,10 +571,17 @@ impl Engine {
         let drafts = (seq.num_computed + n).saturating_sub(known_end);
         seq.drafts = 0;
         self.building.priced.spec_tokens += drafts;
-        if samples && self.config.speculative.is_some() {
+        if samples && let Some(s) = &self.config.speculative {
             self.building.draft_seqs += 1;
             self.building.draft_context += u64::from(seq.num_computed + n);
+            if async_scheduling {
+                // AsyncScheduler._update_after_schedule: k placeholder drafts
+                // for the next step, proposed on the GPU during this one.
+                seq.drafts = s.k;
+            }
         }
+        // The acceptance position: num_computed_tokens now, + 1 − the prompt.
+        let pos = (seq.num_computed + 1).wrapping_sub(seq.prompt_len);
         if seq.num_computed < seq.prefill_end {
             self.building.priced.prefills.push(PrefillChunk {
                 new_tokens: n,
@@ -582,10 +601,12 @@ impl Engine {
             }
         }
         if samples {
-            seq.pending += 1;
+            // Placeholders for the sampled token and every draft (vLLM's
+            // `num_output_placeholders += 1 + cur_num_spec_tokens`).
+            seq.pending += 1 + drafts;
         }
-        debug_assert!(async_scheduling || seq.pending <= 1);
-        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts });
+        debug_assert!(async_scheduling || seq.pending <= 1 + drafts);
+        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts, pos });
         self.stats.computed_tokens += u64::from(n);
     }
 
@@ -930,7 +951,7 @@ impl Engine {
         self.stepping = false;
         let mut any_finished = false;
         for k in 0..self.executing.entries.len() {
-            let Entry { slot, tokens, samples, dead, drafts } = self.executing.entries[k];
+            let Entry { slot, tokens, samples, dead, drafts, pos } = self.executing.entries[k];
             if dead {
                 continue;
             }
@@ -939,19 +960,25 @@ impl Engine {
             if !samples {
                 continue;
             }
-            seq.pending = seq.pending.saturating_sub(1);
+            // The rejected drafts' placeholders go with the emitted ones.
+            seq.pending = seq.pending.saturating_sub(1 + drafts);
             let mut emitted = 1;
             if let Some(s) = &self.config.speculative {
                 if drafts > 0 {
-                    // pos: num_computed_tokens before the step + 1 − the prompt.
-                    let pos = (seq.num_computed - tokens + 1).wrapping_sub(seq.prompt_len);
                     let remaining = seq.total_len - seq.num_tokens;
                     let rejected;
                     (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_stream, pos, drafts, remaining);
-                    seq.num_computed -= rejected;
+                    // Not for a request preempted since (async), whose count
+                    // restarted at 0 (`if request.num_computed_tokens > 0`).
+                    if seq.num_computed > 0 {
+                        seq.num_computed -= rejected;
+                    }
                 }
-                // The drafter proposes k for its next step.
-                seq.drafts = s.k;
+                if !self.config.async_scheduling {
+                    // The drafter proposes k for its next step (async: done
+                    // when this step was scheduled).
+                    seq.drafts = s.k;
+                }
             }
             seq.num_tokens += emitted;
             if !seq.aborted {
@@ -970,6 +997,13 @@ impl Engine {
             }
             if seq.num_tokens == seq.total_len {
                 any_finished = true;
+                if self.has_queued && self.config.speculative.is_some() {
+                    // Async: not sure this step would finish it, vLLM
+                    // scheduled it again; that output is dropped.
+                    for e in self.queued.entries.iter_mut().filter(|e| e.slot == slot) {
+                        e.dead = true;
+                    }
+                }
                 if let Some(l) = &mut self.lora {
                     l.leave(seq.lora);
                     // Preempted after this step was scheduled: it finishes

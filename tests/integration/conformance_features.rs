@@ -197,10 +197,8 @@ fn feature_traces_follow_the_acceptance_function_and_max_loras() {
 /// The simulator against every feature trace it models, step for step (the
 /// comparison of `conformance.rs`: tokens scheduled per request — 1 + the
 /// drafts verified —, admissions with their prefix hit, preemptions, KV
-/// blocks in use, and the step of every token delivered). Speculative
-/// decoding is modelled with synchronous scheduling only (a scenario asking
-/// for it with async scheduling is refused), so its async traces are not
-/// compared.
+/// blocks in use, and the step of every token delivered), in both
+/// scheduling modes.
 #[test]
 fn the_simulator_agrees_with_vllm_on_every_feature_trace_it_models() {
     let cases = cases();
@@ -212,9 +210,6 @@ fn the_simulator_agrees_with_vllm_on_every_feature_trace_it_models() {
         for line in text.lines() {
             let golden: Value = serde_json::from_str(line).unwrap();
             let case = &cases[golden["case"].as_str().unwrap()];
-            if mode == "async" && case.get("speculative").is_some() {
-                continue;
-            }
             if let Some(why) = super::conformance::compare(case, &golden, version, mode == "async") {
                 failures.push(format!("{name} {}: {why}", golden["case"]));
             }

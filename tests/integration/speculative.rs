@@ -1,8 +1,9 @@
 //! Speculative decoding end to end (`engine.speculative`): tokens per step
-//! at the acceptance extremes, its cost when nothing is accepted, seeded
-//! determinism, the lookahead KV slots, and bad values refused by field.
+//! at the acceptance extremes, in both scheduling modes, its cost when
+//! nothing is accepted, seeded determinism, the lookahead KV slots, and bad
+//! values refused by field.
 
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, latencies_us, rows};
 
 fn llm_row(id: u64, arrival: f64, input: u32, output: u32) -> String {
     format!(
@@ -29,6 +30,11 @@ fn run(name: &str, scenario: &str, workload: &str) -> (String, serde_json::Value
         ["run", "-q", "-s", "s.yaml", "w.jsonl", "-o", "r.jsonl", "--metrics", "m.json", "--step-trace", "t.jsonl"];
     TestCommand::new(&dir.path, &args).stdout();
     (dir.read("r.jsonl"), serde_json::from_str(&dir.read("m.json")).unwrap(), rows(&dir.read("t.jsonl")))
+}
+
+/// The linear test scenario with vLLM's default, async scheduling.
+fn scenario_async(speculative: &str) -> String {
+    LINEAR_SCENARIO.replace("engine:\n", &format!("engine:\n  speculative: {speculative}\n"))
 }
 
 fn tokens_per_step(steps: &[serde_json::Value]) -> Vec<u64> {
@@ -74,6 +80,32 @@ fn alpha_zero_emits_one_and_costs_more_than_none() {
     // ngram drafts cost no GPU time: only the wider verify (3 × 10 µs).
     let (_, ngram, _) = run("spec-ng0", &scenario(Some("{method: ngram, k: 3, rate: 0.0}")), &workload);
     assert!((e2e(&ngram) - e2e(&off) - 40.0 * 0.030).abs() < 1e-9, "{} vs {}", e2e(&ngram), e2e(&off));
+}
+
+/// Async scheduling, α = 1, K = 3: each decode is scheduled while the one
+/// before executes, counting its 3 drafts as accepted, so every step still
+/// verifies 1 + 3. The step scheduled while the 10th decode executes is not
+/// sure to be needed (4 tokens short of 81 only if all drafts were
+/// rejected), so it runs and its output is dropped (vLLM's
+/// `spec_full` async trace): 11 decodes, the last token at the 10th's end.
+/// With α = 0 a step is skipped once the one in flight surely finishes the
+/// request: exactly 40 decodes, none wasted.
+#[test]
+fn async_scheduling_counts_the_drafts_in_flight_as_accepted() {
+    let workload = format!("{}\n", llm_row(0, 0.0, 40, 41));
+    let (r, m, steps) = run("spec-async1", &scenario_async("{method: eagle, k: 3, rate: 1.0}"), &workload);
+    assert_eq!(tokens_per_step(&steps), [vec![40], vec![4; 11]].concat());
+    assert_eq!(m["engine_steps"], 12);
+    // The dropped output is not counted: vLLM skips a finished request's.
+    assert_eq!(m["spec_decode"]["num_drafts"], 10);
+    let end = |i: usize| steps[i]["start_us"].as_u64().unwrap() + steps[i]["duration_us"].as_u64().unwrap();
+    // Arrival at 0: the token latencies add up to the last token's time.
+    let lat = latencies_us(&rows(&r)[0], 0);
+    assert_eq!(lat.len(), 41);
+    assert!(lat.iter().sum::<u64>().abs_diff(end(10)) <= 41, "the last token comes with the 10th decode: {lat:?}");
+    let (_, m0, steps0) = run("spec-async0", &scenario_async("{method: eagle, k: 3, rate: 0.0}"), &workload);
+    assert_eq!(tokens_per_step(&steps0), [vec![40], vec![4; 40]].concat());
+    assert_eq!(m0["spec_decode"]["num_accepted_tokens"], 0);
 }
 
 /// Same seed ⇒ byte-identical results and metrics; another seed ⇒ other
@@ -125,8 +157,8 @@ fn bad_speculative_values_are_refused_by_field() {
         (scenario(Some("{method: eagle, k: 2, rate: 2}")), "engine.speculative.rate: 2 must be in [0, 1]"),
         (scenario(Some("{method: eagle, k: 2, rate: 0.5, bogus: 1}")), "bogus"),
         (
-            LINEAR_SCENARIO.replace("engine:\n", "engine:\n  speculative: {method: eagle, k: 2, rate: 0.5}\n"),
-            "engine.async_scheduling: speculative decoding is modelled with synchronous scheduling only",
+            LINEAR_SCENARIO.replace("engine:\n", "engine:\n  speculative: {method: ngram, k: 2, rate: 0.5}\n"),
+            "engine.async_scheduling: vLLM schedules ngram drafts synchronously only",
         ),
     ];
     for (yaml, want) in cases {
@@ -138,8 +170,8 @@ fn bad_speculative_values_are_refused_by_field() {
     }
 }
 
-/// Random DAG workloads on random synchronous engines with random
-/// speculative decoding, through the library with the KV-cache invariant
+/// Random DAG workloads on random engines with random speculative decoding
+/// (async scheduling for half the EAGLE and MTP engines), through the library with the KV-cache invariant
 /// checked after every step: every completed llm node emits exactly its
 /// tokens, at most k + 1 at one time, in time order, finishing with its
 /// last; the counters agree with themselves.
@@ -155,7 +187,7 @@ fn random_workloads_with_drafts_keep_the_engine_consistent() {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5bec);
-    let (mut completed, mut drafts) = (0, 0);
+    let (mut completed, mut drafts, mut async_cases) = (0, 0, 0);
     for case in 0..300u64 {
         let k = rng.random_range(1..=4u32);
         let method = [SpecMethod::Eagle, SpecMethod::Ngram, SpecMethod::Mtp][rng.random_range(0..3)];
@@ -167,7 +199,9 @@ fn random_workloads_with_drafts_keep_the_engine_consistent() {
             })
             .collect();
         let spec = SpecDecode::new(method, k, acceptance, rng.random(), DraftCost::FREE);
-        let engine = EngineConfig { async_scheduling: false, speculative: Some(spec), ..random_engine(&mut rng) };
+        let async_scheduling = method != SpecMethod::Ngram && rng.random_bool(0.5);
+        async_cases += u32::from(async_scheduling);
+        let engine = EngineConfig { async_scheduling, speculative: Some(spec), ..random_engine(&mut rng) };
         let replicas = rng.random_range(1..=3);
         let router = crate::properties::random_router(&mut rng);
         let pool = PoolConfig::mixed(engine, replicas, router, random_latency(&mut rng));
@@ -198,5 +232,8 @@ fn random_workloads_with_drafts_keep_the_engine_consistent() {
         assert!(per_pos.windows(2).all(|w| w[0] >= w[1]), "case {case}: {per_pos:?}");
         assert_eq!(s.by_accepted.iter().sum::<u64>(), s.drafts, "case {case}");
     }
-    assert!(completed > 300 && drafts > 1000, "coverage: {completed} completed, {drafts} verifications");
+    assert!(
+        completed > 300 && drafts > 1000 && async_cases > 60,
+        "coverage: {completed} completed, {drafts} verifications, {async_cases} async engines"
+    );
 }

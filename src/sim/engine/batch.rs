@@ -74,6 +74,10 @@ pub(crate) struct Entry {
     /// Speculative decoding: draft tokens among `tokens`, verified at the
     /// step's end.
     pub(super) drafts: u32,
+    /// Speculative decoding: the acceptance position, from
+    /// `num_computed_tokens` when the step was scheduled (async scheduling
+    /// rolls rejections back only after the next step is scheduled).
+    pub(super) pos: u32,
 }
 
 /// One scheduled step: who computes how many tokens, its price, and (when

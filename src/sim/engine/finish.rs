@@ -1,0 +1,110 @@
+//! The end of an executing step (vLLM's `update_from_output`): sampled tokens
+//! delivered (several at once when drafts are accepted, rejected drafts
+//! rolled back), blocks registered, finished requests out.
+
+use super::*;
+
+impl Engine {
+    /// The executing step ends at `now` (vLLM's `update_from_output`):
+    /// requests that sampled get their token, finished requests leave and
+    /// free their blocks in step order; then aborts that came in during the
+    /// step take effect.
+    pub(crate) fn finish_step(&mut self, now_us: u64, events: &mut Vec<EngineEvent>) {
+        self.stepping = false;
+        let mut any_finished = false;
+        for k in 0..self.executing.entries.len() {
+            let Entry { slot, tokens, samples, dead, drafts, pos } = self.executing.entries[k];
+            if dead {
+                continue;
+            }
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            seq.in_flight_tokens -= tokens;
+            if !samples {
+                continue;
+            }
+            // The rejected drafts' placeholders go with the emitted ones.
+            seq.pending = seq.pending.saturating_sub(1 + drafts);
+            let mut emitted = 1;
+            if let Some(s) = &self.config.speculative {
+                if drafts > 0 {
+                    let remaining = seq.total_len - seq.num_tokens;
+                    let rejected;
+                    (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_stream, pos, drafts, remaining);
+                    // Not for a request preempted since (async), whose count
+                    // restarted at 0 (`if request.num_computed_tokens > 0`).
+                    if seq.num_computed > 0 {
+                        seq.num_computed -= rejected;
+                    }
+                }
+                if !self.config.async_scheduling {
+                    // The drafter proposes k for its next step (async: done
+                    // when this step was scheduled).
+                    seq.drafts = s.k;
+                }
+            }
+            seq.num_tokens += emitted;
+            if !seq.aborted {
+                let n = seq.token_times_us.len() + emitted as usize;
+                seq.token_times_us.resize(n, now_us);
+            }
+            if self.config.async_scheduling && seq.num_computed > 0 {
+                // With placeholders, the blocks a sampled token completes are
+                // registered when it arrives, before a finished request frees
+                // them; not for a request preempted since (vLLM 0.15.1
+                // async_scheduler.py `_update_request_with_output`; 0.33.0
+                // scheduler.py `update_from_output`).
+                let known = seq.num_tokens.saturating_sub(self.kv.hash_lookahead());
+                let upto = (seq.num_computed - seq.in_flight_tokens).min(known);
+                self.kv.register(&mut seq.blocks, &seq.hashes, upto);
+            }
+            if seq.num_tokens == seq.total_len {
+                any_finished = true;
+                if self.has_queued && self.config.speculative.is_some() {
+                    // Async: not sure this step would finish it, vLLM
+                    // scheduled it again; that output is dropped.
+                    for e in self.queued.entries.iter_mut().filter(|e| e.slot == slot) {
+                        e.dead = true;
+                    }
+                }
+                if let Some(l) = &mut self.lora {
+                    l.leave(seq.lora);
+                    // Preempted after this step was scheduled: it finishes
+                    // from the waiting queue.
+                    if seq.num_computed == 0 {
+                        l.unwait(seq.lora);
+                    }
+                }
+                if !seq.aborted && self.connector.request_finished(seq.transfer) {
+                    // Reported, but its blocks stay for the send.
+                    seq.held = true;
+                    let departure = Departure {
+                        owner: seq.owner,
+                        token_times_us: std::mem::take(&mut seq.token_times_us),
+                        preemptions: seq.preemptions,
+                        cached_tokens: seq.cached_tokens,
+                    };
+                    events.push(EngineEvent::Held { owner: seq.owner, slot });
+                    events.push(EngineEvent::Finished(departure));
+                    continue;
+                }
+                self.kv.free(&mut seq.blocks);
+                let seq = self.seqs[slot as usize].take().expect("live slot");
+                if seq.aborted {
+                    self.pending_aborts.retain(|&s| s != slot);
+                } else {
+                    events.push(EngineEvent::Finished(seq.departure()));
+                }
+                self.free_slots.push(slot);
+            }
+        }
+        if any_finished {
+            let seqs = &self.seqs;
+            let gone = |s: u32| seqs[s as usize].as_ref().is_none_or(|q| q.held);
+            self.running.retain(|&s| !gone(s));
+            self.waiting.retain(|&s| !gone(s));
+        }
+        for slot in std::mem::take(&mut self.pending_aborts) {
+            self.remove(slot);
+        }
+    }
+}

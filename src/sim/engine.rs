@@ -33,12 +33,13 @@ mod finish;
 mod lora;
 mod offload;
 mod speculative;
+mod stats;
 
 use std::collections::VecDeque;
 
 use batch::Entry;
 pub(crate) use batch::{Batch, Departure, EngineEvent, Owner};
-pub use config::{EngineConfig, EngineStats};
+pub use config::EngineConfig;
 pub use connector::ConnectorKind;
 use connector::KvConnector;
 pub(crate) use connector::KvTransfer;
@@ -48,6 +49,7 @@ pub use lora::{LoraConfig, LoraLoad};
 pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 pub(crate) use speculative::request_key;
 pub use speculative::{EaglePrefixRule, SpecDecode, SpecMethod, SpecStats};
+pub use stats::EngineStats;
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes, block_hashes_with_next};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -167,7 +169,7 @@ impl Engine {
         let usable = config.num_gpu_blocks.saturating_sub(1);
         let mut kv =
             KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
-        let connector = connector::connector(config.kv_connector, config.kv_offload, config.block_size);
+        let connector = connector(config.kv_connector, config.kv_offload, config.block_size);
         let cpu_tier_blocks = config.kv_offload.map_or(0, |o| u64::from(o.cpu_blocks));
         if connector.records_evictions() {
             kv.record_evictions();
@@ -516,5 +518,15 @@ impl Engine {
         if self.tracing {
             self.building.preempted.push(slot);
         }
+    }
+}
+
+/// The connector of `kind`, or the offloading connector when `offload` is
+/// set (a scenario refuses both at once) for blocks of `block_size` tokens.
+fn connector(kind: ConnectorKind, offload: Option<KvOffload>, block_size: u32) -> Box<dyn KvConnector> {
+    match (kind, offload) {
+        (_, Some(o)) => Box::new(offload::OffloadingConnector::new(o, block_size)),
+        (ConnectorKind::None, None) => Box::new(connector::NoConnector),
+        (ConnectorKind::Nixl, None) => Box::new(connector::NixlConnector),
     }
 }

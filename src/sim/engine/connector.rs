@@ -15,11 +15,10 @@
 //! the read runs, then recomputes only its last token.
 //!
 //! A new connector (a shared store) is one file implementing [`KvConnector`]
-//! and one entry in [`ConnectorKind`] and [`connector`]; the CPU tier's
+//! and one entry in [`ConnectorKind`] and in `connector` (`engine.rs`); the CPU tier's
 //! (`offload.rs`) is chosen by `EngineConfig::kv_offload`.
 
 use super::batch::{EngineEvent, Owner};
-use super::offload::{KvOffload, OffloadingConnector};
 
 /// What a request's `kv_transfer_params` ask of the engine it is sent to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -157,23 +156,13 @@ impl KvConnector for NixlConnector {
     }
 }
 
-/// The connector of `kind`, or the offloading connector when `offload` is
-/// set (a scenario refuses both at once) for blocks of `block_size` tokens.
-pub(crate) fn connector(kind: ConnectorKind, offload: Option<KvOffload>, block_size: u32) -> Box<dyn KvConnector> {
-    match (kind, offload) {
-        (_, Some(o)) => Box::new(OffloadingConnector::new(o, block_size)),
-        (ConnectorKind::None, None) => Box::new(NoConnector),
-        (ConnectorKind::Nixl, None) => Box::new(NixlConnector),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn only_a_remote_prefill_loads_and_only_a_remote_decode_holds_its_blocks() {
-        let mut nixl = connector(ConnectorKind::Nixl, None, 16);
+        let mut nixl = Box::new(NixlConnector) as Box<dyn KvConnector>;
         assert_eq!(nixl.matched_tokens(KvTransfer::ReceivePrefill, &[], 100, 32), (68, true));
         assert_eq!(nixl.matched_tokens(KvTransfer::Local, &[], 100, 32), (0, false));
         assert!(nixl.request_finished(KvTransfer::SendAfterPrefill));
@@ -181,7 +170,7 @@ mod tests {
         let mut events = Vec::new();
         nixl.after_alloc(Owner { slot: 1, node: 0 }, 3, 68, &mut events);
         assert_eq!(events, [EngineEvent::KvLoad { owner: Owner { slot: 1, node: 0 }, slot: 3, tokens: 68 }]);
-        let mut none = connector(ConnectorKind::None, None, 16);
+        let mut none = Box::new(NoConnector) as Box<dyn KvConnector>;
         assert_eq!(none.matched_tokens(KvTransfer::ReceivePrefill, &[], 100, 0), (0, false));
         assert!(!none.request_finished(KvTransfer::SendAfterPrefill));
     }

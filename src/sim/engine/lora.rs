@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 
-use super::config::EngineStats;
+use super::stats::EngineStats;
 use crate::latency::{LoraPricing, StepBatch};
 
 /// How long moving an adapter takes.

@@ -572,7 +572,7 @@ impl Engine {
             seq.pending += 1 + drafts;
         }
         debug_assert!(async_scheduling || seq.pending <= 1 + drafts);
-        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts, pos });
+        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts, pos, preempted: false });
         self.stats.computed_tokens += u64::from(n);
     }
 
@@ -897,6 +897,12 @@ impl Engine {
         seq.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
+        if self.stepping && self.config.speculative.is_some() {
+            // Async: the step in flight computes for it still.
+            for e in self.executing.entries.iter_mut().filter(|e| e.slot == slot) {
+                e.preempted = true;
+            }
+        }
         if let Some(l) = &mut self.lora {
             l.wait(seq.lora);
         }
@@ -913,7 +919,7 @@ impl Engine {
         self.stepping = false;
         let mut any_finished = false;
         for k in 0..self.executing.entries.len() {
-            let Entry { slot, tokens, samples, dead, drafts, pos } = self.executing.entries[k];
+            let Entry { slot, tokens, samples, dead, drafts, pos, preempted } = self.executing.entries[k];
             if dead {
                 continue;
             }
@@ -922,8 +928,11 @@ impl Engine {
             if !samples {
                 continue;
             }
-            // The rejected drafts' placeholders go with the emitted ones.
-            seq.pending = seq.pending.saturating_sub(1 + drafts);
+            // The rejected drafts' placeholders go with the emitted ones
+            // (a preempted request's were reset).
+            if !preempted {
+                seq.pending = seq.pending.saturating_sub(1 + drafts);
+            }
             let mut emitted = 1;
             if let Some(s) = &self.config.speculative {
                 if drafts > 0 {
@@ -932,7 +941,7 @@ impl Engine {
                     (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_stream, pos, drafts, remaining);
                     // Not for a request preempted since (async), whose count
                     // restarted at 0 (`if request.num_computed_tokens > 0`).
-                    if seq.num_computed > 0 {
+                    if !preempted {
                         seq.num_computed -= rejected;
                     }
                 }

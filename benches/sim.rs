@@ -9,6 +9,7 @@
 //!     cargo bench --bench sim -- one 100000   # one size, in this process
 //!     cargo bench --bench sim -- offload 100000   # the same with a 64 GiB CPU KV tier
 //!     cargo bench --bench sim -- spec 100000  # the same, speculative decoding on
+//!     cargo bench --bench sim -- spec-async 100000  # the same with async scheduling (vLLM's default)
 //!     cargo bench --bench sim -- cluster 8 800000   # 8 replicas, 8x the traffic
 //!     cargo bench --bench sim -- pd 400000    # 4 prefill + 4 decode replicas at PD_RATE
 //!     cargo bench --bench sim -- write 100000 chat.jsonl   # the workload, as a file
@@ -155,14 +156,15 @@ fn one(n: u64, rate: f64, replicas: u32, offload: bool) {
 }
 
 /// The same deployment with speculative decoding: an EAGLE head, k = 3,
-/// acceptance rate 0.7 (α_j = 0.7^j), synchronous scheduling (the only one
-/// modelled with it), at `rate`. `-- spec 100000` against `-- one 100000`
-/// is the feature's cost in simulated requests/s.
-fn spec(n: u64, rate: f64) {
+/// acceptance rate 0.7 (α_j = 0.7^j), synchronous scheduling or (with
+/// `async_scheduling`) vLLM's default async, at `rate`. `-- spec 100000`
+/// against `-- one 100000` is the feature's cost in simulated requests/s.
+fn spec(n: u64, rate: f64, async_scheduling: bool) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/scenarios/llama-3.1-8b-h100-tp1.yaml");
+    let sync = if async_scheduling { "" } else { "  async_scheduling: false\n" };
     let text = std::fs::read_to_string(&scenario)
         .unwrap()
-        .replace("engine:\n", "engine:\n  async_scheduling: false\n  speculative: {method: eagle, k: 3, rate: 0.7}\n");
+        .replace("engine:\n", &format!("engine:\n{sync}  speculative: {{method: eagle, k: 3, rate: 0.7}}\n"));
     let tmp = std::env::temp_dir().join(format!("blis-bench-spec-{}.yaml", std::process::id()));
     std::fs::write(&tmp, text).unwrap();
     let d = blis_sweep::scenario::load(&tmp).unwrap();
@@ -277,9 +279,9 @@ fn main() {
         }
         return;
     }
-    if let Some(i) = args.iter().position(|a| a == "spec") {
+    if let Some(i) = args.iter().position(|a| a == "spec" || a == "spec-async") {
         let rate = args.get(i + 2).map_or(RATE, |r| r.parse().expect("a rate in req/s"));
-        spec(args[i + 1].parse().expect("a request count"), rate);
+        spec(args[i + 1].parse().expect("a request count"), rate, args[i] == "spec-async");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "pd") {

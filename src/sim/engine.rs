@@ -468,7 +468,7 @@ impl Engine {
             seq.pending += 1 + drafts;
         }
         debug_assert!(async_scheduling || seq.pending <= 1 + drafts);
-        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts, pos });
+        self.building.entries.push(Entry { slot, tokens: n, samples, dead: false, drafts, pos, preempted: false });
         self.stats.computed_tokens += u64::from(n);
     }
 
@@ -512,6 +512,12 @@ impl Engine {
         seq.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
+        if self.stepping && self.config.speculative.is_some() {
+            // Async: the step in flight computes for it still.
+            for e in self.executing.entries.iter_mut().filter(|e| e.slot == slot) {
+                e.preempted = true;
+            }
+        }
         if let Some(l) = &mut self.lora {
             l.wait(seq.lora);
         }

@@ -78,6 +78,10 @@ pub(crate) struct Entry {
     /// `num_computed_tokens` when the step was scheduled (async scheduling
     /// rolls rejections back only after the next step is scheduled).
     pub(super) pos: u32,
+    /// Speculative decoding, async: the request was preempted while this
+    /// step ran (its count restarted, maybe readmitted since), so nothing is
+    /// rolled back (vLLM processes the output before readmitting it).
+    pub(super) preempted: bool,
 }
 
 /// One scheduled step: who computes how many tokens, its price, and (when

@@ -13,7 +13,7 @@ impl Engine {
         self.stepping = false;
         let mut any_finished = false;
         for k in 0..self.executing.entries.len() {
-            let Entry { slot, tokens, samples, dead, drafts, pos } = self.executing.entries[k];
+            let Entry { slot, tokens, samples, dead, drafts, pos, preempted } = self.executing.entries[k];
             if dead {
                 continue;
             }
@@ -22,8 +22,11 @@ impl Engine {
             if !samples {
                 continue;
             }
-            // The rejected drafts' placeholders go with the emitted ones.
-            seq.pending = seq.pending.saturating_sub(1 + drafts);
+            // The rejected drafts' placeholders go with the emitted ones
+            // (a preempted request's were reset).
+            if !preempted {
+                seq.pending = seq.pending.saturating_sub(1 + drafts);
+            }
             let mut emitted = 1;
             if let Some(s) = &self.config.speculative {
                 if drafts > 0 {
@@ -32,7 +35,7 @@ impl Engine {
                     (emitted, rejected) = s.verify(&mut self.stats.spec, seq.spec_stream, pos, drafts, remaining);
                     // Not for a request preempted since (async), whose count
                     // restarted at 0 (`if request.num_computed_tokens > 0`).
-                    if seq.num_computed > 0 {
+                    if !preempted {
                         seq.num_computed -= rejected;
                     }
                 }

@@ -1,11 +1,18 @@
-//! Speculative decoding (vLLM 0.15.1 `--speculative-config`), synchronous
-//! scheduling only: after a request samples, its drafter proposes `k` tokens
-//! (`update_draft_token_ids`); its next step schedules `1 + k` tokens
-//! (trimmed to the token budget and `max_model_len`), allocating `k` more
-//! KV slots of lookahead for EAGLE, MTP and draft models (`scheduler.py`
-//! `num_lookahead_tokens`); at the step's end it samples `accepted + 1`
-//! tokens, all delivered at that time, and the rejected drafts roll
-//! `num_computed_tokens` back (`update_from_output`).
+//! Speculative decoding (vLLM 0.15.1 `--speculative-config`): after a
+//! request samples, its drafter proposes `k` tokens (`update_draft_token_ids`);
+//! its next step schedules `1 + k` tokens (trimmed to the token budget and
+//! `max_model_len`), allocating `k` more KV slots of lookahead for EAGLE, MTP
+//! and draft models (`scheduler.py` `num_lookahead_tokens`); at the step's
+//! end it samples `accepted + 1` tokens, all delivered at that time, and the
+//! rejected drafts roll `num_computed_tokens` back (`update_from_output`).
+//!
+//! With async scheduling (`async_scheduler.py`) the `k` drafts are
+//! placeholders put on a request when a step that samples is scheduled, and
+//! that step's tokens count as if all its drafts were accepted until its
+//! output is processed, after the next step was scheduled: the engine's
+//! `pending` then counts the sampled token and the drafts, each step keeps
+//! its acceptance position from when it was scheduled, and a step scheduled
+//! for a request the step before finished is dropped (`engine.rs`).
 //!
 //! How many drafts a request accepts is a seeded draw, shared with the
 //! Python conformance recorder: see [`SpecDecode::accepted`].

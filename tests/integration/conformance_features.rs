@@ -4,8 +4,8 @@
 //! folder's README, section "Features"), checked on their own: the recorder's
 //! fake runner accepted exactly what the shared acceptance function says, vLLM
 //! delivered every request's `max_tokens` and never batched more than
-//! `max_loras` adapters. The step-for-step comparison with the simulator is
-//! built on these files once the features exist in the engine.
+//! `max_loras` adapters; then the simulator replays every trace and must
+//! agree with it step for step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

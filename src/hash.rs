@@ -1,5 +1,6 @@
 //! FNV-1a, 64 bits, whole or streaming: what run ids, plan hashes and RNG
-//! stream names are made of. Stable across platforms and releases, which is
+//! stream names are made of; and SplitMix64's finaliser ([`mix`]), what KV
+//! block hashes and speculative decoding's acceptance draws are made of. Stable across platforms and releases, which is
 //! all an id needs; not a defence against anyone crafting collisions. Pure:
 //! the files hashed are read by the sweep ([`hash64`] fed in pieces).
 
@@ -9,6 +10,16 @@ pub fn hash64(bytes: &[u8]) -> u64 {
     let mut h = Fnv64::new();
     h.update(bytes);
     h.finish()
+}
+
+/// SplitMix64's finaliser (Steele, Lea, Flood 2014; Vigna's
+/// `splitmix64.c`): a cheap, well-distributed, platform-independent mix of
+/// 64 bits.
+pub fn mix(z: u64) -> u64 {
+    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// [`hash64`] fed in pieces, for files read streaming.
@@ -41,6 +52,13 @@ impl Default for Fnv64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SplitMix64's published first outputs from state 0 are mix(0),
+    /// mix(γ), … : 0xE220A8397B1DCDAF is its first (Vigna's splitmix64.c).
+    #[test]
+    fn mix_is_splitmix64() {
+        assert_eq!(mix(0), 0xE220_A839_7B1D_CDAF);
+    }
 
     #[test]
     fn fnv_is_stable() {

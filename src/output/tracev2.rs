@@ -53,6 +53,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use crate::hash::mix;
 use crate::sim::{FinishedRequest, NodeError, RequestStatus, RunSummary, Sink};
 use crate::workload::{LlmCall, NodeKind};
 
@@ -257,14 +258,6 @@ impl<'a> TraceV2Writer<'a> {
         }
         parent
     }
-}
-
-/// SplitMix64's finaliser (as the KV cache's block hashes).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The request's nodes in order, when its DAG is one path.

@@ -20,6 +20,8 @@
 
 use std::collections::HashMap;
 
+use crate::hash::mix;
+
 const NONE: u32 = u32::MAX;
 /// The free queue's virtual node standing for every block never used yet
 /// (`blocks.len()..num_blocks`): block metadata is allocated when a block is
@@ -95,14 +97,6 @@ pub(crate) fn block_hashes_with_next(tokens: impl Iterator<Item = u32>, block_si
             in_block = 0;
         }
     }
-}
-
-/// SplitMix64's finaliser: a cheap, well-distributed, platform-independent mix.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[derive(Debug)]

@@ -19,8 +19,8 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vllm-conformance/features")
 }
 
-/// SplitMix64's finaliser: the acceptance function's mixer (the lead's
-/// interface for issue 25; `cases.py`'s `splitmix64` on the Python side).
+/// SplitMix64's finaliser: the acceptance function's mixer (`hash::mix` in
+/// the simulator; `cases.py`'s `splitmix64` on the Python side).
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

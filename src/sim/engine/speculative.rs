@@ -17,6 +17,7 @@
 //! How many drafts a request accepts is a seeded draw, shared with the
 //! Python conformance recorder: see [`SpecDecode::accepted`].
 
+use crate::hash::mix;
 use crate::latency::DraftCost;
 
 /// Who proposes the drafts (`--speculative-config` `method`).
@@ -144,14 +145,6 @@ impl SpecStats {
     }
 }
 
-/// SplitMix64's finaliser (Steele, Lea, Flood 2014; `java.util.SplittableRandom`).
-pub(crate) fn mix(z: u64) -> u64 {
-    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The acceptance key of sub-request `node` of the request whose integer id
 /// is `id` (a string id: `hash::hash64` of it).
 pub(crate) fn request_key(id: u64, node: u32) -> u64 {
@@ -259,7 +252,7 @@ mod tests {
         SpecDecode::new(SpecMethod::Eagle, acceptance.len() as u32, acceptance.to_vec(), 0, DraftCost::FREE)
     }
 
-    /// The engine's integer test is the preamble's `u_j < α_j / α_{j−1}`.
+    /// The engine's integer test is the definition's `u_j < α_j / α_{j−1}`.
     #[test]
     fn accepted_is_the_draw_against_the_ratio() {
         let s = SpecDecode::new(SpecMethod::Eagle, 3, vec![700_000, 490_000, 100_000], 7, DraftCost::FREE);
@@ -274,16 +267,9 @@ mod tests {
         }
     }
 
-    /// SplitMix64's published first outputs from state 0 are mix(0),
-    /// mix(γ), … : 0xE220A8397B1DCDAF is its first (Vigna's splitmix64.c).
-    #[test]
-    fn mix_is_splitmix64() {
-        assert_eq!(mix(0), 0xE220_A839_7B1D_CDAF);
-    }
-
     /// Test vectors for the Python recorder: (seed, key, pos, j) → u_j,
     /// checked against an independent Python transcription of the draw
-    /// (the preamble's `mix`, FNV-1a for the string id).
+    /// (`cases.py`'s `splitmix64`, FNV-1a for the string id).
     #[test]
     fn uniform_test_vectors() {
         let key = request_key(17, 0);

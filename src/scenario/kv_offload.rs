@@ -26,8 +26,21 @@ pub(crate) fn resolve(
     block_size: u32,
 ) -> Result<Option<KvOffload>, InvalidValue> {
     let Some(spec) = spec else { return Ok(None) };
-    let Some(cpu_gib) = spec.cpu_gib else {
-        return invalid("engine.kv_offload.cpu_gib", "is required: host memory for KV per GPU, GiB");
+    let block_bytes = model.kv_bytes_per_token(tp, kv_dtype_bytes) * u64::from(block_size);
+    let cpu_gib = match (spec.cpu_gib, spec.cpu_blocks) {
+        (Some(_), Some(_)) => {
+            return invalid("engine.kv_offload.cpu_blocks", "give cpu_gib or cpu_blocks, not both");
+        }
+        (None, None) => {
+            return invalid(
+                "engine.kv_offload.cpu_gib",
+                "is required (or cpu_blocks): host memory for KV per GPU, GiB",
+            );
+        }
+        (None, Some(0)) => return invalid("engine.kv_offload.cpu_blocks", "must be positive"),
+        // Exactly that many blocks: the GiB they take, floored back below.
+        (None, Some(n)) => (f64::from(n) + 0.5) * block_bytes as f64 / (1u64 << 30) as f64,
+        (Some(gib), None) => gib,
     };
     if !(cpu_gib.is_finite() && cpu_gib > 0.0) {
         return invalid("engine.kv_offload.cpu_gib", format!("{cpu_gib} must be a positive number of GiB"));
@@ -43,7 +56,6 @@ pub(crate) fn resolve(
             return invalid("engine.kv_offload.policy", format!("`{other}` is not a policy: all | evicted"));
         }
     };
-    let block_bytes = model.kv_bytes_per_token(tp, kv_dtype_bytes) * u64::from(block_size);
     let blocks = (cpu_gib * (1u64 << 30) as f64 / block_bytes.max(1) as f64).floor();
     if blocks < 1.0 {
         return invalid("engine.kv_offload.cpu_gib", format!("{cpu_gib} GiB holds no KV block of {block_bytes} bytes"));
@@ -117,6 +129,9 @@ mod tests {
         assert_eq!(o.policy, OffloadPolicy::All);
         // tp 2 halves a block on each GPU: twice the blocks.
         assert_eq!(resolve(Some(&spec), &llama(), 2, 2, 16).unwrap().unwrap().cpu_blocks, 65_536);
+        // A block count, as a vLLM log gives it, is that many blocks.
+        let blocks = KvOffloadSpec { cpu_blocks: Some(1023), ..KvOffloadSpec::default() };
+        assert_eq!(resolve(Some(&blocks), &llama(), 1, 2, 16).unwrap().unwrap().cpu_blocks, 1023);
     }
 
     #[test]
@@ -128,6 +143,9 @@ mod tests {
         assert_eq!(bad(KvOffloadSpec { cpu_gib: Some(1e-6), ..ok.clone() }), "engine.kv_offload.cpu_gib");
         assert_eq!(bad(KvOffloadSpec { bandwidth_gbps: Some(0.0), ..ok.clone() }), "engine.kv_offload.bandwidth_gbps");
         assert_eq!(bad(KvOffloadSpec { policy: Some("lru".into()), ..ok.clone() }), "engine.kv_offload.policy");
+        assert_eq!(bad(KvOffloadSpec { cpu_blocks: Some(8), ..ok.clone() }), "engine.kv_offload.cpu_blocks");
+        let none = KvOffloadSpec { cpu_blocks: Some(0), ..KvOffloadSpec::default() };
+        assert_eq!(bad(none), "engine.kv_offload.cpu_blocks");
         assert_eq!(resolve(None, &llama(), 1, 2, 16).unwrap(), None);
         let disk = |gib, gbps| KvOffloadSpec { disk_gib: gib, disk_bandwidth_gbps: gbps, ..ok.clone() };
         assert_eq!(bad(disk(Some(8.0), None)), "engine.kv_offload.disk_bandwidth_gbps");

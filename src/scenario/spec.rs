@@ -244,6 +244,9 @@ pub struct EngineSpec {
 pub struct KvOffloadSpec {
     /// Host memory for KV per GPU, GiB (vLLM's `cpu_bytes_to_use` per rank).
     pub cpu_gib: Option<f64>,
+    /// Or the tier's size in blocks, as a vLLM log reports it
+    /// (`num_cpu_blocks`; BLIS's `cpu_kv_blocks`).
+    pub cpu_blocks: Option<u32>,
     /// One GPU's host link, Gbit/s one direction (default: PCIe Gen5 x16
     /// as measured, 400 Gbit/s = 50 GB/s).
     pub bandwidth_gbps: Option<f64>,

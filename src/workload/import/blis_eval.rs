@@ -98,6 +98,13 @@ pub const PROFILES: [Profile; 6] = [
 /// The seed of every training config's workload (`"seed": 42` in all 15).
 const SEED: u64 = 42;
 
+/// The CPU KV tier per GPU of a run with `cpu_offload`: not published for
+/// these runs; every one of BLIS's training runs that had a tier had 8 GiB
+/// per GPU (`trainval15_experiment_configs.json` `cpu_kv_blocks` × the
+/// block's bytes: 1023 × 8 MiB for Llama-2-7b, 6553 × 1.25 MiB for
+/// Llama-3.1-70B at tp 4, ...).
+const CPU_TIER_GIB: u32 = 8;
+
 /// What no eval row gives, set as in every run of BLIS's that does give it
 /// (`experiments.csv`, the training configs): 128 sequences, 4,096-token
 /// context, 16-token blocks.
@@ -185,10 +192,12 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         let known: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
         bad("workload", format!("no known spec for profile `{workload_name}`; known: {}", known.join(", ")))
     })?;
+    let cpu_offload = field("cpu_offload")?.eq_ignore_ascii_case("true");
+    let offload = if cpu_offload { format!("  kv_offload: {{cpu_gib: {CPU_TIER_GIB}}}\n") } else { String::new() };
     let scenario_yaml = format!(
         "name: {name}\nmodel: {model}\nhardware: {hardware}\ntp: {tp}\ndtype: {dtype}\nengine:\n  max_num_seqs: {MAX_NUM_SEQS}\n  \
          max_num_batched_tokens: {mbt}\n  max_model_len: {MAX_MODEL_LEN}\n  gpu_memory_utilization: {util}\n  \
-         enable_prefix_caching: true\n  vllm_version: 0.15.1\n"
+         enable_prefix_caching: true\n  vllm_version: 0.15.1\n{offload}"
     );
     let spec = InferencePerf {
         shared_prefix: SharedPrefix {
@@ -213,8 +222,11 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         "KV blocks computed from gpu_memory_utilization {util} (none published); max_num_seqs {MAX_NUM_SEQS} and \
          max_model_len {MAX_MODEL_LEN} assumed as in BLIS's other runs"
     ));
-    if field("cpu_offload")?.eq_ignore_ascii_case("true") {
-        notes.push("the real server offloaded KV to CPU memory (cpu_offload); not modelled".to_owned());
+    if cpu_offload {
+        notes.push(format!(
+            "the real server offloaded KV to CPU memory (cpu_offload): a {CPU_TIER_GIB} GiB tier per GPU ASSUMED \
+             (its size was not published; every training run with a tier had {CPU_TIER_GIB} GiB per GPU)"
+        ));
     }
     let aggregates = blis_trainval::read_aggregates(&path, name, BLIS_COLUMN)?;
     Ok(TrainvalRun { scenario_yaml, workload, stages, aggregates, notes })

@@ -168,9 +168,16 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         )
     })?;
     let dtype = if x.model.to_ascii_uppercase().contains("FP8") { "\ndtype: fp8" } else { "" };
+    // The real server's CPU KV tier (vLLM's OffloadingConnector; 8 GiB per
+    // GPU on every run that has one), in the blocks its log reported.
+    let offload = if x.cpu_kv_blocks > 0 {
+        format!("  kv_offload: {{cpu_blocks: {}}}\n", x.cpu_kv_blocks)
+    } else {
+        String::new()
+    };
     let scenario_yaml = format!(
         "name: {name}\nmodel: {model}\nhardware: {hw}\ntp: {tp}{dtype}\nengine:\n  max_num_seqs: {seqs}\n  \
-         max_num_batched_tokens: {mbt}\n  num_gpu_blocks: {blocks}\n  enable_prefix_caching: true\n  vllm_version: 0.15.1\n",
+         max_num_batched_tokens: {mbt}\n  num_gpu_blocks: {blocks}\n  enable_prefix_caching: true\n  vllm_version: 0.15.1\n{offload}",
         hw = x.hardware,
         tp = x.tp,
         seqs = x.max_num_seqs,
@@ -218,10 +225,7 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         ));
     }
     let (workload, stages) = inference_perf(ip, x.workload.seed);
-    let mut notes = workload_notes(p);
-    if x.cpu_kv_blocks > 0 {
-        notes.push(format!("the real server offloaded KV to {} CPU blocks; not modelled", x.cpu_kv_blocks));
-    }
+    let notes = workload_notes(p);
     let aggregates = read_aggregates(&data.join("aggregates_trainval.csv"), name, "pred_ms_blis-evolved")?;
     Ok(TrainvalRun { scenario_yaml, workload, stages, aggregates, notes })
 }

@@ -184,7 +184,11 @@ pub(crate) fn resolve(
         free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
         kv_connector: ConnectorKind::None,
         kv_offload: super::kv_offload::resolve(e.kv_offload.as_ref(), model, tp, kv_dtype_bytes, block_size)?,
-        lora: lora.map(|l| LoraConfig { every_running_counts: release.lora_counts_every_running_request, ..l }),
+        lora: lora.map(|l| LoraConfig {
+            every_running_counts: release.lora_counts_every_running_request,
+            skipped_queue_first: release.lora_skipped_queue_first,
+            ..l
+        }),
         speculative: super::speculative::resolve(e, model, gpu, tp, dp)?
             .map(|s| s.for_release(release.eagle_hashes_next_token)),
     };

@@ -65,7 +65,8 @@ pub(super) fn resolve(
             disk_bytes_per_s: bytes_per_s("engine.lora.disk_bandwidth_gbps", disk.unwrap_or(DISK_BANDWIDTH_GBPS))?,
         },
     };
-    // `every_running_counts` is the release's: set where the release is known.
+    // `every_running_counts` and `skipped_queue_first` are the release's:
+    // set where the release is known.
     Ok(Some(LoraConfig {
         max_loras,
         max_lora_rank,
@@ -73,6 +74,7 @@ pub(super) fn resolve(
         load,
         pricing: pricing(model, gpu, tp),
         every_running_counts: false,
+        skipped_queue_first: false,
     }))
 }
 

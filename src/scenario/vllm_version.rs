@@ -42,14 +42,30 @@ pub struct ReleaseBehaviour {
     /// and waiting requests are admitted with the lookahead slots; before,
     /// the last prefix-hit block is dropped instead. Recorded in 0.33.0
     /// (`block_pool.py` `num_hash_lookahead_tokens`, vLLM PR #50897) against
-    /// 0.15.1; releases between are not recorded and take 0.15.1's rule.
+    /// 0.15.1 and 0.19.0, which has the old rule (no
+    /// `num_hash_lookahead_tokens` in its `v1/core/`, nor in 0.32.0's
+    /// wheel: 0.33.0 is the first).
     pub eagle_hashes_next_token: bool,
     /// With LoRA, `max_loras` at admission counts the adapters of every
     /// running request, not only those scheduled in the step. Recorded in
     /// 0.33.0 (`scheduler.py`: "Record the LoRAs of all running requests,
-    /// including those not scheduled in this step") against 0.15.1; releases
-    /// between are not recorded and take 0.15.1's rule.
+    /// including those not scheduled in this step") against 0.15.1 and
+    /// 0.19.0, which counts only the running requests scheduled
+    /// (`scheduler.py`: "Record the LoRAs in scheduled_running_reqs", as in
+    /// 0.32.0's wheel: 0.33.0 is the first).
     pub lora_counts_every_running_request: bool,
+    /// A waiting request skipped for `max_loras` moves to a queue of its
+    /// own (`skipped_waiting`) that every scheduling pass serves before
+    /// `waiting`, so a request preempted later (put back at the head of
+    /// `waiting`) is admitted after it, not before. Recorded in 0.19.0
+    /// (`scheduler.py` `_select_waiting_queue_for_scheduling`: FCFS takes
+    /// `self.skipped_waiting or self.waiting`); 0.15.1 and 0.33.0 put
+    /// skipped requests back at the head of `waiting` (`scheduler.py`
+    /// `skipped_waiting_requests`, `step_skipped_waiting`). From 0.18.0 to
+    /// 0.30.0, read in the wheels: vLLM PR #35781 added the queue (absent in
+    /// 0.17.1, present in 0.18.0 and 0.30.0); 0.31.0 has
+    /// `kv_holding_waiting` instead and skipped requests back in `waiting`.
+    pub lora_skipped_queue_first: bool,
 }
 
 impl VllmVersion {
@@ -100,6 +116,7 @@ impl VllmVersion {
             free_uncached_blocks_first: self >= VllmVersion::new(0, 28, 0),
             eagle_hashes_next_token: self >= VllmVersion::new(0, 33, 0),
             lora_counts_every_running_request: self >= VllmVersion::new(0, 33, 0),
+            lora_skipped_queue_first: self >= VllmVersion::new(0, 18, 0) && self < VllmVersion::new(0, 31, 0),
         }
     }
 }
@@ -125,6 +142,12 @@ mod tests {
         );
         let b = v("0.19.0").behaviour();
         assert!(b.scheduler_reserve_full_isl && !b.free_uncached_blocks_first);
+        // 0.19.0's feature traces: 0.15.1's EAGLE and LoRA counting rules,
+        // and its own queue for requests skipped for max_loras.
+        assert!(!b.eagle_hashes_next_token && !b.lora_counts_every_running_request && b.lora_skipped_queue_first);
+        assert!(!v("0.17.1").behaviour().lora_skipped_queue_first && v("0.18.0").behaviour().lora_skipped_queue_first);
+        assert!(v("0.30.0").behaviour().lora_skipped_queue_first && !v("0.31.0").behaviour().lora_skipped_queue_first);
+        assert!(!v("0.15.1").behaviour().lora_skipped_queue_first && !v("0.33.0").behaviour().lora_skipped_queue_first);
         assert!(v("0.28.0").behaviour().free_uncached_blocks_first);
         assert!(!v("0.32.1").behaviour().eagle_hashes_next_token && v("0.33.0").behaviour().eagle_hashes_next_token);
         assert!(!v("0.30.0").behaviour().lone_request_skips_prefill_threshold);

@@ -90,6 +90,9 @@ struct Seq {
     token_times_us: Vec<u64>,
     /// Its LoRA adapter's index in the engine's `LoraState` (0: the base model).
     lora: u32,
+    /// Skipped for `max_loras` and not admitted since, with
+    /// `LoraConfig::skipped_queue_first`: in vLLM's `skipped_waiting`.
+    lora_skipped: bool,
     /// Speculative decoding: its stream of acceptance draws (from its key),
     /// its prompt length, and the drafts proposed for its next step.
     spec_stream: u64,
@@ -510,8 +513,19 @@ impl Engine {
         seq.pending = 0;
         seq.drafts = 0;
         seq.preemptions += 1;
+        let adapter = seq.lora;
         self.stats.preemptions += 1;
-        self.waiting.push_front(slot);
+        if self.config.lora.is_some_and(|l| l.skipped_queue_first) {
+            // Behind the requests in `skipped_waiting`, which lead the
+            // waiting queue (`admit_pass` keeps them its head).
+            let seqs = &self.seqs;
+            let skipped =
+                self.waiting.iter().take_while(|&&s| seqs[s as usize].as_ref().is_some_and(|q| q.lora_skipped));
+            let at = skipped.count();
+            self.waiting.insert(at, slot);
+        } else {
+            self.waiting.push_front(slot);
+        }
         if self.stepping && self.config.speculative.is_some() {
             // Async: the step in flight computes for it still.
             for e in self.executing.entries.iter_mut().filter(|e| e.slot == slot) {
@@ -519,7 +533,7 @@ impl Engine {
             }
         }
         if let Some(l) = &mut self.lora {
-            l.wait(seq.lora);
+            l.wait(adapter);
         }
         if self.tracing {
             self.building.preempted.push(slot);

@@ -108,6 +108,7 @@ fn lora(l: &Value, release: ReleaseBehaviour) -> LoraConfig {
         max_lora_rank: l["max_lora_rank"].as_u64().unwrap() as u32,
         max_cpu_loras: max_loras,
         every_running_counts: release.lora_counts_every_running_request,
+        skipped_queue_first: release.lora_skipped_queue_first,
         load: LoraLoad::Fixed { us: 0 },
         pricing: LoraPricing {
             layers: 0,

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// The feature golden files recorded (0.19.0 was not installed when they were).
-const GOLDEN: [&str; 4] = ["0.15.1-sync", "0.15.1-async", "0.33.0-sync", "0.33.0-async"];
+/// The feature golden files recorded.
+const GOLDEN: [&str; 6] = ["0.15.1-sync", "0.15.1-async", "0.19.0-sync", "0.19.0-async", "0.33.0-sync", "0.33.0-async"];
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vllm-conformance/features")
@@ -216,7 +216,7 @@ fn the_simulator_agrees_with_vllm_on_every_feature_trace_it_models() {
             compared += 1;
         }
     }
-    // 6 cases × 2 releases × 2 modes, less n-gram in async mode (vLLM refuses it).
-    assert_eq!(compared, 22, "feature traces compared");
+    // 6 cases × 3 releases × 2 modes, less n-gram in async mode (vLLM refuses it).
+    assert_eq!(compared, 33, "feature traces compared");
     assert!(failures.is_empty(), "{} of {compared} feature traces diverge:\n{}", failures.len(), failures.join("\n"));
 }

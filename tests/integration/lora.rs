@@ -24,6 +24,7 @@ fn lora(rng: &mut Xoshiro256PlusPlus) -> LoraConfig {
         max_lora_rank: 16,
         max_cpu_loras: max_loras + rng.random_range(0..=2),
         every_running_counts: rng.random_bool(0.5),
+        skipped_queue_first: rng.random_bool(0.5),
         load: if rng.random_bool(0.5) {
             LoraLoad::Fixed { us: rng.random_range(0..5_000) }
         } else {

@@ -129,6 +129,7 @@ impl Engine {
             transfer,
             remote: RemoteKv::None,
             held: false,
+            lora_skipped: false,
             token_times_us: Vec::with_capacity(tokens_to_emit as usize),
             lora,
             spec_stream: self.config.speculative.as_ref().map_or(0, |s| s.stream(spec_key)),

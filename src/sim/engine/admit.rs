@@ -72,7 +72,18 @@ impl Engine {
             if let Some(l) = &self.lora
                 && !l.admits(seq.lora)
             {
+                // vLLM 0.19.0 moves it to `skipped_waiting`, which every
+                // pass serves first; the requests skipped before it were
+                // too, or admitted, so these stay the head of the queue.
+                let queue_apart = self.config.lora.is_some_and(|c| c.skipped_queue_first);
+                seq.lora_skipped = queue_apart;
                 if l.none_admissible() {
+                    // vLLM would visit and skip every one left.
+                    if queue_apart {
+                        for &s in self.waiting.iter().skip(i) {
+                            self.seqs[s as usize].as_mut().expect("live slot").lora_skipped = true;
+                        }
+                    }
                     break;
                 }
                 i += 1;
@@ -182,6 +193,7 @@ impl Engine {
             if let Some(l) = &mut self.lora {
                 l.unwait(seq.lora);
             }
+            seq.lora_skipped = false;
             self.running.push(slot);
             // Landed until admitted: a load from the CPU tier may cover only
             // part of the prompt, so growing past it can fail, and the

@@ -4,7 +4,9 @@
 //!   of the running requests scheduled this step are `scheduled_loras`; a
 //!   waiting request whose adapter would make them `max_loras + 1` is
 //!   skipped and keeps its place. [`LoraState::admits`] and
-//!   [`LoraState::note`] are that rule.
+//!   [`LoraState::note`] are that rule. The releases with a separate queue
+//!   for skipped requests (0.18.0 to 0.30.0; 0.19.0 recorded) are
+//!   `LoraConfig::skipped_queue_first`.
 //! - Residency (`lora/worker_manager.py` `LRUCacheWorkerLoRAManager`,
 //!   `lora/model_manager.py` `LRUCacheLoRAModelManager`): `max_loras` GPU
 //!   slots (`_active_adapters`, LRU) inside a CPU cache of `max_cpu_loras`
@@ -66,6 +68,13 @@ pub struct LoraConfig {
     /// request, scheduled in this step or not (vLLM 0.33.0's
     /// `scheduled_loras`); before, only those scheduled (0.15.1).
     pub every_running_counts: bool,
+    /// A request skipped for `max_loras` waits in a queue of its own,
+    /// served before the waiting queue, until it is admitted (vLLM 0.19.0's
+    /// `skipped_waiting`): a request preempted meanwhile goes back behind
+    /// it, not ahead. Off: skipped requests keep their place in the one
+    /// waiting queue and a preempted request goes to its head (0.15.1,
+    /// 0.33.0).
+    pub skipped_queue_first: bool,
 }
 
 impl LoraConfig {
@@ -335,6 +344,7 @@ mod tests {
             max_lora_rank: 8,
             max_cpu_loras,
             every_running_counts: false,
+            skipped_queue_first: false,
             load: LoraLoad::Bandwidth { cpu_bytes_per_s: 1_000_000_000, disk_bytes_per_s: 250_000_000 },
             // 8 × 1000 × 10 × 2 = 160 kB an adapter; no kernel cost below.
             pricing: LoraPricing {

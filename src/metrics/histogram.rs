@@ -58,27 +58,27 @@ impl Histogram {
     #[inline]
     pub fn record_gaps(&mut self, times: &[u64]) {
         let (Some(&first), Some(&last)) = (times.first(), times.last()) else { return };
-        let (mut gaps, mut bucket_gap) = (0, 0);
+        let mut together = 0;
         for w in times.windows(2) {
             // Tokens delivered together (speculative decoding) are one
-            // output: no gap between them. Counted as nothing in the last
-            // gap's bucket, so that nothing branches on the random
-            // acceptances. Without speculation no two tokens of a request
-            // share a time.
+            // output: no gap between them. Without speculation no two
+            // tokens of a request share a time, and the branch is never
+            // taken (a branchless count cost 3 % of the 100k chat bench).
             let gap = w[1] - w[0];
-            let counted = u64::from(gap != 0);
-            gaps += counted;
-            bucket_gap = if gap == 0 { bucket_gap } else { gap };
-            let i = index(bucket_gap);
+            if gap == 0 {
+                together += 1;
+                continue;
+            }
+            let i = index(gap);
             match self.counts.get_mut(i) {
-                Some(c) => *c += counted,
+                Some(c) => *c += 1,
                 None => {
                     self.counts.resize((i + 1).next_power_of_two(), 0);
-                    self.counts[i] += counted;
+                    self.counts[i] += 1;
                 }
             }
         }
-        self.total += gaps;
+        self.total += times.len() as u64 - 1 - together;
         self.sum += u128::from(last - first);
     }
 

@@ -47,8 +47,14 @@ impl Engine {
             }
             seq.num_tokens += emitted;
             if !seq.aborted {
-                let n = seq.token_times_us.len() + emitted as usize;
-                seq.token_times_us.resize(n, now_us);
+                // One token a step without speculation: a push, which
+                // `resize` costs more than on this path.
+                if emitted == 1 {
+                    seq.token_times_us.push(now_us);
+                } else {
+                    let n = seq.token_times_us.len() + emitted as usize;
+                    seq.token_times_us.resize(n, now_us);
+                }
             }
             if self.config.async_scheduling && seq.num_computed > 0 {
                 // With placeholders, the blocks a sampled token completes are

@@ -45,7 +45,7 @@ mod window;
 pub use client::Client;
 pub use engine::{
     ConnectorKind, DiskTier, EaglePrefixRule, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad,
-    OffloadPolicy, SpecDecode, SpecMethod, SpecStats,
+    OffloadPolicy, SchedulingPolicy, SpecDecode, SpecMethod, SpecStats,
 };
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};

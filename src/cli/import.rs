@@ -68,6 +68,7 @@ impl ImportFlags {
             total_sessions: self.total_sessions,
             shuffle_corpus: self.shuffle_corpus,
             adapters: false,
+            priorities: false,
         })
     }
 }

@@ -161,7 +161,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             };
             // TraceV2's adapters are served where the engines serve LoRA.
             let adapters = deployment.pools.iter().all(|p| p.engine.lora.is_some());
-            let options = ImportOptions { trace_data: data, adapters, ..args.import.options()? };
+            // Its priorities are modelled where any engine schedules by them.
+            let priorities =
+                deployment.pools.iter().any(|p| p.engine.scheduling_policy == crate::sim::SchedulingPolicy::Priority);
+            let options = ImportOptions { trace_data: data, adapters, priorities, ..args.import.options()? };
             let input = Input::Import(format, path, options);
             let (n, last_arrival_us) = input.count(traffic.rate_scale, &deployment)?;
             replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
@@ -193,7 +196,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
         let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
         outcome.trace_columns_not_modelled =
-            import::tracev2::unmodelled_columns(&data, options.adapters)?.into_iter().map(str::to_owned).collect();
+            import::tracev2::unmodelled_columns(&data, options.adapters, options.priorities)?.into_iter().map(str::to_owned).collect();
     }
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');

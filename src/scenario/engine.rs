@@ -12,7 +12,7 @@ use super::kv_capacity;
 use super::spec::EngineSpec;
 use super::vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch};
-use crate::sim::{ConnectorKind, EngineConfig, LoraConfig};
+use crate::sim::{ConnectorKind, EngineConfig, LoraConfig, SchedulingPolicy};
 
 /// The batch limits and memory share of one engine, vLLM's defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -191,7 +191,19 @@ pub(crate) fn resolve(
         }),
         speculative: super::speculative::resolve(e, model, gpu, tp, dp)?
             .map(|s| s.for_release(release.eagle_hashes_next_token)),
+        scheduling_policy: scheduling_policy(e)?,
     };
+    if engine.scheduling_policy == SchedulingPolicy::Priority
+        && let Some(other) = [
+            (engine.lora.is_some(), "engine.lora"),
+            (engine.speculative.is_some(), "engine.speculative"),
+            (engine.kv_offload.is_some(), "engine.kv_offload"),
+        ]
+        .into_iter()
+        .find_map(|(on, key)| on.then_some(key))
+    {
+        return invalid("engine.scheduling_policy", format!("priority with {other} is not modelled yet; use fcfs"));
+    }
     Ok(ResolvedEngine {
         engine,
         vllm_version,
@@ -199,6 +211,17 @@ pub(crate) fn resolve(
         kv_cache_dtype,
         kv_capacity_computed: computed,
     })
+}
+
+/// `engine.scheduling_policy`, vLLM's `--scheduling-policy` (default fcfs).
+fn scheduling_policy(e: &EngineSpec) -> Result<SchedulingPolicy, InvalidValue> {
+    match e.scheduling_policy.as_deref() {
+        None => Ok(SchedulingPolicy::Fcfs),
+        Some(name) => SchedulingPolicy::parse(name).map_or_else(
+            || invalid("engine.scheduling_policy", format!("`{name}`: fcfs or priority")),
+            Ok,
+        ),
+    }
 }
 
 /// Weight bytes on one GPU. FP8 quantises the linear layers; vLLM keeps the

@@ -236,6 +236,8 @@ pub struct EngineSpec {
     pub lora: Option<LoraSpec>,
     /// `--speculative-config` (see [`SpeculativeSpec`]).
     pub speculative: Option<SpeculativeSpec>,
+    /// `--scheduling-policy`: `fcfs` (default) or `priority`.
+    pub scheduling_policy: Option<String>,
 }
 
 /// `engine.kv_offload:`, as written (resolved in `kv_offload.rs`).
@@ -321,6 +323,7 @@ impl EngineSpec {
             kv_offload: self.kv_offload.or_else(|| base.kv_offload.clone()),
             lora: self.lora.or_else(|| base.lora.clone()),
             speculative: self.speculative.or_else(|| base.speculative.clone()),
+            scheduling_policy: self.scheduling_policy.or_else(|| base.scheduling_policy.clone()),
         }
     }
 }

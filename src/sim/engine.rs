@@ -32,6 +32,7 @@ mod exits;
 mod finish;
 mod lora;
 mod offload;
+mod priority;
 mod speculative;
 mod stats;
 
@@ -47,6 +48,7 @@ use lora::LoraState;
 pub(crate) use lora::adapter_id;
 pub use lora::{LoraConfig, LoraLoad};
 pub use offload::{DiskTier, KvOffload, OffloadPolicy};
+pub use priority::SchedulingPolicy;
 pub(crate) use speculative::request_key;
 pub use speculative::{EaglePrefixRule, SpecDecode, SpecMethod, SpecStats};
 pub use stats::EngineStats;
@@ -98,6 +100,10 @@ struct Seq {
     spec_stream: u64,
     prompt_len: u32,
     drafts: u32,
+    /// Its `priority` and arrival number (the order of `add`): its key in
+    /// the waiting queue under `SchedulingPolicy::Priority`.
+    priority: i32,
+    arrival: u64,
 }
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
@@ -159,6 +165,8 @@ pub(crate) struct Engine {
     admission_lookahead: u32,
     /// How EAGLE changes prefix hits (the release's rule).
     eagle_prefix: EaglePrefixRule,
+    /// Requests added so far: the next one's arrival number.
+    arrivals: u64,
 }
 
 impl Engine {
@@ -211,6 +219,7 @@ impl Engine {
             stepping: false,
             tracing: false,
             stats,
+            arrivals: 0,
         }
     }
 
@@ -380,7 +389,9 @@ impl Engine {
             } else {
                 (target + self.lookahead).min(self.config.max_model_len.max(target))
             };
-            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known) && !self.preempt_for(slot, slots) {
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known)
+                && !self.preempt_for(slot, slots, &mut i, &mut budget)
+            {
                 break;
             }
             self.schedule_tokens(slot, n);
@@ -494,11 +505,23 @@ impl Engine {
     }
 
     /// vLLM's preemption loop: preempts the most recently admitted running
-    /// request until `slot` can hold `target` tokens. False when `slot` itself
-    /// had to go.
-    fn preempt_for(&mut self, slot: u32, target: u32) -> bool {
+    /// request (under Priority: the least urgent, `priority.rs`) until `slot`,
+    /// `running[*i]`, can hold `target` tokens. False when `slot` itself had
+    /// to go.
+    fn preempt_for(&mut self, slot: u32, target: u32, i: &mut usize, budget: &mut u32) -> bool {
         loop {
-            let victim = self.running.pop().expect("the request itself is running");
+            let victim = match self.config.scheduling_policy {
+                SchedulingPolicy::Fcfs => self.running.pop().expect("the request itself is running"),
+                SchedulingPolicy::Priority => {
+                    let v = self.priority_victim();
+                    if v < *i {
+                        // Scheduled earlier in this step: out of it again.
+                        *budget += self.unschedule(self.running[v]);
+                        *i -= 1;
+                    }
+                    self.running.remove(v)
+                }
+            };
             self.preempt(victim);
             self.preempted_this_step = true;
             if victim == slot {
@@ -524,7 +547,9 @@ impl Engine {
         seq.preemptions += 1;
         let adapter = seq.lora;
         self.stats.preemptions += 1;
-        if self.config.lora.is_some_and(|l| l.skipped_queue_first) {
+        if self.config.scheduling_policy == SchedulingPolicy::Priority {
+            self.insert_by_key(slot);
+        } else if self.config.lora.is_some_and(|l| l.skipped_queue_first) {
             // Behind the requests in `skipped_waiting`, which lead the
             // waiting queue (`admit_pass` keeps them its head).
             let seqs = &self.seqs;

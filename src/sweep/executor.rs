@@ -392,7 +392,7 @@ fn simulate_cell(
     {
         let data = options.trace_data.clone().unwrap_or_else(|| crate::workload::import::tracev2::data_path(path));
         metrics.trace_columns_not_modelled =
-            crate::workload::import::tracev2::unmodelled_columns(&data, options.adapters)
+            crate::workload::import::tracev2::unmodelled_columns(&data, options.adapters, options.priorities)
                 .map_err(|e| CellError::Failed(e.to_string()))?
                 .into_iter()
                 .map(str::to_owned)

@@ -220,6 +220,7 @@ struct RawSubRequest {
     kv_tokens: Option<u32>,
     model: Option<String>,
     lora: Option<String>,
+    priority: Option<i32>,
     token_latency: Option<Vec<f64>>,
     error: Option<String>,
     replica: Option<u32>,
@@ -363,6 +364,7 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                 (sub.kv_tokens.is_some(), "kv_tokens"),
                 (sub.model.is_some(), "model"),
                 (sub.lora.is_some(), "lora"),
+                (sub.priority.is_some(), "priority"),
             ] {
                 if present {
                     return err(at(field), "only llm sub-requests carry this field");
@@ -421,7 +423,8 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                     .with_output_ids(sub.output_token_ids)
                     .with_seeded(seeded)
                     .with_model(sub.model)
-                    .with_lora(sub.lora),
+                    .with_lora(sub.lora)
+                    .with_priority(sub.priority.unwrap_or(0)),
             )
         }
     };

@@ -138,6 +138,9 @@ pub struct LlmCall {
     /// equal positions are equal content. Held as is, never expanded into
     /// token ids but in a workload file written from it.
     pub prompt_blocks: Option<PromptBlocks>,
+    /// vLLM's per-request `priority` (lower is served first, ties by
+    /// arrival); read only by an engine with `scheduling_policy: priority`.
+    pub priority: i32,
 }
 
 /// A prompt given as identities of fixed-size token blocks.
@@ -179,6 +182,7 @@ impl LlmCall {
             model: None,
             lora: None,
             prompt_blocks: None,
+            priority: 0,
         }
     }
 
@@ -211,6 +215,11 @@ impl LlmCall {
     /// Served with the LoRA adapter `lora` (`None`: the base model).
     pub fn with_lora(self, lora: Option<String>) -> LlmCall {
         LlmCall { lora, ..self }
+    }
+
+    /// With vLLM's request `priority` (lower is served first).
+    pub fn with_priority(self, priority: i32) -> LlmCall {
+        LlmCall { priority, ..self }
     }
 
     /// With its prompt given as block identities.

@@ -127,6 +127,10 @@ fn write_row<'a>(
                     out.extend_from_slice(b",\"lora\":");
                     json_string(out, lora);
                 }
+                // Only when set: a workload without priorities is written as before.
+                if call.priority != 0 {
+                    write!(out, ",\"priority\":{}", call.priority).expect("writing to a Vec cannot fail");
+                }
                 if let Some(result) = tokens(i) {
                     if let Some(replica) = result.replica {
                         write!(out, ",\"replica\":{replica}").expect("writing to a Vec cannot fail");
@@ -288,6 +292,22 @@ mod tests {
         let mut out = Vec::new();
         write_workload_row(&mut out, &request);
         assert_eq!(String::from_utf8(out).unwrap().trim_end(), LINE);
+    }
+
+    #[test]
+    fn a_priority_round_trips_and_zero_is_not_written() {
+        let line = r#"{"request_id":1,"arrival_time":0.0,"initial":[0],"sub_requests":[{"kind":"llm","input_tokens":4,"output_tokens":1,"next":[],"interval":0.0,"priority":-3}]}"#;
+        let request = Reader::new(line.as_bytes(), "t", Format::Workload).next().unwrap().unwrap();
+        let crate::workload::NodeKind::Llm(call) = &request.sub_requests[0].kind else { panic!("llm node") };
+        assert_eq!(call.priority, -3);
+        let mut out = Vec::new();
+        write_workload_row(&mut out, &request);
+        assert_eq!(String::from_utf8(out).unwrap().trim_end(), line);
+        let zero = line.replace("-3", "0");
+        let request = Reader::new(zero.as_bytes(), "t", Format::Workload).next().unwrap().unwrap();
+        let mut out = Vec::new();
+        write_workload_row(&mut out, &request);
+        assert_eq!(String::from_utf8(out).unwrap().trim_end(), zero.replace(",\"priority\":0", ""));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use blis_sweep::arch::{ModelArch, catalog, hardware};
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use blis_sweep::sim::{
     Affinity, Client, ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, PdDecider, PoolConfig,
-    RequestStatus, RouterConfig, RoutingPolicy, Scorer, Simulation,
+    RequestStatus, RouterConfig, RoutingPolicy, SchedulingPolicy, Scorer, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -33,6 +33,7 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         kv_offload: None,
         lora: None,
         speculative: None,
+        scheduling_policy: SchedulingPolicy::Fcfs,
     }
 }
 

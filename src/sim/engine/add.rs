@@ -135,7 +135,10 @@ impl Engine {
             spec_stream: self.config.speculative.as_ref().map_or(0, |s| s.stream(spec_key)),
             prompt_len: num_tokens,
             drafts: 0,
+            priority: call.priority,
+            arrival: self.arrivals,
         };
+        self.arrivals += 1;
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.seqs[s as usize] = Some(seq);
@@ -146,7 +149,7 @@ impl Engine {
                 self.seqs.len() as u32 - 1
             }
         };
-        self.waiting.push_back(slot);
+        self.enqueue(slot);
         if let Some(l) = &mut self.lora {
             l.wait(lora);
         }

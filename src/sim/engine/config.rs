@@ -4,6 +4,7 @@
 use super::connector::ConnectorKind;
 use super::lora::LoraConfig;
 use super::offload::KvOffload;
+use super::priority::SchedulingPolicy;
 use super::speculative::SpecDecode;
 
 /// vLLM engine arguments the scheduler and KV cache obey.
@@ -45,6 +46,9 @@ pub struct EngineConfig {
     pub lora: Option<LoraConfig>,
     /// `--speculative-config`: drafts verified each decode step (off: `None`).
     pub speculative: Option<SpecDecode>,
+    /// `--scheduling-policy`: the waiting queue's order and the preemption
+    /// victim (`priority.rs`).
+    pub scheduling_policy: SchedulingPolicy,
 }
 
 impl EngineConfig {
@@ -77,6 +81,7 @@ impl EngineConfig {
             kv_offload: None,
             lora: None,
             speculative: None,
+            scheduling_policy: SchedulingPolicy::Fcfs,
         }
     }
 }

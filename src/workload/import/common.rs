@@ -232,6 +232,9 @@ pub struct ImportOptions {
     /// deployment serves adapters); else it is read and ignored, as before
     /// LoRA was modelled.
     pub adapters: bool,
+    /// TraceV2: the `vllm_priority` column is each call's priority (the
+    /// engines schedule by priority); else it is read and ignored.
+    pub priorities: bool,
 }
 
 /// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is

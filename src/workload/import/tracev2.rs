@@ -153,6 +153,9 @@ pub struct TraceRecord {
     dag: Option<Vec<DagNode>>,
     /// `adapter`: the LoRA adapter it is served with (empty: none).
     adapter: Option<String>,
+    /// `vllm_priority` (empty: 0), or why it is not a 32-bit integer; used
+    /// only where the engines schedule by priority.
+    priority: Result<i32, String>,
 }
 
 type Record = TraceRecord;
@@ -263,6 +266,15 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
         records.iter_mut().for_each(|r| r.adapter = None);
     }
     let file = data.display().to_string();
+    // `vllm_priority` is each call's priority where the engines schedule by
+    // it; else it is read and ignored, as before priorities were modelled.
+    for r in &mut records {
+        match (&r.priority, options.priorities) {
+            (Err(e), true) => return Err(ImportError::new(&file, r.line, "vllm_priority", e.clone())),
+            (_, false) => r.priority = Ok(0),
+            (Ok(_), true) => {}
+        }
+    }
     let pool = options.concurrent_sessions.is_some();
     let mode = options.session_mode.unwrap_or(if pool { SessionMode::ClosedLoop } else { SessionMode::Fixed });
     if pool && mode != SessionMode::ClosedLoop {
@@ -458,6 +470,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let c_ids = find("token_ids");
     let c_dag = find("dag");
     let c_adapter = find("adapter");
+    let c_priority = find("vllm_priority");
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
@@ -533,6 +546,10 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
                 text => Some(parse_dag(text).map_err(|e| at("dag", e))?),
             },
             adapter: Some(c_adapter.map_or("", field)).filter(|a| !a.is_empty()).map(str::to_owned),
+            priority: match c_priority.map_or("", field) {
+                "" => Ok(0),
+                v => v.parse::<i32>().map_err(|_| format!("`{v}` is not a 32-bit integer")),
+            },
         });
     }
     rebase_epoch(&mut out, &file)?;
@@ -637,13 +654,14 @@ fn resolve_parents(
 /// does not model, in [`UNMODELLED`]'s order, where some record gives one a
 /// value (non-empty, non-zero); `adapter` only when the deployment serves
 /// no adapters (`adapters` false).
-pub fn unmodelled_columns(path: &Path, adapters: bool) -> Result<Vec<&'static str>, ImportError> {
+pub fn unmodelled_columns(path: &Path, adapters: bool, priorities: bool) -> Result<Vec<&'static str>, ImportError> {
     let file = path.display().to_string();
     let mut reader = csv::Reader::from_reader(open_file(path)?);
     let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
     let columns: Vec<(&'static str, usize)> = UNMODELLED
         .iter()
         .filter(|&&name| !(adapters && name == "adapter"))
+        .filter(|&&name| !(priorities && name == "vllm_priority"))
         .filter_map(|&name| Some((name, headers.iter().position(|h| h.trim() == name)?)))
         .collect();
     let mut seen = vec![false; columns.len()];
@@ -755,6 +773,7 @@ fn call(prompt: Vec<u32>, output: Vec<u32>, r: &Record) -> LlmCall {
         .with_input_ids(known_prompt.then_some(prompt))
         .with_output_ids((known_prompt && known_output).then_some(output))
         .with_lora(r.adapter.clone())
+        .with_priority(r.priority.clone().unwrap_or(0))
 }
 
 /// (sort key: first line, request) pairs for `mode`.
@@ -934,6 +953,7 @@ mod tests {
             ids: (true, true),
             dag: None,
             adapter: None,
+            priority: Ok(0),
         }
     }
 

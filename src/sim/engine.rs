@@ -412,6 +412,14 @@ impl Engine {
             self.admit_waiting(&mut budget, lpt, events);
         }
         if self.building.entries.is_empty() {
+            // Priority: a request preempted itself ahead of others still
+            // running; vLLM's engine core schedules again at once.
+            if self.config.scheduling_policy == SchedulingPolicy::Priority
+                && self.preempted_this_step
+                && !self.running.is_empty()
+            {
+                return self.schedule_again(latency, events);
+            }
             return false;
         }
         self.stats.steps += 1;

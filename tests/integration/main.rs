@@ -33,6 +33,7 @@ mod lora;
 mod pd_properties;
 mod pools;
 mod pools_outputs;
+mod priority;
 mod properties;
 mod reject;
 mod report;

@@ -68,9 +68,14 @@ impl Engine {
             }
             if seq.num_tokens == seq.total_len {
                 any_finished = true;
-                if self.has_queued && self.config.speculative.is_some() {
+                if self.has_queued
+                    && (self.config.speculative.is_some()
+                        || self.config.scheduling_policy == SchedulingPolicy::Priority)
+                {
                     // Async: not sure this step would finish it, vLLM
-                    // scheduled it again; that output is dropped.
+                    // scheduled it again; that output is dropped. (Under
+                    // Priority too: preempted with its last token in flight
+                    // and admitted again at once by `schedule_again`.)
                     for e in self.queued.entries.iter_mut().filter(|e| e.slot == slot) {
                         e.dead = true;
                     }

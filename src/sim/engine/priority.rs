@@ -81,6 +81,19 @@ impl Engine {
         (0..self.running.len()).max_by_key(|&i| key_of(i)).expect("the request itself is running")
     }
 
+    /// Priority: the scheduling preempted the request it was growing, the
+    /// least urgent, and scheduled nothing, while requests after it still
+    /// run (under FCFS the victim is the last one, so this cannot happen).
+    /// vLLM's engine core runs the empty step and calls `schedule()` again at
+    /// once: done here, the preemptions reported with the step it builds.
+    /// Each call preempts at least one running request, so this ends.
+    pub(super) fn schedule_again(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
+        let carried = std::mem::take(&mut self.building.preempted);
+        let scheduled = self.schedule(latency, events);
+        self.building.preempted.splice(0..0, carried);
+        scheduled
+    }
+
     /// Priority: takes `victim`, already scheduled in the step being built,
     /// out of it again, before it is preempted; returns the tokens it had,
     /// which go back to the step's budget (0 when it was not scheduled).

@@ -196,7 +196,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
         let data = options.trace_data.clone().unwrap_or_else(|| import::tracev2::data_path(header));
         outcome.trace_columns_not_modelled =
-            import::tracev2::unmodelled_columns(&data, options.adapters, options.priorities)?.into_iter().map(str::to_owned).collect();
+            import::tracev2::unmodelled_columns(&data, options.adapters, options.priorities)?
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
     }
     let mut json = serde_json::to_string_pretty(&outcome).context("metrics")?;
     json.push('\n');

@@ -217,10 +217,8 @@ pub(crate) fn resolve(
 fn scheduling_policy(e: &EngineSpec) -> Result<SchedulingPolicy, InvalidValue> {
     match e.scheduling_policy.as_deref() {
         None => Ok(SchedulingPolicy::Fcfs),
-        Some(name) => SchedulingPolicy::parse(name).map_or_else(
-            || invalid("engine.scheduling_policy", format!("`{name}`: fcfs or priority")),
-            Ok,
-        ),
+        Some(name) => SchedulingPolicy::parse(name)
+            .map_or_else(|| invalid("engine.scheduling_policy", format!("`{name}`: fcfs or priority")), Ok),
     }
 }
 

@@ -8,8 +8,7 @@
 use blis_sweep::latency::{Linear, StepPricer};
 use blis_sweep::sim::{
     EngineConfig, EngineStep, FinishedRequest, KvTransferConfig, PdDecider, PoolConfig, RequestStatus, ResultSink,
-    SchedulingPolicy,
-    Simulation,
+    SchedulingPolicy, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -95,8 +94,14 @@ fn engine(policy: SchedulingPolicy, max_num_seqs: u32, num_gpu_blocks: u32) -> E
 /// (1, 2) go by arrival.
 #[test]
 fn a_late_urgent_request_is_admitted_before_earlier_less_urgent_ones() {
-    let requests =
-        || vec![request(0, 0.0, 32, 10, 0), request(1, 1.0, 32, 2, 5), request(2, 2.0, 32, 2, 5), request(3, 3.0, 32, 2, 0)];
+    let requests = || {
+        vec![
+            request(0, 0.0, 32, 10, 0),
+            request(1, 1.0, 32, 2, 5),
+            request(2, 2.0, 32, 2, 5),
+            request(3, 3.0, 32, 2, 0),
+        ]
+    };
     let fcfs = simulate(engine(SchedulingPolicy::Fcfs, 1, 100), requests());
     assert_eq!(first_admissions(&fcfs), [0, 1, 2, 3]);
     let prio = simulate(engine(SchedulingPolicy::Priority, 1, 100), requests());
@@ -219,8 +224,8 @@ fn tracev2_priorities_are_modelled_under_priority() {
     dir.create("d.yaml", &LINEAR_SCENARIO.replace("max_num_seqs: 16", "max_num_seqs: 1"));
     dir.create("p.yaml", &one_seq("priority"));
     let run = |s: &str| {
-        let out = TestCommand::new(&dir.path, &["run", "-s", s, "--input", "tracev2:t.yaml", "--metrics", "m.json"])
-            .stdout();
+        let out =
+            TestCommand::new(&dir.path, &["run", "-s", s, "--input", "tracev2:t.yaml", "--metrics", "m.json"]).stdout();
         let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
         (rows(&out), m)
     };
@@ -258,4 +263,3 @@ fn bad_scheduling_policy_names_file_line_and_field() {
         assert!(!dir.join("r.jsonl").exists());
     }
 }
-

@@ -332,7 +332,7 @@ def eagle(k, seed=0, **acc):
 
 
 def feature_cases():
-    """Speculative decoding and LoRA cases (README, "Features"): small, tens of steps."""
+    """Speculative decoding, LoRA and priority cases (README, "Features"): small, tens of steps."""
     out = []
     # spec_a: EAGLE, K = 3, alpha_j = 0.7^j. A 20-block cache that the lookahead
     # slots overflow (preemption), outputs of 1 and 2 tokens (no draft is ever

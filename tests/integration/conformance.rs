@@ -14,7 +14,7 @@ use blis_sweep::latency::{DraftCost, Linear, LoraPricing, StepPricer};
 use blis_sweep::scenario::{ReleaseBehaviour, VllmVersion};
 use blis_sweep::sim::{
     ConnectorKind, EngineConfig, EngineStep, FinishedRequest, LoraConfig, LoraLoad, RequestStatus, ResultSink,
-    Simulation, SpecDecode, SpecMethod,
+    SchedulingPolicy, Simulation, SpecDecode, SpecMethod,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use serde_json::Value;
@@ -82,6 +82,12 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         kv_offload: None,
         lora: case.get("lora").map(|l| lora(l, release)),
         speculative: case.get("speculative").map(|s| speculative(s).for_release(release.eagle_hashes_next_token)),
+        // vLLM's `--scheduling-policy`: "fcfs" (the default) unless the case asks for "priority".
+        scheduling_policy: if e["scheduling_policy"] == "priority" {
+            SchedulingPolicy::Priority
+        } else {
+            SchedulingPolicy::Fcfs
+        },
     }
 }
 
@@ -171,7 +177,9 @@ fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, V
         // The fake model runner always samples token 7.
         let call = LlmCall::for_prompt(prompt, output_tokens)
             .with_output_ids(vec![7; output_tokens as usize])
-            .with_lora(req["lora"].as_str().map(str::to_owned));
+            .with_lora(req["lora"].as_str().map(str::to_owned))
+            // vLLM's per-request priority (0 unless the case sets it; lower is served first).
+            .with_priority(req["priority"].as_i64().unwrap_or(0) as i32);
         let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
         let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;
         let request = Request {

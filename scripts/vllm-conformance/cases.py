@@ -103,8 +103,8 @@ def prompt_token_ids(case, r):
 
 def engine(max_num_seqs=8, max_num_batched_tokens=256, long_prefill_token_threshold=0,
            num_gpu_blocks=4000, block_size=BLOCK, enable_prefix_caching=True,
-           max_model_len=4096):
-    return {
+           max_model_len=4096, scheduling_policy=None):
+    e = {
         "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens,
         "long_prefill_token_threshold": long_prefill_token_threshold,
@@ -113,10 +113,16 @@ def engine(max_num_seqs=8, max_num_batched_tokens=256, long_prefill_token_thresh
         "enable_prefix_caching": enable_prefix_caching,
         "max_model_len": max_model_len,
     }
+    if scheduling_policy is not None:
+        e["scheduling_policy"] = scheduling_policy  # "fcfs" (vLLM's default) or "priority"
+    return e
 
 
-def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None, lora=False):
+def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None, lora=False,
+        priority=None):
     r = {"arrival_step": arrival_step, "prompt_len": prompt_len, "output_len": output_len}
+    if priority is not None:
+        r["priority"] = priority  # vLLM's per-request priority: lower is served first
     if lora is not False:
         r["lora"] = lora  # an adapter name, or None (the base model) in a LoRA case
     if prefix is not None:
@@ -326,7 +332,7 @@ def eagle(k, seed=0, **acc):
 
 
 def feature_cases():
-    """Speculative decoding and LoRA cases (README, "Features"): small, tens of steps."""
+    """Speculative decoding, LoRA and priority cases (README, "Features"): small, tens of steps."""
     out = []
     # spec_a: EAGLE, K = 3, alpha_j = 0.7^j. A 20-block cache that the lookahead
     # slots overflow (preemption), outputs of 1 and 2 tokens (no draft is ever
@@ -401,6 +407,72 @@ def feature_cases():
     out.append(case("lora_b", engine(max_num_seqs=4, max_num_batched_tokens=128,
                                      num_gpu_blocks=100),
                     lb, seed=16, prefixes=[40], lora={"max_loras": 2, "max_lora_rank": 8}))
+    out += priority_cases()
+    return out
+
+
+def priority_cases():
+    """`scheduling_policy: priority` (README, "Features" -> "Priority"). At most 10
+    requests each: vLLM breaks a (priority, arrival) tie by request id as a
+    string, and ids 0..9 sort as strings as they do as numbers."""
+    prio = "priority"
+    out = []
+    # prio_a: mixed priorities arriving over steps 0..6 in a 20-block cache: the
+    # decodes outgrow it, and each time the running request that cannot grow
+    # preempts the lowest-priority (then latest) running request, itself
+    # included; r2 preempts itself while running requests follow it (<= 0.19:
+    # the running pass stops there; 0.33: it goes on), and once it is the
+    # first running request (a sync step that schedules nothing in <= 0.19).
+    pa = [
+        req(0, 60, 25, priority=3),
+        req(0, 50, 20, priority=0),
+        req(1, 40, 24, priority=3),
+        req(2, 45, 27, priority=2),
+        req(3, 30, 30, priority=2),
+        req(4, 50, 28, priority=1),
+        req(5, 35, 21, priority=1),
+        req(6, 40, 15, priority=1),
+        req(6, 20, 29, priority=2),
+    ]
+    out.append(case("prio_a", engine(max_num_seqs=6, max_num_batched_tokens=128,
+                                     num_gpu_blocks=20, scheduling_policy=prio),
+                    pa, seed=21))
+    # prio_b: two slots, so a waiting queue forms. Equal priorities arriving
+    # together or apart are served by arrival (then id); a late priority -1
+    # request jumps the queue but preempts no one. Prefills chunk at 32 tokens
+    # (long_prefill_token_threshold) within a 64-token budget.
+    pb = [
+        req(0, 100, 8, priority=1),
+        req(0, 70, 6, priority=1),
+        req(0, 40, 6, priority=1),
+        req(1, 90, 5, priority=0),
+        req(2, 30, 6, priority=1),
+        req(3, 50, 4, priority=0),
+        req(9, 120, 4, priority=-1),
+        req(10, 20, 5, priority=1),
+        req(10, 60, 5, priority=0),
+    ]
+    out.append(case("prio_b", engine(max_num_seqs=2, max_num_batched_tokens=64,
+                                     long_prefill_token_threshold=32, num_gpu_blocks=200,
+                                     scheduling_policy=prio),
+                    pb, seed=22))
+    # prio_c: prefix caching under priority: two 48-token system prompts, an
+    # exact repeat, high-priority requests sharing a prefix that is cached when
+    # they jump the queue, and a 17-block cache in which preempted requests are
+    # resumed with hits on their own blocks.
+    pc = [
+        req(0, 80, 20, prefix=0, priority=2),
+        req(0, 70, 18, prefix=1, priority=2),
+        req(1, 90, 14, prefix=0, priority=2),
+        req(2, 64, 16, prefix=0, priority=0),
+        req(3, 80, 10, copy_of=0, priority=0),
+        req(4, 60, 12, prefix=1, priority=2),
+        req(5, 100, 8, prefix=1, priority=2),
+        req(8, 56, 10, prefix=0, priority=2),
+    ]
+    out.append(case("prio_c", engine(max_num_seqs=4, max_num_batched_tokens=96,
+                                     num_gpu_blocks=17, scheduling_policy=prio),
+                    pc, seed=23, prefixes=[48, 40]))
     return out
 
 
@@ -434,6 +506,11 @@ def check(c):
     if "lora" in c:
         assert 1 <= c["lora"]["max_loras"]
         assert all("lora" in q for q in reqs), c["name"]
+    assert e.get("scheduling_policy", "fcfs") in ("fcfs", "priority")
+    if any("priority" in q for q in reqs):
+        assert e.get("scheduling_policy") == "priority", c["name"]
+        # (priority, arrival) ties break by request id as a string: keep ids < 10
+        assert len(reqs) <= 10, c["name"]
     for r, q in enumerate(reqs):
         assert q["arrival_step"] >= last, (c["name"], r)
         if "lora" in q:

@@ -105,6 +105,8 @@ class VllmApi:
             max_model_len=eng["max_model_len"],
             is_encoder_decoder=False,
             async_scheduling=(mode == "async"),
+            # "fcfs" (every release's default) unless the case asks for "priority"
+            policy=eng.get("scheduling_policy", "fcfs"),
         )
         cache_config = self.CacheConfig(
             block_size=eng["block_size"],
@@ -145,7 +147,7 @@ class VllmApi:
         assert s.max_model_len == eng["max_model_len"]
         assert s.kv_cache_manager.enable_caching == eng["enable_prefix_caching"]
         assert s.kv_cache_manager.block_pool.num_gpu_blocks == n
-        assert s.policy.value == "fcfs"
+        assert s.policy.value == eng.get("scheduling_policy", "fcfs")
         assert s.connector is None and not s.use_pp
         if spec is None:
             assert s.num_spec_tokens == 0 and s.num_lookahead_tokens == 0
@@ -214,7 +216,7 @@ class VllmApi:
                 f"use_v2_model_runner={getattr(s, 'use_v2_model_runner', 'absent')}")
 
     def request(self, rid, prompt, output_len, block_size, arrival, lora=None,
-                hash_lookahead=0):
+                hash_lookahead=0, priority=0):
         # hash_lookahead: tokens after each block that its hash covers, which
         # EngineCore passes from vllm_config.num_hash_lookahead_tokens where the
         # release has it (> 0.15 with EAGLE); 0 is every release's default.
@@ -223,6 +225,9 @@ class VllmApi:
             request_id=rid, prompt_token_ids=prompt,
             sampling_params=self.SamplingParams(ignore_eos=True, max_tokens=output_len),
             pooling_params=None, arrival_time=float(arrival),
+            # As EngineCore passes it from the API request (0: every release's
+            # default; only the priority policy reads it).
+            priority=priority,
             block_hasher=self.get_request_block_hasher(*hasher_args))
         if self.request_takes_eos:
             kw["eos_token_id"] = 2
@@ -261,7 +266,8 @@ class CaseRun:
         self.spec = case.get("speculative")
         self.lora_ids = lora_ids(case)  # adapter name -> lora_int_id
         # Feature cases get a sixth column per row (see README, "Features").
-        self.feature = self.spec is not None or "lora" in case
+        self.feature = (self.spec is not None or "lora" in case
+                        or "scheduling_policy" in case["engine"])
         self.num_drafts = 0
         self.num_accepted = 0
         reqs = case["requests"]
@@ -305,7 +311,8 @@ class CaseRun:
             lora = None if name is None else (name, self.lora_ids[name])
             self.s.add_request(self.api.request(
                 str(r), prompt_token_ids(self.case, r), q["output_len"],
-                self.eng["block_size"], q["arrival_step"], lora, self.hash_lookahead))
+                self.eng["block_size"], q["arrival_step"], lora, self.hash_lookahead,
+                q.get("priority", 0)))
 
     def unfinished(self):
         return [rid for rid, rq in self.s.requests.items() if not rq.is_finished()]
@@ -356,13 +363,20 @@ class CaseRun:
         preempted = self.preempted
         kv_used = (self.eng["num_gpu_blocks"] - 1) - \
             s.kv_cache_manager.block_pool.get_num_free_blocks()
+        self.preempt_only = False
         if out.total_num_scheduled_tokens == 0:
             if preempted:
-                # Only in async mode: the one running request that needs a block is
+                # In async mode: the one running request that needs a block is
                 # preempted (by itself) while the others are skipped because their
-                # in-flight step ends them. This call takes no time and no step runs;
-                # its row has no scheduled requests and the next row has the same t.
-                assert self.mode == "async", f"{self.case['name']}: {t}"
+                # in-flight step ends them. Under the priority policy, in either
+                # mode (<= 0.19): the first running request needs a block, is the
+                # lowest-priority one, preempts itself, and the running loop stops
+                # (and no waiting request is admitted after a preemption). This
+                # call takes no time and no step runs; its row has no scheduled
+                # requests and the next row has the same t.
+                assert self.mode == "async" or self.s.policy.value == "priority", \
+                    f"{self.case['name']}: {t}"
+                self.preempt_only = True
                 self.steps.append([t, [], [], preempted, kv_used] + ([[]] if self.feature else []))
             return out, None
         scheduled, admitted, sampled, samples = [], [], {}, []
@@ -450,6 +464,9 @@ class CaseRun:
             self.abort_due(t)
             out, sampled = self.schedule(t)
             if sampled is None:
+                if self.preempt_only:
+                    # EngineCore runs the empty step at once: schedule again at t.
+                    continue
                 t = self.idle(t)
                 if t is None:
                     return
@@ -467,6 +484,8 @@ class CaseRun:
                 self.abort_due(t)
                 out, sampled = self.schedule(t)
                 if sampled is None:
+                    if self.preempt_only:
+                        continue  # as in sync mode: schedule again at t
                     t = self.idle(t)
                     if t is None:
                         return

@@ -14,7 +14,7 @@
 #    ../shared beside the repository);
 # 4. runs driver.py for every version x {sync, async}, two at a time:
 #    tests/data/vllm-conformance/golden/<version>-<mode>.jsonl, then the
-#    speculative decoding and LoRA cases into
+#    speculative decoding, LoRA and priority-scheduling cases into
 #    tests/data/vllm-conformance/features/golden/<version>-<mode>.jsonl.
 # CPU only: no GPU, weights, tokenizer or network beyond the installs.
 # VLLM_CONFORMANCE_VERSIONS="0.19.0 0.33.0" records a subset.
@@ -77,7 +77,7 @@ for v in $versions; do
     pids=()
     for mode in sync async; do
         log="$work/logs/$v-$mode.log"
-        # the base cases, then the speculative decoding and LoRA cases (features/)
+        # the base cases, then the feature cases (speculative, LoRA, priority: features/)
         { "$dir/bin/python" "$here/driver.py" --mode "$mode" --model "$work/model" \
             && "$dir/bin/python" "$here/driver.py" --mode "$mode" --model "$work/model" \
                 --cases "$data/features/cases" --out "$data/features/golden"; } >"$log" 2>&1 &

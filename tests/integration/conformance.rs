@@ -82,11 +82,12 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         kv_offload: None,
         lora: case.get("lora").map(|l| lora(l, release)),
         speculative: case.get("speculative").map(|s| speculative(s).for_release(release.eagle_hashes_next_token)),
-        // A case recorded under `--scheduling-policy priority` says so.
-        scheduling_policy: case
-            .get("scheduling_policy")
-            .and_then(Value::as_str)
-            .map_or(SchedulingPolicy::Fcfs, |p| SchedulingPolicy::parse(p).expect("fcfs or priority")),
+        // vLLM's `--scheduling-policy`: "fcfs" (the default) unless the case asks for "priority".
+        scheduling_policy: if e["scheduling_policy"] == "priority" {
+            SchedulingPolicy::Priority
+        } else {
+            SchedulingPolicy::Fcfs
+        },
     }
 }
 
@@ -177,7 +178,8 @@ fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, V
         let call = LlmCall::for_prompt(prompt, output_tokens)
             .with_output_ids(vec![7; output_tokens as usize])
             .with_lora(req["lora"].as_str().map(str::to_owned))
-            .with_priority(req["priority"].as_i64().map_or(0, |p| i32::try_from(p).unwrap()));
+            // vLLM's per-request priority (0 unless the case sets it; lower is served first).
+            .with_priority(req["priority"].as_i64().unwrap_or(0) as i32);
         let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
         let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;
         let request = Request {

@@ -1,11 +1,12 @@
-//! The speculative decoding and LoRA golden traces of vLLM's own scheduler
+//! The speculative decoding, LoRA and priority-scheduling golden traces of vLLM's own scheduler
 //! (`tests/data/vllm-conformance/features/`, recorded by
 //! `scripts/vllm-conformance/record.sh`; format and semantics in that
 //! folder's README, section "Features"), checked on their own: the recorder's
 //! fake runner accepted exactly what the shared acceptance function says, vLLM
 //! delivered every request's `max_tokens` and never batched more than
-//! `max_loras` adapters; then the simulator replays every trace and must
-//! agree with it step for step.
+//! `max_loras` adapters, and the priority traces follow vLLM's queue order
+//! and victim rule; then the simulator replays every trace and must agree
+//! with it step for step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -194,6 +195,84 @@ fn feature_traces_follow_the_acceptance_function_and_max_loras() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A priority case's order key: vLLM's `Request.__lt__` compares (priority,
+/// arrival time, request id as a string); ids stay below 10 in these cases
+/// (`cases.py`), so the index orders them as the string does.
+fn priority_key(case: &Value, r: u64) -> (i64, u64, u64) {
+    let req = &case["requests"][r as usize];
+    (req["priority"].as_i64().unwrap_or(0), req["arrival_step"].as_u64().unwrap(), r)
+}
+
+/// The queue order and the victim rule of vLLM's priority policy, read off
+/// the priority traces alone: every preemption victim ranks at or after every
+/// request scheduled in its step (vLLM takes `max(running, key=(priority,
+/// arrival))`, and all of those were running when it chose); a step admits in
+/// (priority, arrival, id) order and leaves no request that had arrived
+/// before it waiting with a key below one it admitted.
+#[test]
+fn priority_traces_follow_the_queue_order_and_the_victim_rule() {
+    let cases = cases();
+    let mut checked = 0;
+    let mut victims = 0;
+    for name in GOLDEN {
+        let text = std::fs::read_to_string(data_dir().join(format!("golden/{name}.jsonl"))).unwrap();
+        for line in text.lines() {
+            let golden: Value = serde_json::from_str(line).unwrap();
+            let case = &cases[golden["case"].as_str().unwrap()];
+            if case["engine"]["scheduling_policy"] != "priority" {
+                continue;
+            }
+            checked += 1;
+            let key = |r: u64| priority_key(case, r);
+            let mut running = BTreeSet::new();
+            for row in golden["steps"].as_array().unwrap() {
+                let t = row[0].as_u64().unwrap();
+                let ids =
+                    |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().map(|p| p[0].as_u64().unwrap()).collect() };
+                let scheduled = ids(&row[1]);
+                let admitted = ids(&row[2]);
+                let preempted: Vec<u64> = row[3].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+                for &v in &preempted {
+                    victims += 1;
+                    // the victim's key has no request id: (priority, arrival) only
+                    let rank = |r: u64| (key(r).0, key(r).1);
+                    for &s in &scheduled {
+                        assert!(
+                            rank(v) >= rank(s),
+                            "{name} {} t={t}: victim {v} ranks before scheduled {s}",
+                            case["name"]
+                        );
+                    }
+                    running.remove(&v);
+                }
+                assert!(
+                    admitted.windows(2).all(|w| key(w[0]) < key(w[1])),
+                    "{name} {} t={t}: admitted out of order {admitted:?}",
+                    case["name"]
+                );
+                if let Some(&last) = admitted.last() {
+                    for (r, req) in case["requests"].as_array().unwrap().iter().enumerate() {
+                        let r = r as u64;
+                        let waiting = req["arrival_step"].as_u64().unwrap() < t
+                            && !running.contains(&r)
+                            && !admitted.contains(&r);
+                        // (a finished request was admitted, so it is in `running`)
+                        assert!(
+                            !waiting || key(r) > key(last),
+                            "{name} {} t={t}: {r} left waiting behind {last}",
+                            case["name"]
+                        );
+                    }
+                }
+                running.extend(admitted);
+            }
+        }
+    }
+    // 3 priority cases × 3 releases × 2 modes.
+    assert_eq!(checked, 18, "priority traces checked");
+    assert!(victims >= 18, "only {victims} priority preemptions recorded");
+}
+
 /// The simulator against every feature trace it models, step for step (the
 /// comparison of `conformance.rs`: tokens scheduled per request — 1 + the
 /// drafts verified —, admissions with their prefix hit, preemptions, KV
@@ -216,7 +295,8 @@ fn the_simulator_agrees_with_vllm_on_every_feature_trace_it_models() {
             compared += 1;
         }
     }
-    // 6 cases × 3 releases × 2 modes, less n-gram in async mode (vLLM refuses it).
-    assert_eq!(compared, 33, "feature traces compared");
+    // 9 cases (6 speculative/LoRA, 3 priority) × 3 releases × 2 modes, less
+    // n-gram in async mode (vLLM refuses it).
+    assert_eq!(compared, 51, "feature traces compared");
     assert!(failures.is_empty(), "{} of {compared} feature traces diverge:\n{}", failures.len(), failures.join("\n"));
 }

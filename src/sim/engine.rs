@@ -522,9 +522,12 @@ impl Engine {
                 SchedulingPolicy::Fcfs => self.running.pop().expect("the request itself is running"),
                 SchedulingPolicy::Priority => {
                     let v = self.priority_victim();
-                    if v < *i {
-                        // Scheduled earlier in this step: out of it again.
-                        *budget += self.unschedule(self.running[v]);
+                    // Scheduled earlier in this step: out of it again. Only
+                    // then does vLLM step its index back (`req_index -= 1`);
+                    // a victim before it that was not scheduled makes it
+                    // pass over the next request this step, as here.
+                    if let Some(n) = self.unschedule(self.running[v]) {
+                        *budget += n;
                         *i -= 1;
                     }
                     self.running.remove(v)

@@ -96,9 +96,9 @@ impl Engine {
 
     /// Priority: takes `victim`, already scheduled in the step being built,
     /// out of it again, before it is preempted; returns the tokens it had,
-    /// which go back to the step's budget (0 when it was not scheduled).
-    pub(super) fn unschedule(&mut self, victim: u32) -> u32 {
-        let Some(j) = self.building.entries.iter().position(|e| e.slot == victim) else { return 0 };
+    /// which go back to the step's budget (`None`: it was not scheduled).
+    pub(super) fn unschedule(&mut self, victim: u32) -> Option<u32> {
+        let j = self.building.entries.iter().position(|e| e.slot == victim)?;
         // Its prefill chunk, if any, is the one after those of the entries
         // before it (only running requests are in the batch yet).
         let seqs = &self.seqs;
@@ -123,7 +123,7 @@ impl Engine {
             priced.decode_context_tokens -= u64::from(seq.num_computed);
         }
         self.stats.computed_tokens -= u64::from(n);
-        n
+        Some(n)
     }
 }
 
@@ -214,7 +214,7 @@ mod tests {
         e.building.clear();
         e.schedule_tokens(a, 20);
         e.schedule_tokens(b, 30);
-        assert_eq!(e.unschedule(a), 20);
+        assert_eq!(e.unschedule(a), Some(20));
         let seq = e.seqs[a as usize].as_ref().unwrap();
         assert_eq!((seq.num_computed, seq.in_flight_tokens, seq.pending), (0, 0, 0));
         // What is left is b's chunk alone.
@@ -226,7 +226,7 @@ mod tests {
         e.schedule_tokens(b, 30);
         assert_eq!(only_b.priced, e.building.priced);
         assert_eq!(only_b.entries.len(), 1);
-        assert_eq!(e.unschedule(a), 0, "not in the batch");
+        assert_eq!(e.unschedule(a), None, "not in the batch");
     }
 
     #[test]

@@ -182,6 +182,7 @@ pub(crate) fn resolve(
             .lone_request_skips_prefill_threshold
             .unwrap_or(release.lone_request_skips_prefill_threshold),
         free_uncached_blocks_first: e.free_uncached_blocks_first.unwrap_or(release.free_uncached_blocks_first),
+        self_preemption_continues: release.self_preemption_continues,
         kv_connector: ConnectorKind::None,
         kv_offload: super::kv_offload::resolve(e.kv_offload.as_ref(), model, tp, kv_dtype_bytes, block_size)?,
         lora: lora.map(|l| LoraConfig {

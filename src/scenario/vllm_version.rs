@@ -54,6 +54,11 @@ pub struct ReleaseBehaviour {
     /// (`scheduler.py`: "Record the LoRAs in scheduled_running_reqs", as in
     /// 0.32.0's wheel: 0.33.0 is the first).
     pub lora_counts_every_running_request: bool,
+    /// Priority policy: a running request that preempts itself does not end
+    /// the pass over the running requests. Recorded in 0.33.0 against 0.15.1
+    /// and 0.19.0 (`tests/data/vllm-conformance/features/`, `prio_a` and
+    /// `prio_c`); releases between are not recorded and take 0.19.0's rule.
+    pub self_preemption_continues: bool,
     /// A waiting request skipped for `max_loras` moves to a queue of its
     /// own (`skipped_waiting`) that every scheduling pass serves before
     /// `waiting`, so a request preempted later (put back at the head of
@@ -116,6 +121,7 @@ impl VllmVersion {
             free_uncached_blocks_first: self >= VllmVersion::new(0, 28, 0),
             eagle_hashes_next_token: self >= VllmVersion::new(0, 33, 0),
             lora_counts_every_running_request: self >= VllmVersion::new(0, 33, 0),
+            self_preemption_continues: self >= VllmVersion::new(0, 33, 0),
             lora_skipped_queue_first: self >= VllmVersion::new(0, 18, 0) && self < VllmVersion::new(0, 31, 0),
         }
     }

@@ -98,7 +98,7 @@ impl<L: LatencyModel> Simulation<L> {
         } else {
             0
         };
-        if let Err(why) = engine.add(Owner { slot, node }, call, transfer, spec_key) {
+        if let Err(why) = engine.add(Owner { slot, node }, call, transfer, spec_key, self.now) {
             a.nodes[node as usize].error = Some(NodeError::Unservable(why));
             if let Some(Split { prefill, prefill_slot: Some(held), .. }) = split {
                 self.cluster.instances[prefill as usize].engine.release(held);

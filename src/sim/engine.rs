@@ -103,7 +103,7 @@ struct Seq {
     /// Its `priority` and arrival number (the order of `add`): its key in
     /// the waiting queue under `SchedulingPolicy::Priority`.
     priority: i32,
-    arrival: u64,
+    arrival: (u64, u64),
 }
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
@@ -392,6 +392,12 @@ impl Engine {
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known)
                 && !self.preempt_for(slot, slots, &mut i, &mut budget)
             {
+                // It went itself: out of `running` (priority takes it from
+                // its place), so `i` is already the next one's.
+                if self.config.scheduling_policy == SchedulingPolicy::Priority && self.config.self_preemption_continues
+                {
+                    continue;
+                }
                 break;
             }
             self.schedule_tokens(slot, n);

@@ -78,6 +78,7 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         scheduler_reserve_full_isl: release.scheduler_reserve_full_isl,
         lone_request_skips_prefill_threshold: release.lone_request_skips_prefill_threshold,
         free_uncached_blocks_first: release.free_uncached_blocks_first,
+        self_preemption_continues: release.self_preemption_continues,
         kv_connector: ConnectorKind::None,
         kv_offload: None,
         lora: case.get("lora").map(|l| lora(l, release)),

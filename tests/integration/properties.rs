@@ -29,6 +29,8 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         scheduler_reserve_full_isl: rng.random_bool(0.5),
         lone_request_skips_prefill_threshold: rng.random_bool(0.5),
         free_uncached_blocks_first: rng.random_bool(0.5),
+        // Priority only (these engines are FCFS); no draw, so the stream is unchanged.
+        self_preemption_continues: false,
         kv_connector: ConnectorKind::None,
         kv_offload: None,
         lora: None,

@@ -47,13 +47,15 @@ impl Engine {
     /// Queues an llm call, with what its `kv_transfer_params` ask, or says
     /// why it can never be served. A `SendAfterPrefill` request is the
     /// proxy's prefill request: `max_tokens: 1`. `spec_key` is its
-    /// speculative-decoding acceptance key ([`request_key`]).
+    /// speculative-decoding acceptance key ([`request_key`]); `now_us` its
+    /// arrival (vLLM's `arrival_time`, the priority policy's tie-break).
     pub(crate) fn add(
         &mut self,
         owner: Owner,
         call: &LlmCall,
         transfer: KvTransfer,
         spec_key: u64,
+        now_us: u64,
     ) -> Result<(), String> {
         let (known, seeded_kv) = call.seeded.map_or((0, 0), |s| (s.known_tokens, s.kv_tokens));
         let num_tokens = known.max(call.input_tokens);
@@ -136,7 +138,7 @@ impl Engine {
             prompt_len: num_tokens,
             drafts: 0,
             priority: call.priority,
-            arrival: self.arrivals,
+            arrival: (now_us, self.arrivals),
         };
         self.arrivals += 1;
         let slot = match self.free_slots.pop() {

@@ -38,6 +38,10 @@ pub struct EngineConfig {
     /// vLLM ≥ 0.28: freed blocks without a prefix-cache hash go to the head of
     /// the free queue, to be reused first.
     pub free_uncached_blocks_first: bool,
+    /// vLLM ≥ 0.33, priority policy: a running request that has to preempt
+    /// itself (it is the least urgent) no longer ends the step's pass over
+    /// the running requests; the next ones are still scheduled.
+    pub self_preemption_continues: bool,
     /// `--kv-transfer-config`: who else holds KV for this engine.
     pub kv_connector: ConnectorKind,
     /// KV offload to a CPU tier (`offload.rs`); `None`: off.
@@ -77,6 +81,7 @@ impl EngineConfig {
             scheduler_reserve_full_isl: false,
             lone_request_skips_prefill_threshold: false,
             free_uncached_blocks_first: false,
+            self_preemption_continues: false,
             kv_connector: ConnectorKind::None,
             kv_offload: None,
             lora: None,

@@ -50,9 +50,10 @@ impl SchedulingPolicy {
     }
 }
 
-/// The order key of a request: `Request.__lt__`'s (priority, arrival).
-fn key(seq: &Seq) -> (i32, u64) {
-    (seq.priority, seq.arrival)
+/// The order key of a request in the waiting queue: `Request.__lt__`'s
+/// (priority, arrival time, request id), the id here the order of `add`.
+fn key(seq: &Seq) -> (i32, u64, u64) {
+    (seq.priority, seq.arrival.0, seq.arrival.1)
 }
 
 impl Engine {
@@ -77,8 +78,20 @@ impl Engine {
     /// Priority: the index in `running` of the victim, the request of
     /// greatest (priority, arrival).
     pub(super) fn priority_victim(&self) -> usize {
-        let key_of = |i: usize| key(self.seqs[self.running[i] as usize].as_ref().expect("live slot"));
-        (0..self.running.len()).max_by_key(|&i| key_of(i)).expect("the request itself is running")
+        // `max(self.running, key=lambda r: (r.priority, r.arrival_time))`:
+        // no request id in the key, and Python's `max` keeps the first of
+        // equals (Rust's `max_by_key` the last).
+        let key_of = |i: usize| {
+            let seq = self.seqs[self.running[i] as usize].as_ref().expect("live slot");
+            (seq.priority, seq.arrival.0)
+        };
+        let mut victim = 0;
+        for i in 1..self.running.len() {
+            if key_of(i) > key_of(victim) {
+                victim = i;
+            }
+        }
+        victim
     }
 
     /// Priority: the scheduling preempted the request it was growing, the
@@ -144,7 +157,7 @@ mod tests {
 
     fn add(e: &mut Engine, node: u32, input: u32, output: u32, priority: i32) {
         let call = LlmCall::new(input, output).with_priority(priority);
-        e.add(owner(node), &call, KvTransfer::Local, 0).unwrap();
+        e.add(owner(node), &call, KvTransfer::Local, 0, u64::from(node)).unwrap();
     }
 
     fn waiting_nodes(e: &Engine) -> Vec<u32> {

@@ -6,15 +6,13 @@
 use std::collections::{HashMap, HashSet};
 
 use blis_sweep::latency::{Linear, LoraPricing, StepPricer};
-use blis_sweep::sim::{
-    EngineStep, FinishedRequest, KvTransferConfig, LoraConfig, LoraLoad, PdDecider, PoolConfig, ResultSink, Simulation,
-};
+use blis_sweep::sim::{KvTransferConfig, LoraConfig, LoraLoad, PdDecider, PoolConfig, Simulation};
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::properties::{random_engine, random_request, random_router};
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, latencies_us, rows};
+use crate::util::{Dir, LINEAR_SCENARIO, Steps, TestCommand, latencies_us, rows};
 
 /// An adapter table the size of Llama-3.1-8B's at rank 16 on one H100.
 fn lora(rng: &mut Xoshiro256PlusPlus) -> LoraConfig {
@@ -37,22 +35,6 @@ fn lora(rng: &mut Xoshiro256PlusPlus) -> LoraConfig {
             peak_flops: 989_000_000_000_000,
             bandwidth: 3_350_000_000_000,
         },
-    }
-}
-
-#[derive(Default)]
-struct Steps {
-    done: Vec<FinishedRequest>,
-    steps: Vec<EngineStep>,
-}
-
-impl ResultSink for Steps {
-    fn request_done(&mut self, request: FinishedRequest) {
-        self.done.push(request);
-    }
-
-    fn engine_step(&mut self, step: &EngineStep) {
-        self.steps.push(step.clone());
     }
 }
 

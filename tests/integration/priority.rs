@@ -7,31 +7,14 @@
 
 use blis_sweep::latency::{Linear, StepPricer};
 use blis_sweep::sim::{
-    EngineConfig, EngineStep, FinishedRequest, KvTransferConfig, PdDecider, PoolConfig, RequestStatus, ResultSink,
-    SchedulingPolicy, Simulation,
+    EngineConfig, KvTransferConfig, PdDecider, PoolConfig, RequestStatus, SchedulingPolicy, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::properties::{random_engine, random_router};
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, latencies_us, rows};
-
-#[derive(Default)]
-struct Steps {
-    done: Vec<FinishedRequest>,
-    steps: Vec<EngineStep>,
-}
-
-impl ResultSink for Steps {
-    fn request_done(&mut self, request: FinishedRequest) {
-        self.done.push(request);
-    }
-
-    fn engine_step(&mut self, step: &EngineStep) {
-        self.steps.push(step.clone());
-    }
-}
+use crate::util::{Dir, LINEAR_SCENARIO, Steps, TestCommand, latencies_us, rows};
 
 fn id(r: &RequestId) -> u64 {
     match r {

@@ -138,3 +138,21 @@ pub fn sh(dir: &Path, line: &str) -> (Option<i32>, String) {
         .unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// A sink that keeps every finished request and every engine step, for
+/// tests that check a run step by step.
+#[derive(Default)]
+pub struct Steps {
+    pub done: Vec<blis_sweep::sim::FinishedRequest>,
+    pub steps: Vec<blis_sweep::sim::EngineStep>,
+}
+
+impl blis_sweep::sim::ResultSink for Steps {
+    fn request_done(&mut self, request: blis_sweep::sim::FinishedRequest) {
+        self.done.push(request);
+    }
+
+    fn engine_step(&mut self, step: &blis_sweep::sim::EngineStep) {
+        self.steps.push(step.clone());
+    }
+}

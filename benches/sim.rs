@@ -62,6 +62,7 @@ fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
         let input_tokens = gaussian(&mut rng, 2.0, 800.0);
         let output_tokens = gaussian(&mut rng, 1.0, 1024.0);
         Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(i),
             arrival_time: (t * 1e6).round() / 1e6,
             initial: vec![0],

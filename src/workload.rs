@@ -11,9 +11,11 @@ pub mod generate;
 pub mod import;
 pub mod reader;
 pub mod timeline;
+mod traffic;
 mod types;
 pub mod writer;
 
+pub use traffic::{SloClass, Traffic, class_names};
 pub use types::{
     LlmCall, NodeKind, NodeResult, PromptBlocks, Request, RequestId, SeededProgress, SubRequest, checked_seconds_to_us,
     seconds_to_us,

@@ -168,7 +168,13 @@ mod tests {
             use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
             let call = LlmCall::new(2, out);
             let node = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
-            Request { request_id: RequestId::Int(id), arrival_time: at, initial: vec![0], sub_requests: vec![node] }
+            Request {
+                traffic: Default::default(),
+                request_id: RequestId::Int(id),
+                arrival_time: at,
+                initial: vec![0],
+                sub_requests: vec![node],
+            }
         };
         let measured = Means { throughput_tok_s: 500.0, ttft_ms: 2.0, tpot_ms: 1.0 };
         let run = IspassRun {

@@ -55,11 +55,11 @@ use std::io::{self, Write};
 
 use crate::hash::mix;
 use crate::sim::{FinishedRequest, NodeError, RequestStatus, RunSummary, Sink};
-use crate::workload::{LlmCall, NodeKind};
+use crate::workload::{LlmCall, NodeKind, SloClass};
 
-/// The columns written: BLIS's, in its order (the conditional
-/// `vllm_priority`, `slo_target_us`, `x_request_id` and `adapter` have
-/// nothing to say here; `think_time_us` is always written), then
+/// The columns written: BLIS's, in its order (`tenant_id` and `slo_class`
+/// the request's, where given; the conditional `vllm_priority`,
+/// `slo_target_us`, `x_request_id` and `adapter` are not written; `think_time_us` is always written), then
 /// blis-sweep's `prefix_parent`, `prefix_parent_length`, `token_ids` and
 /// `dag`.
 const COLUMNS: [&str; 32] = [
@@ -138,6 +138,9 @@ struct Row {
     ids: &'static str,
     /// Round 0 of a request that forks or joins: its DAG (see the module doc).
     dag: Option<String>,
+    /// The request's `tenant_id` and `slo_class`, those given.
+    tenant: Option<String>,
+    class: Option<SloClass>,
 }
 
 /// A warning about what the trace cannot hold: the first request it
@@ -391,6 +394,8 @@ impl Sink for TraceV2Writer<'_> {
                     (true, true) => "prompt+output",
                 },
                 dag: dag.take(),
+                tenant: r.request.traffic.tenant.clone(),
+                class: r.request.traffic.slo_class,
             });
         }
         Ok(())
@@ -422,8 +427,8 @@ impl Sink for TraceV2Writer<'_> {
             let record = [
                 n(id as u64),
                 String::new(),
-                String::new(),
-                String::new(),
+                row.tenant.clone().unwrap_or_default(),
+                row.class.map_or(String::new(), |c| c.name().to_owned()),
                 row.session.clone().unwrap_or_default(),
                 n(row.round.into()),
                 group_name,
@@ -492,6 +497,7 @@ mod tests {
         // call (node 2) after the root llm node 1 and for the root node 3,
         // which started later than node 1.
         let request = Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(7),
             arrival_time: 0.0,
             initial: vec![1, 3],

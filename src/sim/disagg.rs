@@ -106,6 +106,7 @@ mod tests {
     fn request(id: u64, input_tokens: u32, output_tokens: u32) -> Request {
         let call = LlmCall::new(input_tokens, output_tokens);
         Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(id),
             arrival_time: 0.0,
             initial: vec![0],

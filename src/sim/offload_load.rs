@@ -44,6 +44,7 @@ mod tests {
     fn single(id: u64, at_ms: f64, prompt: Vec<u32>, output_tokens: u32) -> Request {
         let kind = NodeKind::Llm(LlmCall::for_prompt(prompt, output_tokens));
         Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(id),
             arrival_time: at_ms / 1e3,
             initial: vec![0],

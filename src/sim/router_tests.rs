@@ -31,6 +31,7 @@ fn call(prompt: Vec<u32>, output_tokens: u32) -> NodeKind {
 /// One llm call at `at_ms` with prompt `prompt`.
 fn single(id: u64, at_ms: f64, prompt: Vec<u32>, output_tokens: u32) -> Request {
     Request {
+        traffic: Default::default(),
         request_id: RequestId::Int(id),
         arrival_time: at_ms / 1e3,
         initial: vec![0],
@@ -42,6 +43,7 @@ fn single(id: u64, at_ms: f64, prompt: Vec<u32>, output_tokens: u32) -> Request 
 fn chain(id: u64, at_ms: f64) -> Request {
     let node = |next: Vec<u32>| SubRequest { next, interval: 0.0, kind: call(vec![7; 8], 2), result: None };
     Request {
+        traffic: Default::default(),
         request_id: RequestId::Int(id),
         arrival_time: at_ms / 1e3,
         initial: vec![0],

@@ -268,6 +268,7 @@ mod tests {
 
     fn request<E>(id: u64, output_tokens: u32) -> Result<Request, E> {
         Ok(Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(id),
             arrival_time: 0.0,
             initial: vec![0],

@@ -219,6 +219,7 @@ mod tests {
     fn request(id: u64, arrival_time: f64) -> Request {
         let call = LlmCall::new(8, 4);
         Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(id),
             arrival_time,
             initial: vec![0],

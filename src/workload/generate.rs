@@ -285,7 +285,13 @@ impl Requests<'_> {
                 }
             }
         }
-        Ok(Request { request_id: RequestId::Int(id), arrival_time, initial: vec![0], sub_requests: subs })
+        Ok(Request {
+            traffic: Default::default(),
+            request_id: RequestId::Int(id),
+            arrival_time,
+            initial: vec![0],
+            sub_requests: subs,
+        })
     }
 }
 

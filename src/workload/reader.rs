@@ -13,6 +13,7 @@ use std::io::{BufRead, Read};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use super::traffic::{SloClass, Traffic, class_names};
 use super::types::{LlmCall, NodeKind, NodeResult, Request, RequestId, SeededProgress, SubRequest};
 
 /// The longest line read: 32 MiB less a byte, room for 4 million token ids
@@ -196,6 +197,9 @@ struct RawRequest {
     arrival_time: f64,
     initial: Vec<u32>,
     sub_requests: Vec<RawSubRequest>,
+    slo_class: Option<String>,
+    tenant: Option<String>,
+    slo_target: Option<f64>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +301,9 @@ fn check_time(field: String, value: f64) -> Result<(), FieldError> {
 
 fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
     check_time("arrival_time".into(), raw.arrival_time)?;
+    let traffic = validate_traffic(raw.slo_class, raw.tenant, raw.slo_target)?;
+    // A class gives the calls vLLM's priority for it, unless a call names its own.
+    let class_priority = traffic.slo_class.map_or(0, SloClass::vllm_priority);
     let n = raw.sub_requests.len();
     if n == 0 {
         return err("sub_requests", "must hold at least one sub-request");
@@ -321,7 +328,7 @@ fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
             listed_by[j as usize] = i as u32 + 1;
             has_predecessor[j as usize] = true;
         }
-        sub_requests.push(validate_node(sub, format, &at)?);
+        sub_requests.push(validate_node(sub, format, class_priority, &at)?);
     }
     let roots: Vec<u32> = (0..n as u32).filter(|&i| !has_predecessor[i as usize]).collect();
     if let Some(node) = find_cycle(&sub_requests) {
@@ -334,10 +341,46 @@ fn validate(raw: RawRequest, format: Format) -> Result<Request, FieldError> {
             format!("is {:?}, but the roots (indices no `next` points to) are {roots:?}", raw.initial),
         );
     }
-    Ok(Request { request_id: raw.request_id, arrival_time: raw.arrival_time, initial: raw.initial, sub_requests })
+    Ok(Request {
+        traffic,
+        request_id: raw.request_id,
+        arrival_time: raw.arrival_time,
+        initial: raw.initial,
+        sub_requests,
+    })
 }
 
-fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String) -> Result<SubRequest, FieldError> {
+/// The request's `slo_class`, `tenant` and `slo_target` (seconds), checked.
+fn validate_traffic(class: Option<String>, tenant: Option<String>, target: Option<f64>) -> Result<Traffic, FieldError> {
+    let slo_class = match class.as_deref() {
+        None => None,
+        Some(name) => match SloClass::parse(name) {
+            Some(c) => Some(c),
+            None => return err("slo_class", format!("`{name}` is not a class: use one of {}", class_names())),
+        },
+    };
+    if tenant.as_deref() == Some("") {
+        return err("tenant", "a tenant name cannot be empty; omit `tenant`");
+    }
+    let slo_target_us = match target {
+        None => None,
+        Some(t) => {
+            check_time("slo_target".into(), t)?;
+            if t == 0.0 {
+                return err("slo_target", "a latency target must be positive");
+            }
+            Some(super::types::seconds_to_us(t).max(1))
+        }
+    };
+    Ok(Traffic { slo_class, tenant, slo_target_us })
+}
+
+fn validate_node(
+    sub: RawSubRequest,
+    format: Format,
+    class_priority: i32,
+    at: &dyn Fn(&str) -> String,
+) -> Result<SubRequest, FieldError> {
     let interval = sub.interval.unwrap_or(0.0);
     check_time(at("interval"), interval)?;
     if format == Format::Workload {
@@ -424,7 +467,7 @@ fn validate_node(sub: RawSubRequest, format: Format, at: &dyn Fn(&str) -> String
                     .with_seeded(seeded)
                     .with_model(sub.model)
                     .with_lora(sub.lora)
-                    .with_priority(sub.priority.unwrap_or(0)),
+                    .with_priority(sub.priority.unwrap_or(class_priority)),
             )
         }
     };

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use super::traffic::Traffic;
+
 /// A request identifier as it appeared in the file: the format allows
 /// integers and strings, and results echo it back unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,6 +62,9 @@ pub struct Request {
     pub initial: Vec<u32>,
     /// The nodes of the DAG (never empty).
     pub sub_requests: Vec<SubRequest>,
+    /// Its SLO class, tenant and target (none given by default). An
+    /// extension of the format.
+    pub traffic: Traffic,
 }
 
 impl Request {

@@ -10,6 +10,7 @@
 
 use std::io::Write;
 
+use super::traffic::{SloClass, Traffic};
 use super::types::{NodeKind, Request, RequestId};
 
 /// What the simulator knows of one llm node when the request is written.
@@ -74,6 +75,8 @@ fn write_row<'a>(
     out.extend_from_slice(b",\"initial\":");
     json_u32s(out, &request.initial);
     out.extend_from_slice(b",\"sub_requests\":[");
+    // A call's priority is written where it is not the one its class gives.
+    let class_priority = request.traffic.slo_class.map_or(0, SloClass::vllm_priority);
     for (i, sub) in request.sub_requests.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b",");
@@ -128,7 +131,7 @@ fn write_row<'a>(
                     json_string(out, lora);
                 }
                 // Only when set: a workload without priorities is written as before.
-                if call.priority != 0 {
+                if call.priority != class_priority {
                     write!(out, ",\"priority\":{}", call.priority).expect("writing to a Vec cannot fail");
                 }
                 if let Some(result) = tokens(i) {
@@ -147,7 +150,25 @@ fn write_row<'a>(
         }
         out.extend_from_slice(b"}");
     }
-    out.extend_from_slice(b"]}\n");
+    out.extend_from_slice(b"]");
+    write_traffic(out, &request.traffic);
+    out.extend_from_slice(b"}\n");
+}
+
+/// The request's `slo_class`, `tenant` and `slo_target` (seconds), those given.
+fn write_traffic(out: &mut Vec<u8>, traffic: &Traffic) {
+    if let Some(class) = traffic.slo_class {
+        out.extend_from_slice(b",\"slo_class\":");
+        json_string(out, class.name());
+    }
+    if let Some(tenant) = &traffic.tenant {
+        out.extend_from_slice(b",\"tenant\":");
+        json_string(out, tenant);
+    }
+    if let Some(us) = traffic.slo_target_us {
+        out.extend_from_slice(b",\"slo_target\":");
+        json_f64(out, us as f64 / 1e6);
+    }
 }
 
 fn json_string(out: &mut Vec<u8>, s: &str) {
@@ -308,6 +329,51 @@ mod tests {
         let mut out = Vec::new();
         write_workload_row(&mut out, &request);
         assert_eq!(String::from_utf8(out).unwrap().trim_end(), zero.replace(",\"priority\":0", ""));
+    }
+
+    #[test]
+    fn traffic_round_trips_and_a_class_gives_its_calls_vllm_priority() {
+        let line = r#"{"request_id":1,"arrival_time":0.0,"initial":[0,1],"sub_requests":[{"kind":"llm","input_tokens":4,"output_tokens":1,"next":[],"interval":0.0},{"kind":"llm","input_tokens":4,"output_tokens":1,"next":[],"interval":0.0,"priority":-3}],"slo_class":"batch","tenant":"team-a","slo_target":2.5}"#;
+        let request = Reader::new(line.as_bytes(), "t", Format::Workload).next().unwrap().unwrap();
+        assert_eq!(request.traffic.class(), crate::workload::SloClass::Batch);
+        assert_eq!(
+            (request.traffic.tenant.as_deref(), request.traffic.slo_target_us),
+            (Some("team-a"), Some(2_500_000))
+        );
+        let priorities: Vec<i32> = request
+            .sub_requests
+            .iter()
+            .map(|s| match &s.kind {
+                crate::workload::NodeKind::Llm(c) => c.priority,
+                _ => panic!("llm nodes"),
+            })
+            .collect();
+        assert_eq!(priorities, [5, -3], "batch's vLLM priority unless the call names its own");
+        let mut out = Vec::new();
+        write_workload_row(&mut out, &request);
+        assert_eq!(String::from_utf8(out).unwrap().trim_end(), line);
+        let mut out = Vec::new();
+        write_result_row(&mut out, &request, &mut |_| {
+            Some(NodeTokens { start_us: 0, token_times_us: &[10], replica: None, error: None })
+        });
+        let back = Reader::new(out.as_slice(), "t", Format::Results).next().unwrap().unwrap();
+        assert_eq!(back.traffic, request.traffic, "results echo the traffic attributes");
+    }
+
+    #[test]
+    fn bad_traffic_names_its_field() {
+        for (extra, field) in [
+            (r#","slo_class":"urgent""#, "slo_class"),
+            (r#","tenant":"""#, "tenant"),
+            (r#","slo_target":0"#, "slo_target"),
+            (r#","slo_target":-1"#, "slo_target"),
+        ] {
+            let line = format!(
+                r#"{{"request_id":1,"arrival_time":0.0,"initial":[0],"sub_requests":[{{"kind":"llm","input_tokens":4,"output_tokens":1,"next":[],"interval":0.0}}]{extra}}}"#
+            );
+            let e = Reader::new(line.as_bytes(), "t", Format::Workload).next().unwrap().unwrap_err().to_string();
+            assert!(e.contains(field), "{extra}: {e}");
+        }
     }
 
     #[test]

@@ -184,6 +184,7 @@ fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, V
         let sub = SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None };
         let arrival = req["arrival_step"].as_u64().unwrap() as f64 * STEP_US as f64 / 1e6;
         let request = Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(r as u64),
             arrival_time: arrival,
             initial: vec![0],

@@ -678,6 +678,7 @@ fn random_workload(rng: &mut Xoshiro256PlusPlus) -> Vec<Request> {
             }
         }
         out.push(Request {
+            traffic: Default::default(),
             request_id: RequestId::Int(i),
             arrival_time: t_us as f64 / 1e6,
             initial,

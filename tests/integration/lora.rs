@@ -91,6 +91,7 @@ fn a_step_never_holds_more_than_max_loras_adapters() {
 fn call(prompt: &[u32], lora: Option<&str>) -> Request {
     let call = LlmCall::for_prompt(prompt.to_vec(), 2).with_lora(lora.map(str::to_owned));
     Request {
+        traffic: Default::default(),
         request_id: RequestId::Int(0),
         arrival_time: 0.0,
         initial: vec![0],

@@ -28,6 +28,7 @@ fn id(r: &RequestId) -> u64 {
 fn request(i: u64, arrival_ms: f64, input: u32, output: u32, priority: i32) -> Request {
     let call = LlmCall::new(input, output).with_priority(priority);
     Request {
+        traffic: Default::default(),
         request_id: RequestId::Int(i),
         arrival_time: arrival_ms / 1e3,
         initial: vec![0],
@@ -245,4 +246,51 @@ fn bad_scheduling_policy_names_file_line_and_field() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(!dir.join("r.jsonl").exists());
     }
+}
+
+/// TraceV2's `slo_class`, `tenant_id` and `slo_target_us` are the request's
+/// traffic attributes: echoed in the results (and in a TraceV2 written
+/// from them), the class giving vLLM's priority where `vllm_priority` is
+/// empty; a class that is not one is refused with its line.
+#[test]
+fn tracev2_classes_and_tenants_are_read_and_echoed() {
+    let dir = Dir::new("prio-classes");
+    dir.create("t.yaml", "trace_version: 3\ntime_unit: microseconds\nmode: real\nwarm_up_requests: 0\n");
+    dir.create(
+        "t.csv",
+        "request_id,tenant_id,slo_class,input_tokens,output_tokens,arrival_time_us,vllm_priority,slo_target_us\n\
+         0,acme,critical,64,20,0,,500000\n1,,batch,64,2,1000,,\n2,zeta,,64,2,2000,-1,0\n",
+    );
+    dir.create("p.yaml", &one_seq("priority"));
+    let out = TestCommand::new(
+        &dir.path,
+        &["run", "-s", "p.yaml", "--input", "tracev2:t.yaml", "--trace-output", "o", "--metrics", "m.json"],
+    )
+    .stdout();
+    let r = rows(&out);
+    assert_eq!(
+        (&r[0]["slo_class"], &r[0]["tenant"], &r[0]["slo_target"]),
+        (&serde_json::json!("critical"), &serde_json::json!("acme"), &serde_json::json!(0.5))
+    );
+    assert_eq!(
+        (&r[1]["slo_class"], r[1].get("tenant"), r[1].get("slo_target")),
+        (&serde_json::json!("batch"), None, None)
+    );
+    assert_eq!((r[2].get("slo_class"), &r[2]["tenant"]), (None, &serde_json::json!("zeta")));
+    // critical is vLLM's 0 (not written), batch 5 (its class's: not written), -1 given.
+    let priorities: Vec<Option<&serde_json::Value>> = r.iter().map(|r| r["sub_requests"][0].get("priority")).collect();
+    assert_eq!(priorities, [None, None, Some(&serde_json::json!(-1))]);
+    let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
+    assert!(m.get("trace_columns_not_modelled").is_none(), "{m}");
+    let csv = dir.read("o.csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[1].starts_with("0,,acme,critical,") && lines[2].starts_with("1,,,batch,"), "{csv}");
+    // A class that is not one of the five (older BLIS traces write
+    // `interactive`) is served as standard and named in the summary.
+    dir.create("t.csv", "request_id,input_tokens,output_tokens,arrival_time_us,slo_class\n0,64,2,0,interactive\n");
+    let out = TestCommand::new(&dir.path, &["run", "-s", "p.yaml", "--input", "tracev2:t.yaml", "--metrics", "m.json"])
+        .stdout();
+    assert!(rows(&out)[0].get("slo_class").is_none(), "{out}");
+    let m: serde_json::Value = serde_json::from_str(&dir.read("m.json")).unwrap();
+    assert_eq!(m["trace_columns_not_modelled"], serde_json::json!(["slo_class"]), "{m}");
 }

@@ -116,7 +116,13 @@ pub(crate) fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64
         subs.push(SubRequest { next, interval, kind, result: None });
     }
     let initial = (0..n as u32).filter(|&i| !has_pred[i as usize]).collect();
-    Request { request_id: RequestId::Int(id), arrival_time: arrival, initial, sub_requests: subs }
+    Request {
+        traffic: Default::default(),
+        request_id: RequestId::Int(id),
+        arrival_time: arrival,
+        initial,
+        sub_requests: subs,
+    }
 }
 
 /// Whether the engine can ever serve `call` (mirrors the documented rule).

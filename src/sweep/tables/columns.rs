@@ -482,6 +482,7 @@ mod tests {
         let request = |id: RequestId, index: u64| crate::sim::FinishedRequest {
             index,
             request: crate::workload::Request {
+                traffic: Default::default(),
                 request_id: id,
                 arrival_time: 0.0,
                 initial: Vec::new(),

@@ -337,7 +337,13 @@ fn session_dag(k: u64, start_s: f64, calls: &[Call]) -> Request {
             nodes[tool].next.push(llm_node[j] as u32);
         }
     }
-    Request { request_id: RequestId::Int(k), arrival_time: start_s, initial, sub_requests: nodes }
+    Request {
+        traffic: Default::default(),
+        request_id: RequestId::Int(k),
+        arrival_time: start_s,
+        initial,
+        sub_requests: nodes,
+    }
 }
 
 #[cfg(test)]

@@ -128,6 +128,7 @@ pub(super) fn llm_request(
     latencies: Option<Vec<f64>>,
 ) -> Request {
     Request {
+        traffic: Default::default(),
         request_id: id,
         arrival_time: (arrival_s * 1e6).round() / 1e6,
         initial: vec![0],
@@ -318,6 +319,7 @@ pub(super) fn fresh_tokens(stream: u64, from: u64, n: usize) -> impl Iterator<It
 /// A one-node request: one llm call.
 pub(super) fn one_call(id: u64, arrival_s: f64, call: crate::workload::types::LlmCall) -> Request {
     Request {
+        traffic: Default::default(),
         request_id: crate::workload::types::RequestId::Int(id),
         arrival_time: (arrival_s * 1e6).round() / 1e6,
         initial: vec![0],

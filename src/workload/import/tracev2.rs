@@ -6,9 +6,13 @@
 //! alike; extra columns are ignored). `time_unit` is `microseconds` or
 //! `blis observe`'s `us`; send and chunk times written as Unix-epoch µs are
 //! rebased so the first send falls at its record's `arrival_time_us`.
-//! Columns BLIS acts on and this engine does not model (`slo_class`,
-//! `vllm_priority`, ...) are read and named by [`unmodelled_columns`] for
-//! the run summary. `adapter` (a LoRA adapter's name; empty: the base model)
+//! `slo_class`, `tenant_id` and `slo_target_us` are the request's
+//! [`Traffic`] (a session's: its first record's); an empty `vllm_priority`
+//! is its class's vLLM priority. Columns BLIS acts on and this engine does
+//! not model (`deadline_us`, `vllm_priority` where the engines schedule
+//! first come first served, a `slo_class` not among the five, served as
+//! standard, ...) are read and named by
+//! [`unmodelled_columns`] for the run summary. `adapter` (a LoRA adapter's name; empty: the base model)
 //! becomes the call's `lora` when the deployment serves adapters
 //! (`ImportOptions::adapters`), and is one of those columns otherwise.
 //!
@@ -70,6 +74,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::common::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+use crate::workload::{SloClass, Traffic};
 
 /// The header's keys (`blis-spec.md` §10.1); the informational ones are
 /// kept as given.
@@ -153,9 +158,11 @@ pub struct TraceRecord {
     dag: Option<Vec<DagNode>>,
     /// `adapter`: the LoRA adapter it is served with (empty: none).
     adapter: Option<String>,
-    /// `vllm_priority` (empty: 0), or why it is not a 32-bit integer; used
-    /// only where the engines schedule by priority.
+    /// `vllm_priority` (empty: its `slo_class`'s, else 0), or why it is not
+    /// a 32-bit integer; used only where the engines schedule by priority.
     priority: Result<i32, String>,
+    /// `slo_class`, `tenant_id` and `slo_target_us` (empty or 0: none).
+    traffic: Traffic,
 }
 
 type Record = TraceRecord;
@@ -238,13 +245,11 @@ const EPOCH_US: u64 = 1_000_000_000_000_000;
 /// Conditional and metadata columns BLIS acts on that blis-sweep's engine
 /// does not model: named in the run summary when a record gives them a
 /// value ("present, not modelled").
-const UNMODELLED: [&str; 10] = [
+const UNMODELLED: [&str; 8] = [
     "slo_class",
     "vllm_priority",
-    "slo_target_us",
     "deadline_us",
     "adapter",
-    "tenant_id",
     "reason_ratio",
     "image_tokens",
     "audio_tokens",
@@ -267,11 +272,12 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     }
     let file = data.display().to_string();
     // `vllm_priority` is each call's priority where the engines schedule by
-    // it; else it is read and ignored, as before priorities were modelled.
+    // it; else it is read and ignored, as before priorities were modelled
+    // (the class's priority stays: the JSONL reader gives it alike).
     for r in &mut records {
         match (&r.priority, options.priorities) {
             (Err(e), true) => return Err(ImportError::new(&file, r.line, "vllm_priority", e.clone())),
-            (_, false) => r.priority = Ok(0),
+            (_, false) => r.priority = Ok(r.traffic.slo_class.map_or(0, SloClass::vllm_priority)),
             (Ok(_), true) => {}
         }
     }
@@ -471,6 +477,7 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let c_dag = find("dag");
     let c_adapter = find("adapter");
     let c_priority = find("vllm_priority");
+    let (c_class, c_tenant, c_target) = (find("slo_class"), find("tenant_id"), find("slo_target_us"));
     let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
@@ -505,6 +512,14 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
         let output = tokens(int(Some(c_out), "output_tokens")?, 1).map_err(|e| at("output_tokens", e))?;
         let send = non_negative(c_send, "send_time_us")?;
         let arrival_time_us = non_negative(Some(c_arrival), "arrival_time_us")?;
+        // A class BLIS does not name either (older traces write e.g.
+        // `interactive`) is served as standard and named in the run summary.
+        let slo_class = SloClass::parse(c_class.map_or("", field));
+        let traffic = Traffic {
+            slo_class,
+            tenant: Some(c_tenant.map_or("", field)).filter(|t| !t.is_empty()).map(str::to_owned),
+            slo_target_us: Some(non_negative(c_target, "slo_target_us")?).filter(|&t| t > 0),
+        };
         parents.push(match c_parent.map(field) {
             None | Some("") => None,
             Some(_) => Some((
@@ -547,9 +562,10 @@ pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
             },
             adapter: Some(c_adapter.map_or("", field)).filter(|a| !a.is_empty()).map(str::to_owned),
             priority: match c_priority.map_or("", field) {
-                "" => Ok(0),
+                "" => Ok(slo_class.map_or(0, SloClass::vllm_priority)),
                 v => v.parse::<i32>().map_err(|_| format!("`{v}` is not a 32-bit integer")),
             },
+            traffic,
         });
     }
     rebase_epoch(&mut out, &file)?;
@@ -669,7 +685,9 @@ pub fn unmodelled_columns(path: &Path, adapters: bool, priorities: bool) -> Resu
         let record = record.map_err(|e| ImportError::new(&file, i as u64 + 2, "csv", e.to_string()))?;
         for (k, &(_, c)) in columns.iter().enumerate() {
             let v = record.get(c).unwrap_or("").trim();
-            if !v.is_empty() && v.parse::<f64>() != Ok(0.0) {
+            // A class is modelled when it is one of the five.
+            let known_class = columns[k].0 == "slo_class" && SloClass::parse(v).is_some();
+            if !v.is_empty() && v.parse::<f64>() != Ok(0.0) && !known_class {
                 seen[k] = true;
             }
         }
@@ -791,6 +809,7 @@ fn build(
         let mut request =
             super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r));
         request.sub_requests[0].interval = wait as f64 / 1e6;
+        request.traffic = r.traffic.clone();
         (r.line, request)
     };
     if mode != SessionMode::ClosedLoop {
@@ -861,6 +880,7 @@ fn build(
             });
         }
         let request = Request {
+            traffic: first.traffic.clone(),
             request_id: RequestId::Int(first.request_id),
             arrival_time: (first.arrival_us - wait) as f64 / 1e6,
             initial: vec![0],
@@ -918,6 +938,7 @@ fn dag_request(
         })
         .collect();
     Ok(Request {
+        traffic: first.traffic.clone(),
         request_id: RequestId::Int(first.request_id),
         arrival_time: (first.arrival_us - root_wait(first)) as f64 / 1e6,
         initial: (0..dag.len() as u32).filter(|&i| !has_predecessor[i as usize]).collect(),
@@ -954,6 +975,7 @@ mod tests {
             dag: None,
             adapter: None,
             priority: Ok(0),
+            traffic: Traffic::default(),
         }
     }
 

@@ -100,6 +100,16 @@ impl Engine {
     /// vLLM's engine core runs the empty step and calls `schedule()` again at
     /// once: done here, the preemptions reported with the step it builds.
     /// Each call preempts at least one running request, so this ends.
+    ///
+    /// Only with no step in flight (sync scheduling, or async from idle).
+    /// With one in flight (`queue_step`), `step_with_batch_queue` (core.py,
+    /// 0.15.1 through 0.33.0) queues the empty output behind it, which fills
+    /// the batch queue (or executed nothing), so it blocks on the step in
+    /// flight and applies its output (`update_from_output`) before the next
+    /// `schedule()`: here the step's end schedules again (`start_step`), with
+    /// the victim's in-flight token in its sequence. Re-scheduled at once,
+    /// the victim would come back one token short and fit in blocks vLLM
+    /// does not have (`prio_c` async, 0.15.1 and 0.19.0, t 17).
     pub(super) fn schedule_again(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         let carried = std::mem::take(&mut self.building.preempted);
         let scheduled = self.schedule(latency, events);

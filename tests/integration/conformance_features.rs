@@ -268,9 +268,9 @@ fn priority_traces_follow_the_queue_order_and_the_victim_rule() {
             }
         }
     }
-    // 3 priority cases × 3 releases × 2 modes.
-    assert_eq!(checked, 18, "priority traces checked");
-    assert!(victims >= 18, "only {victims} priority preemptions recorded");
+    // 4 priority cases × 3 releases × 2 modes.
+    assert_eq!(checked, 24, "priority traces checked");
+    assert!(victims >= 24, "only {victims} priority preemptions recorded");
 }
 
 /// Traces the simulator does not match yet, each named with where. None
@@ -308,8 +308,8 @@ fn the_simulator_agrees_with_vllm_on_every_feature_trace_it_models() {
             compared += 1;
         }
     }
-    // 9 cases (6 speculative/LoRA, 3 priority) × 3 releases × 2 modes, less
+    // 10 cases (6 speculative/LoRA, 4 priority) × 3 releases × 2 modes, less
     // n-gram in async mode (vLLM refuses it).
-    assert_eq!(compared, 51, "feature traces compared");
+    assert_eq!(compared, 57, "feature traces compared");
     assert!(failures.is_empty(), "{} of {compared} feature traces diverge:\n{}", failures.len(), failures.join("\n"));
 }

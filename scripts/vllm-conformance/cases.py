@@ -473,6 +473,24 @@ def priority_cases():
     out.append(case("prio_c", engine(max_num_seqs=4, max_num_batched_tokens=96,
                                      num_gpu_blocks=17, scheduling_policy=prio),
                     pc, seed=23, prefixes=[48, 40]))
+    # prio_d: victims already scheduled in their step. The two least urgent
+    # requests (priority 3, arrival 0) stand first in `running`; when a more
+    # urgent one behind them needs a block, the victim is r0 (first of the
+    # equal (priority, arrival)), whose decode was scheduled earlier in the
+    # same step: it leaves the batch and its tokens go back to the budget
+    # (async: its previous step still in flight). Self-preemptions and
+    # resumes with hits on its own blocks follow in a 12-block cache.
+    pd = [
+        req(0, 46, 30, priority=3),
+        req(0, 20, 12, priority=3),
+        req(1, 28, 40, priority=0),
+        req(1, 40, 30, priority=1),
+        req(4, 30, 20, priority=2),
+        req(6, 18, 20, priority=0),
+    ]
+    out.append(case("prio_d", engine(max_num_seqs=4, max_num_batched_tokens=64,
+                                     num_gpu_blocks=12, scheduling_policy=prio),
+                    pd, seed=24))
     return out
 
 

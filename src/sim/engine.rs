@@ -419,10 +419,13 @@ impl Engine {
         }
         if self.building.entries.is_empty() {
             // Priority: a request preempted itself ahead of others still
-            // running; vLLM's engine core schedules again at once.
+            // running; vLLM's engine core schedules again at once when no
+            // step is in flight, else only after that step's output is
+            // applied (`priority.rs` `schedule_again`).
             if self.config.scheduling_policy == SchedulingPolicy::Priority
                 && self.preempted_this_step
                 && !self.running.is_empty()
+                && !self.stepping
             {
                 return self.schedule_again(latency, events);
             }

@@ -75,7 +75,9 @@ impl Engine {
                     // Async: not sure this step would finish it, vLLM
                     // scheduled it again; that output is dropped. (Under
                     // Priority too: preempted with its last token in flight
-                    // and admitted again at once by `schedule_again`.)
+                    // and admitted again in the same scheduling, when the
+                    // preemptions emptied `running`; `schedule_again` no
+                    // longer runs with a step in flight.)
                     for e in self.queued.entries.iter_mut().filter(|e| e.slot == slot) {
                         e.dead = true;
                     }

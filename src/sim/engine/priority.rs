@@ -100,6 +100,16 @@ impl Engine {
     /// vLLM's engine core runs the empty step and calls `schedule()` again at
     /// once: done here, the preemptions reported with the step it builds.
     /// Each call preempts at least one running request, so this ends.
+    ///
+    /// Only with no step in flight (sync scheduling, or async from idle).
+    /// With one in flight (`queue_step`), `step_with_batch_queue` (core.py,
+    /// 0.15.1 through 0.33.0) queues the empty output behind it, which fills
+    /// the batch queue (or executed nothing), so it blocks on the step in
+    /// flight and applies its output (`update_from_output`) before the next
+    /// `schedule()`: here the step's end schedules again (`start_step`), with
+    /// the victim's in-flight token in its sequence. Re-scheduled at once,
+    /// the victim would come back one token short and fit in blocks vLLM
+    /// does not have (`prio_c` async, 0.15.1 and 0.19.0, t 17).
     pub(super) fn schedule_again(&mut self, latency: &impl LatencyModel, events: &mut Vec<EngineEvent>) -> bool {
         let carried = std::mem::take(&mut self.building.preempted);
         let scheduled = self.schedule(latency, events);
@@ -240,6 +250,97 @@ mod tests {
         assert_eq!(only_b.priced, e.building.priced);
         assert_eq!(only_b.entries.len(), 1);
         assert_eq!(e.unschedule(a), None, "not in the batch");
+    }
+
+    /// Every step takes 1 ms.
+    struct Fixed;
+
+    impl LatencyModel for Fixed {
+        fn step_time_us(&self, _: &crate::latency::StepBatch) -> u64 {
+            1000
+        }
+    }
+
+    /// A step's (node, tokens), in order.
+    type Step = Vec<(u32, u32)>;
+
+    fn nodes(b: &Batch, e: &Engine) -> Step {
+        b.entries.iter().map(|x| (e.owner(x.slot).node, x.tokens)).collect()
+    }
+
+    /// 3 usable blocks of 16. Node 0 (priority 2, 31-token prompt) is
+    /// admitted alone, then node 1 (priority 0, 8 tokens) beside it; at
+    /// the third scheduling node 0, first in `running`, needs a third block
+    /// for its 33rd token, is its own victim (the least urgent), and the
+    /// scheduling schedules nothing. Returns the engine with nothing
+    /// executing, the third scheduling's step (`None`: nothing scheduled)
+    /// and what it preempted.
+    fn self_preemption(async_scheduling: bool) -> (Engine, Option<Step>, Vec<u32>) {
+        let mut e = Engine::new(EngineConfig {
+            async_scheduling,
+            scheduling_policy: SchedulingPolicy::Priority,
+            ..EngineConfig::for_tests(8, 64, 4)
+        });
+        e.set_tracing(true);
+        let ev = &mut Vec::new();
+        add(&mut e, 0, 31, 10, 2);
+        assert!(e.start_step(&Fixed, ev).is_some());
+        add(&mut e, 1, 8, 10, 0);
+        let third = if async_scheduling {
+            assert!(e.queue_step(&Fixed, ev));
+            e.finish_step(1000, ev);
+            assert!(e.start_queued().is_some());
+            assert_eq!(nodes(e.executing(), &e), [(0, 1), (1, 8)]);
+            // Scheduled while that step runs: node 0 has 32 tokens, the 33rd
+            // in flight.
+            let queued = e.queue_step(&Fixed, ev);
+            let preempted: Vec<u32> = e.building.preempted.iter().map(|&s| e.owner(s).node).collect();
+            let step = queued.then(|| nodes(e.last_scheduled(), &e));
+            e.finish_step(2000, ev);
+            (step, preempted)
+        } else {
+            e.finish_step(1000, ev);
+            assert!(e.start_step(&Fixed, ev).is_some());
+            assert_eq!(nodes(e.executing(), &e), [(0, 1), (1, 8)]);
+            e.finish_step(2000, ev);
+            let step = e.start_step(&Fixed, ev).map(|_| nodes(e.executing(), &e));
+            let preempted = e.executing().preempted.iter().map(|&s| e.owner(s).node).collect();
+            if step.is_some() {
+                e.finish_step(3000, ev);
+            }
+            (step, preempted)
+        };
+        (e, third.0, third.1)
+    }
+
+    /// With no step in flight the engine core schedules again at once: the
+    /// same call goes on to schedule node 1, and admits nothing (node 0, 33
+    /// tokens, needs 3 blocks; node 1 holds one).
+    #[test]
+    fn a_self_preemption_schedules_again_at_once_with_no_step_in_flight() {
+        let (e, step, preempted) = self_preemption(false);
+        assert_eq!(step, Some(vec![(1, 1)]));
+        assert_eq!(preempted, [0]);
+        assert_eq!(waiting_nodes(&e), [0]);
+    }
+
+    /// With a step in flight (async) vLLM's engine core applies that step's
+    /// output before it schedules again (`step_with_batch_queue`): the
+    /// scheduling that preempted schedules nothing, and the next one, at
+    /// the step's end, sees node 0 with its 33rd token, which does not fit.
+    /// Scheduled again at once, node 0 would come back with 32 tokens in
+    /// the 2 free blocks (`prio_c` async, 0.15.1 and 0.19.0, t 17).
+    #[test]
+    fn a_self_preemption_with_a_step_in_flight_waits_for_its_output() {
+        let (mut e, step, preempted) = self_preemption(true);
+        assert_eq!(step, None);
+        assert_eq!(preempted, [0]);
+        assert_eq!(e.preempted_unscheduled().iter().map(|&s| e.owner(s).node).collect::<Vec<_>>(), [0]);
+        assert_eq!(e.seqs[e.waiting[0] as usize].as_ref().unwrap().num_tokens, 33);
+        assert!(e.start_step(&Fixed, &mut Vec::new()).is_some());
+        assert_eq!(nodes(e.executing(), &e), [(1, 1)]);
+        assert!(e.executing().admitted.is_empty());
+        assert_eq!(waiting_nodes(&e), [0]);
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod latency;
 mod lora;
 mod pool;
 mod pools;
+mod router_env;
 pub mod spec;
 mod speculative;
 mod vllm_version;

@@ -16,8 +16,14 @@ use crate::workload::{NodeKind, RequestId, seconds_to_us};
 impl<L: LatencyModel> Simulation<L> {
     pub(super) fn start_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
         let now = self.now;
+        let admission_us = self.admission_latency_us();
         let a = self.requests.active[slot as usize].as_mut().expect("live request");
         a.nodes[node as usize].start_us = Some(now);
+        if admission_us > 0 && a.request.initial.contains(&node) {
+            // The client sent it `interval` after the send; the router's
+            // admission (router.env) counts in its TTFT.
+            a.nodes[node as usize].start_us = Some(now - (a.progress[node as usize].ready_us - a.send_us));
+        }
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
                 let end = later_or_overflow(&mut self.clock_overflow, now, seconds_to_us(*duration), || {

@@ -4,7 +4,7 @@
 //!
 //! - Admission happens `admission_latency_us` after the send, routing's
 //!   pick reaches the replica's front end `routing_latency_us` after it
-//!   (the EPP hop); both are events (`simulation/router_hooks.rs`).
+//!   (the EPP hop); both are events (`router/hooks.rs`).
 //! - Load views (waiting, running, KV use) are scraped on the router's own
 //!   timer, at `k · metrics_refresh_us` (+ a per-replica phase with
 //!   `jitter`), as the EPP's per-endpoint metrics refresh loop (50 ms by

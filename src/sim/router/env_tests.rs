@@ -82,10 +82,11 @@ fn admission_happens_after_its_latency_and_sees_the_replicas_then() {
     let now = run_with(1, 0, None, cfg(RouterEnv::default()), vec![single(0, 0.0, 1, 1, 3), single(1, 0.0, 2, 1, 3)]);
     assert!(now.iter().all(|r| r.3 == RequestStatus::Completed), "{now:?}");
     assert_eq!(now[0].1, Some(0));
-    // With it, both start at 5 ms: at request 1's admission request 0 waits
+    // With it, both are routed at 5 ms: at request 1's admission request 0 waits
     // on replica 0 only, so one replica has room.
+    // Sent at 0 (their start, from which TTFT counts), routed at 5 ms.
     let late = run_with(1, 0, None, cfg(env), vec![single(0, 0.0, 1, 1, 3), single(1, 0.0, 2, 1, 3)]);
-    assert_eq!(late.iter().map(|r| r.1).collect::<Vec<_>>(), [Some(5000), Some(5000)]);
+    assert_eq!(late.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(), [(Some(0), Some(6000)); 2]);
     // Three at once: all admitted at 0 without latency; with it, at 5 ms the
     // third finds both replicas with one waiting.
     let three = || (0..3).map(|i| single(i, 0.0, i as u32 + 1, 1, 3)).collect::<Vec<_>>();

@@ -127,7 +127,7 @@ pub(crate) fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     total <= e.max_model_len && (total - 1).div_ceil(e.block_size) < e.num_gpu_blocks
 }
 
-fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
+pub(crate) fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
     let ctx = format!("case {case}, request {}", r.request.request_id);
     assert_ne!(r.status, RequestStatus::Unfinished, "{ctx}: never finished");
     if r.status == RequestStatus::Rejected {

@@ -1,7 +1,13 @@
 //! `router.env` end to end: the latencies show in every TTFT, a run is
 //! byte-identical on a rerun, the keys are grid axes, and mistakes are one
-//! line naming file, line and key.
+//! line naming file, line and key; and the property tests' random workloads
+//! behind random routers with a random `env` keep every invariant.
 
+use blis_sweep::sim::{KvTransferConfig, PdDecider, PoolConfig, RequestStatus, RouterEnv, Simulation};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::properties::{check, feed, random_client, random_engine, random_latency, random_router};
 use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 
 const CHAT: &str = include_str!("../../sweeps/workloads/chat-200.jsonl");
@@ -94,4 +100,46 @@ fn router_env_mistakes_name_file_line_and_key() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(!dir.join("r.jsonl").exists());
     }
+}
+
+/// A random `router.env` (each key drawn on its own; `None` where the
+/// router's `refresh_interval_us` must keep the view or index).
+fn random_env(rng: &mut Xoshiro256PlusPlus, refresh_interval_us: u64) -> RouterEnv {
+    let mut ms = |p: f64, max: u64| if rng.random_bool(p) { rng.random_range(0..=max) } else { 0 };
+    let (admission_latency_us, routing_latency_us) = (ms(0.5, 20_000), ms(0.5, 20_000));
+    let own = |rng: &mut Xoshiro256PlusPlus, max| {
+        (refresh_interval_us == 0 && rng.random_bool(0.7)).then(|| rng.random_range(0..=max))
+    };
+    let metrics_refresh_us = own(rng, 200_000);
+    let kv_event_delay_us = own(rng, 500_000);
+    let jitter = metrics_refresh_us.is_some_and(|i| i > 0) && rng.random_bool(0.5);
+    RouterEnv { admission_latency_us, routing_latency_us, metrics_refresh_us, kv_event_delay_us, jitter }
+}
+
+#[test]
+fn random_workloads_behind_a_random_router_env_keep_every_invariant() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0xE4F);
+    let mut statuses = [0u64; 4];
+    for case in 0..1000 {
+        let engine = random_engine(&mut rng);
+        let replicas = rng.random_range(1..=6);
+        let mut router = random_router(&mut rng);
+        router.env = Some(random_env(&mut rng, router.refresh_interval_us));
+        let pool = PoolConfig::mixed(engine.clone(), replicas, router, random_latency(&mut rng));
+        let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
+        sim.check_invariants(true);
+        sim.set_client(random_client(&mut rng));
+        sim.set_request_timeout(rng.random_bool(0.3).then(|| rng.random_range(1_000..400_000)));
+        for r in feed(&mut sim, &mut rng, case, None) {
+            check(case, &r, &engine, replicas);
+            let i = [RequestStatus::Completed, RequestStatus::TimedOut, RequestStatus::Rejected]
+                .iter()
+                .position(|s| *s == r.status)
+                .unwrap_or(3);
+            statuses[i] += 1;
+        }
+    }
+    // Completions, timeouts and rejections all occur (this stream:
+    // [2984, 1074, 30, 2321 others]).
+    assert!(statuses[0] > 1000 && statuses[1] > 100 && statuses[2] > 10, "{statuses:?}");
 }

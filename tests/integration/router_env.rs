@@ -49,6 +49,16 @@ fn the_admission_and_routing_latencies_count_in_every_ttft() {
 }
 
 #[test]
+fn an_env_of_zeros_is_the_router_without_env() {
+    let dir = Dir::new("router-env-zeros");
+    for policy in ["prefix-affinity", "least-requests", "vllm-dp"] {
+        let plain = run(&dir, &format!("{{policy: {policy}}}"));
+        let zeros = run(&dir, &format!("{{policy: {policy}, env: {{metrics_refresh_ms: 0, kv_event_delay_ms: 0}}}}"));
+        assert!(plain.0 == zeros.0 && plain.1 == zeros.1, "{policy}");
+    }
+}
+
+#[test]
 fn scrape_timer_and_kv_delay_are_seeded_and_change_prefix_routing() {
     let dir = Dir::new("router-env-prefix");
     let env = |refresh: u32, delay: u32| {

@@ -31,6 +31,7 @@ pub use error::{InvalidValue, ScenarioError};
 pub use lora::unserved_adapter;
 pub use pool::Pool;
 use pool::{PoolSettings, Scenario};
+pub use router_env::RouterEnvSpec;
 pub use spec::{LatencySpec, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, ReleaseBehaviour, VllmVersion};
 

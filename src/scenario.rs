@@ -19,6 +19,7 @@ mod latency;
 mod lora;
 mod pool;
 mod pools;
+mod router_env;
 pub mod spec;
 mod speculative;
 mod vllm_version;
@@ -30,6 +31,7 @@ pub use error::{InvalidValue, ScenarioError};
 pub use lora::unserved_adapter;
 pub use pool::Pool;
 use pool::{PoolSettings, Scenario};
+pub use router_env::RouterEnvSpec;
 pub use spec::{LatencySpec, Sampling, ScenarioSpec};
 pub use vllm_version::{DEFAULT_VLLM_VERSION, ReleaseBehaviour, VllmVersion};
 

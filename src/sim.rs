@@ -50,7 +50,7 @@ pub use engine::{
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
-pub use router::{Affinity, RouterConfig, RoutingPolicy, Scorer};
+pub use router::{Affinity, RouterConfig, RouterEnv, RoutingPolicy, Scorer};
 pub use run::{RunConfig, RunError, RunSummary, Sink, Tee, run};
 pub use simulation::Simulation;
 pub use step_trace::{EngineStep, NodeRef};

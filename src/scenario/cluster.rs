@@ -86,8 +86,15 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
             "must be positive (1 rejects a request when every replica has one waiting)",
         );
     }
-    let config =
-        RouterConfig { policy, affinity, refresh_interval_us, max_queue: spec.max_queue, seed: spec.seed.unwrap_or(0) };
+    let env = super::router_env::resolve(spec.env.as_ref(), spec.refresh_interval_ms.is_some())?;
+    let config = RouterConfig {
+        policy,
+        affinity,
+        refresh_interval_us,
+        max_queue: spec.max_queue,
+        seed: spec.seed.unwrap_or(0),
+        env,
+    };
     Ok((replicas, config))
 }
 

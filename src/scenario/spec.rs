@@ -164,6 +164,8 @@ pub struct RouterSpec {
     pub max_queue: Option<u32>,
     /// Seed of the router's stream, for the policies that draw (default 0).
     pub seed: Option<u64>,
+    /// The router's real view: latencies, scrape timer, KV-event delay.
+    pub env: Option<super::router_env::RouterEnvSpec>,
 }
 
 /// One scorer of `router.scorers`.

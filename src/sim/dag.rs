@@ -16,8 +16,14 @@ use crate::workload::{NodeKind, RequestId, seconds_to_us};
 impl<L: LatencyModel> Simulation<L> {
     pub(super) fn start_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
         let now = self.now;
+        let admission_us = self.admission_latency_us();
         let a = self.requests.active[slot as usize].as_mut().expect("live request");
         a.nodes[node as usize].start_us = Some(now);
+        if admission_us > 0 && a.request.initial.contains(&node) {
+            // The client sent it `interval` after the send; the router's
+            // admission (router.env) counts in its TTFT.
+            a.nodes[node as usize].start_us = Some(now - (a.progress[node as usize].ready_us - a.send_us));
+        }
         match &a.request.sub_requests[node as usize].kind {
             NodeKind::ToolCall { duration } => {
                 let end = later_or_overflow(&mut self.clock_overflow, now, seconds_to_us(*duration), || {
@@ -57,7 +63,10 @@ impl<L: LatencyModel> Simulation<L> {
                         Some(Split { prefill, decode: replica, prefill_slot: None, stage: SplitStage::Prefill });
                     first = prefill;
                 }
-                self.send_to_replica(slot, node, first, sink);
+                match self.routing_latency_us() {
+                    0 => self.send_to_replica(slot, node, first, sink),
+                    hop => self.hop_start(slot, node, first, hop),
+                }
             }
         }
     }
@@ -161,6 +170,8 @@ impl<L: LatencyModel> Simulation<L> {
             Event::NodeStart { slot, generation, .. }
             | Event::ToolDone { slot, generation, .. }
             | Event::EngineEnter { slot, generation, .. }
+            | Event::Admit { slot, generation }
+            | Event::RouterHop { slot, generation, .. }
             | Event::Timeout { slot, generation } => !self.requests.is_live(slot, generation),
             Event::KvLanded { slot, generation, .. } => !self.requests.is_live(slot, generation),
             Event::StepEnd { .. } => false,
@@ -200,7 +211,11 @@ impl<L: LatencyModel> Simulation<L> {
                 continue;
             }
             let is_llm = matches!(a.request.sub_requests[node].kind, NodeKind::Llm(_));
-            if outcome.start_us.is_some() && is_llm {
+            if a.progress[node].in_hop {
+                // Routed, not at a replica yet (router.env): its hop event goes stale.
+                let first = a.progress[node].split.map_or(outcome.replica.unwrap_or(0), |s| s.prefill);
+                self.cluster.hop(first, false);
+            } else if outcome.start_us.is_some() && is_llm {
                 let owner = Owner { slot, node: node as u32 };
                 let replica = outcome.replica.unwrap_or(0);
                 let split = a.progress[node].split;

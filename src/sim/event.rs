@@ -33,6 +33,19 @@ pub(super) enum Event {
     StepEnd {
         replica: u32,
     },
+    /// `router.env`: the request reaches the router's admission.
+    Admit {
+        slot: u32,
+        generation: u32,
+    },
+    /// `router.env`: llm node `node`, routed to replica `replica`, reaches
+    /// its front end after the routing hop.
+    RouterHop {
+        slot: u32,
+        generation: u32,
+        node: u32,
+        replica: u32,
+    },
     /// A prompt's KV, read from its prefill replica, has landed in replica
     /// `replica`'s engine slot `engine_slot`.
     KvLanded {

@@ -59,6 +59,8 @@ pub(super) struct NodeProgress {
     pub(super) ready_us: u64,
     /// An llm node prefilled on one replica and decoded on another.
     pub(super) split: Option<Split>,
+    /// Routed and in the routing hop (`router.env.routing_latency_ms`).
+    pub(super) in_hop: bool,
 }
 
 /// Where a split llm node stands (prefill/decode disaggregation).

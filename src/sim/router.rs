@@ -14,8 +14,14 @@
 //!
 //! The policies are in `router/policy/`, one file each, listed once in
 //! `router/policy.rs`; this file is what they share: the view, its refresh,
-//! the prefix index and admission.
+//! the prefix index and admission. `router.env` (latencies, the scrape
+//! timer, the delayed KV-event stream, fresh in-flight counts) is in
+//! `router/env.rs`, its events in `router/hooks.rs`.
 
+mod env;
+#[cfg(test)]
+mod env_tests;
+mod hooks;
 mod policy;
 
 use std::collections::HashSet;
@@ -23,6 +29,8 @@ use std::collections::HashSet;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use self::env::EnvState;
+pub use self::env::RouterEnv;
 use self::policy::{Policy, Replicas};
 pub use self::policy::{RoutingPolicy, Scorer};
 use super::replica::Replica;
@@ -54,6 +62,8 @@ pub struct RouterConfig {
     /// Seed of the router's stream, which the policies that draw (`random`,
     /// `power-of-two`) draw from.
     pub seed: u64,
+    /// `router.env`: latencies, scrape timer, KV-event delay (`None`: off).
+    pub env: Option<RouterEnv>,
 }
 
 impl Default for RouterConfig {
@@ -64,6 +74,7 @@ impl Default for RouterConfig {
             refresh_interval_us: 0,
             max_queue: None,
             seed: 0,
+            env: None,
         }
     }
 }
@@ -79,12 +90,31 @@ pub(crate) struct View {
     pub(crate) kv_used: u32,
     /// KV blocks in all.
     pub(crate) kv_total: u32,
+    /// With `router.env`: the nodes the router sent here and not finished
+    /// (always fresh, as the router counts them itself); `None` without.
+    pub(crate) in_flight: Option<u32>,
 }
 
 impl View {
-    /// Requests waiting + running.
+    /// Requests waiting + running: the router's own in-flight count when it
+    /// keeps one (`router.env`), else the view's.
     pub(crate) fn load(&self) -> u64 {
-        u64::from(self.waiting) + u64::from(self.running)
+        match self.in_flight {
+            Some(n) => u64::from(n),
+            None => u64::from(self.waiting) + u64::from(self.running),
+        }
+    }
+
+    /// (waiting, running) with the in-flight count where there is one: the
+    /// last view's running (at most the in-flight count), the rest waiting.
+    pub(crate) fn waiting_running(&self) -> (u64, u64) {
+        match self.in_flight {
+            Some(n) => {
+                let running = self.running.min(n);
+                (u64::from(n - running), u64::from(running))
+            }
+            None => (u64::from(self.waiting), u64::from(self.running)),
+        }
     }
 }
 
@@ -106,13 +136,20 @@ pub(super) struct Router {
     hits: Vec<usize>,
     /// Scratch: how each replica fits the request's LoRA adapter.
     lora_fit: Vec<u8>,
+    /// `router.env`'s state (`None`: off).
+    env: Option<Box<EnvState>>,
 }
 
 impl Router {
     pub(super) fn new(config: RouterConfig, instances: &mut [Replica]) -> Router {
         let n = instances.len();
         let policy = config.policy.start();
-        let stale_prefix = config.refresh_interval_us > 0 && policy.reads_prefix();
+        let env = config.env.map(|e| Box::new(EnvState::new(e, config.seed, instances)));
+        let stale_prefix = policy.reads_prefix()
+            && match env.as_deref().filter(|e| e.owns_prefix()) {
+                Some(e) => e.delays_prefix(),
+                None => config.refresh_interval_us > 0,
+            };
         if stale_prefix {
             for instance in instances.iter_mut() {
                 instance.engine.kv_mut().record_events();
@@ -129,6 +166,7 @@ impl Router {
             events: Vec::new(),
             hits: vec![0; n],
             lora_fit: Vec::new(),
+            env,
         }
     }
 
@@ -136,16 +174,61 @@ impl Router {
         &self.config
     }
 
-    /// Re-reads the replicas if the view is older than the refresh interval.
+    /// `router.env`, if configured.
+    pub(super) fn env(&self) -> Option<&RouterEnv> {
+        self.env.as_deref().map(EnvState::env)
+    }
+
+    /// A node routed to replica `r` (of this router's) enters (`true`) or
+    /// leaves the routing hop (`router.env.routing_latency_ms`).
+    pub(super) fn hop(&mut self, r: usize, entering: bool) {
+        // (A prefill router without `env` of its own counts nothing.)
+        if let Some(env) = self.env.as_deref_mut() {
+            env.hop(r, entering);
+        }
+    }
+
+    /// The simulation reached `now` (called before its events at `now`):
+    /// `router.env`'s scrapes and KV events due by then are taken.
+    pub(super) fn observe(&mut self, now: u64, instances: &mut [Replica]) {
+        if let Some(env) = self.env.as_deref_mut() {
+            env.observe(now, instances, &mut self.prefix_sets);
+        }
+    }
+
+    /// Re-reads the replicas if the view is older than the refresh interval
+    /// (with `router.env`, what it does not own), then lets `router.env`
+    /// compose the view.
     fn refresh(&mut self, now: u64, instances: &mut [Replica]) {
+        self.refresh_interval(now, instances);
+        if let Some(env) = self.env.as_deref_mut() {
+            env.observe(now, instances, &mut self.prefix_sets);
+            env.compose(instances, &mut self.views);
+        }
+    }
+
+    /// `refresh_interval_us`'s refresh of the views and the prefix index.
+    fn refresh_interval(&mut self, now: u64, instances: &mut [Replica]) {
         let interval = self.config.refresh_interval_us;
         if self.refreshed_us.is_some_and(|t| now.saturating_sub(t) < interval) && interval > 0 {
             return;
         }
         self.refreshed_us = Some(now);
-        for (view, instance) in self.views.iter_mut().zip(instances.iter_mut()) {
-            let (kv_used, kv_total) = instance.engine.kv_blocks();
-            *view = View { waiting: instance.waiting(), running: instance.running(), kv_used, kv_total };
+        let env = self.env.as_deref();
+        if !env.is_some_and(EnvState::owns_views) {
+            for (view, instance) in self.views.iter_mut().zip(instances.iter_mut()) {
+                let (kv_used, kv_total) = instance.engine.kv_blocks();
+                *view = View {
+                    waiting: instance.waiting(),
+                    running: instance.running(),
+                    kv_used,
+                    kv_total,
+                    in_flight: None,
+                };
+            }
+        }
+        if env.is_some_and(EnvState::owns_prefix) {
+            return;
         }
         for (set, instance) in self.prefix_sets.iter_mut().zip(instances.iter_mut()) {
             instance.engine.kv_mut().take_events(&mut self.events);

@@ -99,17 +99,22 @@ impl<L: LatencyModel> Simulation<L> {
 
     /// The client sends `request` at `send_us`. The router admits it (its
     /// roots are scheduled) or rejects it, and then it leaves at once,
-    /// reported; false then.
+    /// reported; false then. With `router.env.admission_latency_ms`, the
+    /// request is in flight until the router decides, then (see
+    /// `router/hooks.rs`): true.
     pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64, sink: &mut dyn ResultSink) -> bool {
         let in_window = self.window.on_send(send_us);
+        let latency = self.admission_latency_us();
+        if latency > 0 {
+            let admit_us = self.later(send_us, latency, || ClockOverflow::Engine);
+            self.dispatch_from(request, arrival_us, send_us, admit_us, in_window);
+            return true;
+        }
         if self.cluster.admits(send_us) {
             self.dispatch(request, arrival_us, send_us, in_window);
             return true;
         }
-        let reason = format!(
-            "rejected: every replica has {} or more requests waiting (router.max_queue)",
-            self.cluster.router.config().max_queue.unwrap_or(0)
-        );
+        let reason = self.rejection();
         let nodes = request
             .sub_requests
             .iter()
@@ -130,12 +135,37 @@ impl<L: LatencyModel> Simulation<L> {
         false
     }
 
+    /// Why the router rejects a request.
+    pub(super) fn rejection(&self) -> String {
+        format!(
+            "rejected: every replica has {} or more requests waiting (router.max_queue)",
+            self.cluster.router.config().max_queue.unwrap_or(0)
+        )
+    }
+
     /// The request enters the system at `send_us`: its roots are scheduled.
     /// `in_window`: sent inside the measurement window.
     pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64, in_window: bool) {
+        self.dispatch_from(request, arrival_us, send_us, send_us, in_window);
+    }
+
+    /// As [`Simulation::dispatch`], its roots counted from `start_us`: when
+    /// it reaches the router's admission (`router.env`), which, later than
+    /// the send and with `router.max_queue`, first decides then.
+    pub(super) fn dispatch_from(
+        &mut self,
+        request: Request,
+        arrival_us: u64,
+        send_us: u64,
+        start_us: u64,
+        in_window: bool,
+    ) {
         let n = request.sub_requests.len();
         let mut progress =
-            vec![NodeProgress { pending_preds: 0, failed_pred: None, ready_us: send_us, split: None }; n];
+            vec![
+                NodeProgress { pending_preds: 0, failed_pred: None, ready_us: start_us, split: None, in_hop: false };
+                n
+            ];
         for sub in &request.sub_requests {
             for &j in &sub.next {
                 progress[j as usize].pending_preds += 1;
@@ -151,8 +181,12 @@ impl<L: LatencyModel> Simulation<L> {
         };
         let generation = self.requests.slot_generations[slot as usize].wrapping_add(1);
         self.requests.slot_generations[slot as usize] = generation;
+        if start_us > send_us && self.cluster.router.config().max_queue.is_some() {
+            // Before its roots at the same time (the queue is FIFO on ties).
+            self.queue.push(start_us, Event::Admit { slot, generation });
+        }
         for &root in &request.initial {
-            let at = self.later(send_us, request.sub_requests[root as usize].interval_us(), || ClockOverflow::Node {
+            let at = self.later(start_us, request.sub_requests[root as usize].interval_us(), || ClockOverflow::Node {
                 request_id: request.request_id.to_string(),
                 node: root,
                 field: "interval",

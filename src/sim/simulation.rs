@@ -212,6 +212,7 @@ impl<L: LatencyModel> Simulation<L> {
         };
         debug_assert!(t >= self.now, "time went backwards");
         self.now = t;
+        self.cluster.observe(t);
         while self.queue.peek_time() == Some(t) {
             let (_, event) = self.queue.pop().expect("peeked");
             self.handle(event, sink);
@@ -287,8 +288,14 @@ impl<L: LatencyModel> Simulation<L> {
             {
                 self.kv_landed(slot, node, replica, engine_slot)
             }
+            Event::Admit { slot, generation } if self.requests.is_live(slot, generation) => self.admit(slot, sink),
+            Event::RouterHop { slot, generation, node, replica } if self.requests.is_live(slot, generation) => {
+                self.hop_arrived(slot, node, replica, sink)
+            }
             // Left behind by a request that timed out.
-            Event::NodeStart { .. }
+            Event::Admit { .. }
+            | Event::RouterHop { .. }
+            | Event::NodeStart { .. }
             | Event::ToolDone { .. }
             | Event::EngineEnter { .. }
             | Event::Timeout { .. }

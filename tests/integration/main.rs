@@ -37,6 +37,7 @@ mod priority;
 mod properties;
 mod reject;
 mod report;
+mod router_env;
 mod scenario;
 mod silicon_protocols;
 mod slo;

@@ -74,6 +74,7 @@ pub(crate) fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
         refresh_interval_us: if rng.random_bool(0.5) { 0 } else { rng.random_range(1..200_000) },
         max_queue: rng.random_bool(0.3).then(|| rng.random_range(1..=3)),
         seed: rng.random(),
+        env: None,
     }
 }
 
@@ -132,7 +133,7 @@ pub(crate) fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     total <= e.max_model_len && (total - 1).div_ceil(e.block_size) < e.num_gpu_blocks
 }
 
-fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
+pub(crate) fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
     let ctx = format!("case {case}, request {}", r.request.request_id);
     assert_ne!(r.status, RequestStatus::Unfinished, "{ctx}: never finished");
     if r.status == RequestStatus::Rejected {

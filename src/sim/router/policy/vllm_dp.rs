@@ -11,8 +11,12 @@ struct VllmDp;
 impl Policy for VllmDp {
     fn pick(&mut self, replicas: &mut Replicas<'_>) -> usize {
         let views = &mut *replicas.views;
+        // With `router.env`, its fresh in-flight count (waiting, the rest).
         let pick = (0..views.len())
-            .min_by_key(|&i| (4 * u64::from(views[i].waiting) + u64::from(views[i].running), i))
+            .min_by_key(|&i| {
+                let (waiting, running) = views[i].waiting_running();
+                (4 * waiting + running, i)
+            })
             .expect("a replica");
         if replicas.refresh_interval_us > 0 {
             // vLLM counts its own pick as waiting until the coordinator's

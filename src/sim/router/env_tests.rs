@@ -25,6 +25,7 @@ fn single(id: u64, at_ms: f64, t: u32, blocks: usize, output_tokens: u32) -> Req
     let mut prompt = vec![t; 16 * blocks];
     prompt.push(1000 + t);
     Request {
+        traffic: Default::default(),
         request_id: RequestId::Int(id),
         arrival_time: at_ms / 1e3,
         initial: vec![0],

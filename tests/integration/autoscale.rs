@@ -18,15 +18,15 @@ const AUTOSCALE: &str = "autoscale: {min: 1, max: 4, metric: queue_depth, target
                          scale_up_delay_s: 5, scale_down_delay_s: 10}\n";
 
 /// 300 requests over the first 15 s (20 per second, 1,000 output tokens
-/// each: about 16 decoding per step on one replica, far more than it serves),
-/// then nothing.
+/// each: one replica serves about 14 per second), then one at 60 s (a run
+/// ends at its last event: this one lets the scale-down window pass).
 fn burst() -> String {
-    (0..300)
+    (0..301)
         .map(|i| {
+            let t = if i < 300 { f64::from(i) * 0.05 } else { 60.0 };
             format!(
-                "{{\"request_id\":{i},\"arrival_time\":{:.3},\"initial\":[0],\"sub_requests\":[{{\"kind\":\"llm\",\
-                 \"input_tokens\":200,\"output_tokens\":1000,\"next\":[],\"interval\":0.0}}]}}\n",
-                f64::from(i) * 0.05
+                "{{\"request_id\":{i},\"arrival_time\":{t:.3},\"initial\":[0],\"sub_requests\":[{{\"kind\":\"llm\",\
+                 \"input_tokens\":200,\"output_tokens\":1000,\"next\":[],\"interval\":0.0}}]}}\n"
             )
         })
         .collect()
@@ -50,7 +50,7 @@ fn an_autoscaled_pool_follows_a_burst_up_and_back_down() {
     dir.create("fixed.yaml", LINEAR_SCENARIO);
     let (m, results) = run(&dir, "s.yaml");
     let a = &m["autoscale"];
-    assert_eq!(m["completed_requests"], 300, "{m}");
+    assert_eq!(m["completed_requests"], 301, "{m}");
     assert_eq!(a["peak_replicas"], 4, "{a}");
     assert!(a["scale_ups"].as_u64().unwrap() >= 3 && a["scale_downs"].as_u64().unwrap() >= 3, "{a}");
     assert_eq!(a["cold_starts"], 3, "{a}");
@@ -89,11 +89,11 @@ fn bad_autoscale_keys_name_their_file_line_and_field() {
     let dir = Dir::new("autoscale-bad");
     dir.create("w.jsonl", &burst()[..burst().find('\n').unwrap() + 1]);
     for (extra, line, field) in [
-        (AUTOSCALE.replace("queue_depth", "gpu"), 11, "autoscale.metric"),
-        (AUTOSCALE.replace("max: 4", "max: 0"), 11, "autoscale.max"),
-        ("autoscale:\n  min: 1\n  max: 2\n  metric: rps\n  target: 1\n".to_owned(), 11, "autoscale.scale_up_delay_s"),
-        (format!("replicas: 9\n{AUTOSCALE}"), 11, "replicas"),
-        (format!("{AUTOSCALE}pools: {{decode: {{replicas: 1}}, prefill: {{replicas: 1}}}}\n"), 11, "autoscale"),
+        (AUTOSCALE.replace("queue_depth", "gpu"), 10, "autoscale.metric"),
+        (AUTOSCALE.replace("max: 4", "max: 0"), 10, "autoscale.max"),
+        ("autoscale:\n  min: 1\n  max: 2\n  metric: rps\n  target: 1\n".to_owned(), 10, "autoscale.scale_up_delay_s"),
+        (format!("replicas: 9\n{AUTOSCALE}"), 10, "replicas"),
+        (format!("{AUTOSCALE}pools: {{decode: {{replicas: 1}}, prefill: {{replicas: 1}}}}\n"), 10, "autoscale"),
     ] {
         dir.create("s.yaml", &format!("{LINEAR_SCENARIO}{extra}"));
         let err = TestCommand::new(&dir.path, &["run", "--scenario", "s.yaml", "w.jsonl", "-o", "r.jsonl"]).fails();

@@ -165,3 +165,38 @@ fn the_router_only_sees_routable_replicas() {
     }
     assert!(scaled > 50, "only {scaled} cases scaled");
 }
+
+/// In a sweep: the runs table's autoscale columns are filled for the
+/// autoscaled run and null for the fixed one, and the report draws the
+/// autoscaled run's replica count (and no chart when no run autoscaled).
+#[test]
+fn a_sweep_reports_the_replica_count_of_its_autoscaled_runs() {
+    let dir = Dir::new("autoscale-sweep");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("w.jsonl", &burst());
+    let autoscale = AUTOSCALE.trim_start_matches("autoscale: ").trim_end();
+    dir.create(
+        "plan.yaml",
+        &format!(
+            "name: a\nworkload: {{path: w.jsonl}}\nscenarios: [s.yaml]\ngrid:\n  overrides:\n    \
+             autoscale: [null, {autoscale}]\noutput: out\n"
+        ),
+    );
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let cols = ["overrides", "autoscale_gpu_hours", "autoscale_mean_replicas", "autoscale_peak_replicas", "autoscale_scale_ups"];
+    let runs = crate::parquet_util::read_columns(&dir.join("out/runs.parquet"), &cols);
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        let on = r[0].contains("\"autoscale\":{");
+        assert!(r[1..].iter().all(|v| (v == "null") != on), "{r:?}");
+        if on {
+            assert_eq!(r[3], "4", "{r:?}");
+        }
+    }
+    let html = dir.read("out/report.html");
+    assert_eq!(html.matches("id=\"replicas\"").count(), 1);
+    assert!(html.contains("Replicas over time"));
+    dir.create("plan.yaml", "name: a\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\noutput: fixed\n");
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    assert!(!dir.read("fixed/report.html").contains("Replicas over time"));
+}

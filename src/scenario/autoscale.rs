@@ -119,7 +119,8 @@ mod tests {
     use super::*;
 
     fn resolve(yaml: &str) -> Result<crate::scenario::Deployment, InvalidValue> {
-        let spec = serde_saphyr::from_str(&format!("model: Llama-3.1-8B\nhardware: H100\n{yaml}")).expect("well-formed");
+        let spec =
+            serde_saphyr::from_str(&format!("model: Llama-3.1-8B\nhardware: H100\n{yaml}")).expect("well-formed");
         crate::scenario::resolve(spec, Path::new("."), "t")
     }
 
@@ -132,7 +133,10 @@ mod tests {
         assert_eq!(c.pools[0].replicas, 4);
         let a = c.autoscale.unwrap();
         assert_eq!((a.min, a.max, a.initial, a.metric, a.target), (1, 4, 1, ScaleMetric::QueueDepth, 4.0));
-        assert_eq!((a.scrape_interval_us, a.scale_up_delay_us, a.scale_down_delay_us), (15_000_000, 60_000_000, 300_000_000));
+        assert_eq!(
+            (a.scrape_interval_us, a.scale_up_delay_us, a.scale_down_delay_us),
+            (15_000_000, 60_000_000, 300_000_000)
+        );
         assert_eq!(a.gpus_per_replica, 1);
         let d = resolve(&format!("replicas: 3\ntp: 2\n{GOOD}")).unwrap();
         let a = d.run_config().autoscale.unwrap();

@@ -301,8 +301,8 @@ impl Autoscaler {
     /// Provisions the lowest replica not counted: a draining one back warm,
     /// else an off one cold.
     fn add_one(&mut self, t: u64, cold: &mut Vec<u32>) {
-        let Some(i) = (self.routable as usize..self.slots.len())
-            .find(|&i| matches!(self.slots[i], Slot::Draining | Slot::Off))
+        let Some(i) =
+            (self.routable as usize..self.slots.len()).find(|&i| matches!(self.slots[i], Slot::Draining | Slot::Off))
         else {
             return;
         };
@@ -322,7 +322,8 @@ impl Autoscaler {
     /// Removes the highest counted replica: one loading stops, one
     /// routable drains (or stops, if it holds nothing).
     fn remove_one(&mut self, t: u64, idle: &impl Fn(u32) -> bool) {
-        let Some(i) = (0..self.slots.len()).rev().find(|&i| matches!(self.slots[i], Slot::Ready | Slot::Starting { .. }))
+        let Some(i) =
+            (0..self.slots.len()).rev().find(|&i| matches!(self.slots[i], Slot::Ready | Slot::Starting { .. }))
         else {
             return;
         };

@@ -4,9 +4,9 @@
 
 use std::ops::Range;
 
-use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::autoscale::Autoscaler;
 use super::engine::EngineStats;
+use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::replica::Replica;
 use super::router::Router;
 use crate::latency::LatencyModel;

@@ -56,12 +56,8 @@ fn an_autoscaled_pool_follows_a_burst_up_and_back_down() {
     assert_eq!(a["cold_starts"], 3, "{a}");
     // Up no earlier than the first scrape (1 s) + start-up (5 s); back to
     // `min` at the end.
-    let timeline: Vec<(f64, u64)> = a["replicas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p[0].as_f64().unwrap(), p[1].as_u64().unwrap()))
-        .collect();
+    let timeline: Vec<(f64, u64)> =
+        a["replicas"].as_array().unwrap().iter().map(|p| (p[0].as_f64().unwrap(), p[1].as_u64().unwrap())).collect();
     assert_eq!(timeline[0], (0.0, 1));
     assert!(timeline[1].0 >= 6.0 && timeline[1].1 > 1, "{timeline:?}");
     assert_eq!(timeline.last().unwrap().1, 1, "{timeline:?}");
@@ -123,7 +119,11 @@ fn the_router_only_sees_routable_replicas() {
             max,
             initial: rng.random_range(min..=max),
             metric,
-            target: if metric == ScaleMetric::KvUtilization { rng.random_range(0.05..1.0) } else { rng.random_range(0.2..4.0) },
+            target: if metric == ScaleMetric::KvUtilization {
+                rng.random_range(0.05..1.0)
+            } else {
+                rng.random_range(0.2..4.0)
+            },
             scrape_interval_us: rng.random_range(1_000..50_000),
             scale_up_delay_us: rng.random_range(0..100_000),
             scale_down_delay_us: rng.random_range(0..100_000),
@@ -183,7 +183,13 @@ fn a_sweep_reports_the_replica_count_of_its_autoscaled_runs() {
         ),
     );
     TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
-    let cols = ["overrides", "autoscale_gpu_hours", "autoscale_mean_replicas", "autoscale_peak_replicas", "autoscale_scale_ups"];
+    let cols = [
+        "overrides",
+        "autoscale_gpu_hours",
+        "autoscale_mean_replicas",
+        "autoscale_peak_replicas",
+        "autoscale_scale_ups",
+    ];
     let runs = crate::parquet_util::read_columns(&dir.join("out/runs.parquet"), &cols);
     assert_eq!(runs.len(), 2);
     for r in &runs {

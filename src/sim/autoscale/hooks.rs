@@ -127,3 +127,77 @@ impl<L: LatencyModel> Simulation<L> {
         self.cluster.autoscale.as_ref().map(|a| a.report(self.now))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::{Linear, StepPricer};
+    use crate::sim::engine::EngineConfig;
+    use crate::sim::outcome::FinishedRequest;
+    use crate::sim::pool::{KvTransferConfig, PdDecider, PoolConfig};
+    use crate::sim::router::{RouterConfig, RoutingPolicy};
+    use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+
+    const S: u64 = 1_000_000;
+
+    fn request(id: u64, at_us: u64, output_tokens: u32) -> Request {
+        // One shared 64-token prompt: 4 full blocks of 16 to hit.
+        let call = LlmCall::for_prompt((0..64).collect(), output_tokens);
+        Request {
+            request_id: RequestId::Int(id),
+            arrival_time: at_us as f64 / 1e6,
+            initial: vec![0],
+            sub_requests: vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None }],
+        }
+    }
+
+    /// Replica 1 caches the prompt, is scaled down (idle: it stops), then
+    /// started again by a burst: cold, it has no hit where replica 0 (warm
+    /// all along) has one; and the stopped replica's counters are kept.
+    #[test]
+    fn a_replica_started_again_from_off_is_cold() {
+        let engine = EngineConfig::new(4, 256, 4096, 16, 2000);
+        let router =
+            RouterConfig { policy: RoutingPolicy::named("least-requests").unwrap(), ..RouterConfig::default() };
+        let latency = StepPricer::Linear(Linear::new(&[1000.0, 1.0, 1.0]).unwrap());
+        let pool = PoolConfig::mixed(engine, 2, router, latency);
+        let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
+        sim.set_autoscale(Some(AutoscaleConfig {
+            min: 1,
+            max: 2,
+            initial: 2,
+            metric: ScaleMetric::QueueDepth,
+            target: 1.0,
+            scrape_interval_us: S,
+            scale_up_delay_us: S,
+            scale_down_delay_us: 0,
+            gpus_per_replica: 1,
+        }));
+        let mut out: Vec<FinishedRequest> = Vec::new();
+        // At 0, one on each replica; idle at the 1 s scrape: down to one.
+        sim.add_request(request(0, 0, 2), &mut out);
+        sim.add_request(request(1, 0, 2), &mut out);
+        // At 1.5 s a burst on replica 0 (4 wait at the 2 s scrape: up to 2,
+        // replica 1 cold, routable at 3 s); at 3.5 s one more, to the idle replica 1.
+        for id in 2..10 {
+            sim.add_request(request(id, 1_500_000, 3000), &mut out);
+        }
+        sim.add_request(request(10, 3_500_000, 2), &mut out);
+        sim.finish(&mut out);
+        out.sort_by_key(|r| r.index);
+        let node = |i: usize| &out[i].nodes[0];
+        assert_eq!((node(0).replica, node(1).replica), (Some(0), Some(1)));
+        assert!(out[2..10].iter().all(|r| r.nodes[0].replica == Some(0)));
+        assert!(node(2).cached_tokens > 0, "replica 0 is warm");
+        assert_eq!(node(10).replica, Some(1));
+        assert_eq!(node(10).cached_tokens, 0, "replica 1 started cold");
+        let r = sim.autoscale_report().unwrap();
+        // Down at 1 s, up at 2 s, down again once the burst has drained.
+        assert_eq!((r.scale_downs, r.scale_ups, r.cold_starts), (2, 1, 1));
+        assert_eq!(&r.timeline[..3], [(0, 2, 2), (S, 1, 1), (2 * S, 1, 2)]);
+        assert_eq!(r.timeline[3], (3 * S, 2, 2));
+        // Replica 1's first engine's steps are still counted.
+        let first_engine_steps = sim.cluster.retired[1].steps;
+        assert!(first_engine_steps > 0 && sim.replica_stats()[1].steps > first_engine_steps);
+    }
+}

@@ -23,13 +23,17 @@
 //!   `kv_transfer_*_ms`, so its JSON is what it was before pools existed.
 //!   With a prefill pool, imbalance is over the replicas that serve
 //!   requests (a prefill replica serves none).
+//! - Autoscaling (`autoscale:` only): GPU-hours and the replica count over
+//!   time, see [`autoscale`].
 
+mod autoscale;
 pub mod histogram;
 mod kv_offload;
 mod pools;
 mod slo;
 mod speculative;
 
+pub use autoscale::AutoscaleMetrics;
 pub use pools::{PoolInfo, PoolLayout, PoolMetrics, TransferMetrics};
 pub use slo::{MIN_TURNOVER, Slo};
 pub use speculative::SpecDecodeMetrics;
@@ -282,6 +286,7 @@ impl MetricsCollector {
             kv_offload: KvOffloadMetrics::from_stats(stats),
             lora_adapter_loads: None,
             spec_decode: SpecDecodeMetrics::of(&stats.spec),
+            autoscale: end.autoscale.as_ref().map(|a| AutoscaleMetrics::of(a, end.sim_end_us)),
         }
     }
 }
@@ -474,6 +479,10 @@ pub struct Metrics {
     /// With speculative decoding: its counters (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<SpecDecodeMetrics>,
+    /// With `autoscale:`: GPU-hours, the replica count over time, scalings
+    /// (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<AutoscaleMetrics>,
 }
 
 /// LoRA adapters brought onto a GPU over a run, all replicas.
@@ -528,13 +537,17 @@ impl Metrics {
 
 /// The engine features' numbers a runs table carries, as `object.field`
 /// paths into the metrics (the column is the path with `_` for `.`).
-const FEATURE_SCALARS: [(&str, Scalar); 6] = [
+const FEATURE_SCALARS: [(&str, Scalar); 10] = [
     ("kv_offload.hit_rate", Scalar::Number),
     ("kv_offload.cpu_hit_rate", Scalar::Number),
     ("spec_decode.acceptance_rate", Scalar::Number),
     ("spec_decode.mean_acceptance_length", Scalar::Number),
     ("lora_adapter_loads.from_cpu", Scalar::Count),
     ("lora_adapter_loads.from_disk", Scalar::Count),
+    ("autoscale.gpu_hours", Scalar::Number),
+    ("autoscale.mean_replicas", Scalar::Number),
+    ("autoscale.peak_replicas", Scalar::Count),
+    ("autoscale.scale_ups", Scalar::Count),
 ];
 
 /// What kind of value a scalar metric is.

@@ -4,8 +4,10 @@
 //! against offered load per deployment, the SLO's targets as lines; the
 //! capacity of each deployment (`capacity.parquet`); the calibration matrix
 //! as a heatmap with BLIS's errors beside ours (`calibration.parquet`); and
-//! the runs. Sweeps write it at the end unless `--no-report`.
+//! the runs; the replica count over time of the runs that autoscaled. Sweeps
+//! write it at the end unless `--no-report`.
 
+mod autoscale;
 mod svg;
 
 use std::collections::BTreeMap;
@@ -223,6 +225,7 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         &[],
     ));
     html.push_str("</div>");
+    autoscale::section(runs.iter().filter_map(|r| Some((r.run_id.as_str(), r.metrics.as_ref()?))), html);
     let capacity = dir.join("capacity.parquet");
     if capacity.exists() {
         capacity_section(&capacity, html)?;

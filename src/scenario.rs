@@ -10,6 +10,7 @@
 //! parts take one engine's model, GPU, tp, dtype and specs, so each pool of
 //! a deployment can be resolved by them alike.
 
+mod autoscale;
 mod cluster;
 mod engine;
 mod error;
@@ -86,6 +87,7 @@ impl Deployment {
             horizon_us: None,
             timeout_us: None,
             step_trace: false,
+            autoscale: self.pools[0].autoscale,
         }
     }
 }
@@ -220,10 +222,25 @@ pub fn resolve(mut spec: ScenarioSpec, base: &Path, default_name: &str) -> Resul
                 dp: spec.dp,
                 router: spec.router.clone(),
             };
-            let pool = scenario.pool("default", Role::Mixed, settings)?;
+            let mut pool = scenario.pool("default", Role::Mixed, settings)?;
+            autoscale::apply(spec.autoscale.as_ref(), spec.replicas, &mut pool)?;
             (vec![pool], KvTransferConfig::UNUSED, PdDecider::Always)
         }
-        Some(p) => pools::resolve(&scenario, p)?,
+        Some(p) => {
+            if let Some(name) = p.0.iter().find(|(_, s)| s.autoscale.is_some()).map(|(n, _)| n) {
+                return invalid(
+                    &format!("pools.{name}.autoscale"),
+                    "autoscaling a pool of a P/D deployment is not modelled; autoscale an aggregated deployment (no `pools:`)",
+                );
+            }
+            if spec.autoscale.is_some() {
+                return invalid(
+                    "autoscale",
+                    "autoscaling the pools of a P/D deployment (`pools:`) is not modelled; autoscale an aggregated deployment",
+                );
+            }
+            pools::resolve(&scenario, p)?
+        }
     };
     Ok(Deployment { slo: spec.slo, name, model, pools, kv_transfer, pd })
 }

@@ -16,8 +16,10 @@
 //! replica), `router.rs` (which replica), `steps.rs` (engine steps),
 //! `disagg.rs` (prefill/decode disaggregation); `engine.rs` + `engine/`
 //! (vLLM's scheduler, its KV connector seam) over `kv_cache.rs` (the paged
-//! KV cache); `outcome.rs` (what leaves).
+//! KV cache); `outcome.rs` (what leaves); `autoscale.rs` (a pool's replica
+//! count following a metric).
 
+mod autoscale;
 mod client;
 mod cluster;
 mod dag;
@@ -42,6 +44,7 @@ mod step_trace;
 mod steps;
 mod window;
 
+pub use autoscale::{AutoscaleConfig, AutoscaleReport, ScaleMetric};
 pub use client::Client;
 pub use engine::{
     ConnectorKind, DiskTier, EaglePrefixRule, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad,

@@ -450,6 +450,13 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     let cluster = if p.dp > 1 {
         let lockstep = if d.model.moe.is_some() { ", lockstep, experts over all GPUs" } else { "" };
         format!("{} data-parallel ranks (vLLM's DP balancer{lockstep}, imbalance {:.2}) of ", p.dp, m.imbalance)
+    } else if let (Some(a), Some(s)) = (&p.autoscale, &m.autoscale) {
+        // (Imbalance over all `max` replicas, most of them off much of the time, says nothing here.)
+        let (min, max, peak, mean, gpu_h) = (a.min, a.max, s.peak_replicas, s.mean_replicas, s.gpu_hours);
+        format!(
+            "{min}–{max} replicas autoscaled (peak {peak}, mean {mean:.2}, {gpu_h:.3} GPU-hours; {} router) of ",
+            p.router.policy.name()
+        )
     } else if p.replicas > 1 {
         format!("{} replicas ({} router, imbalance {:.2}) of ", p.replicas, p.router.policy.name(), m.imbalance)
     } else {

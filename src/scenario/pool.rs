@@ -48,6 +48,9 @@ pub struct Pool {
     pub dp: u32,
     /// Its data-parallel ranks step together (an MoE model).
     pub lockstep: bool,
+    /// Its replica count follows a metric (`autoscale:`; then `replicas`
+    /// is its `max`, and [`Pool::gpus`] its most).
+    pub autoscale: Option<crate::sim::AutoscaleConfig>,
 }
 
 impl Pool {
@@ -156,6 +159,7 @@ impl Scenario<'_> {
             router,
             dp,
             lockstep,
+            autoscale: None,
             gpu,
             tp,
             dtype,

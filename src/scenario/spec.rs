@@ -64,6 +64,8 @@ pub struct ScenarioSpec {
     pub kv_transfer: Option<KvTransferSpec>,
     /// Which requests a prefill/decode deployment splits.
     pub pd: Option<PdSpec>,
+    /// The replica count follows a metric (aggregated deployments only).
+    pub autoscale: Option<super::autoscale::AutoscaleSpec>,
 }
 
 /// `pools:`, as written: a mapping from each pool's name to its settings,
@@ -119,6 +121,8 @@ pub struct PoolSpec {
     /// How requests are spread over its replicas (the pools that serve
     /// requests share one router; prefill pools another).
     pub router: Option<RouterSpec>,
+    /// Read to refuse it with its reason (a P/D pool is not autoscaled).
+    pub autoscale: Option<super::autoscale::AutoscaleSpec>,
 }
 
 /// `kv_transfer:`, as written.

@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use super::autoscale::Autoscaler;
+use super::engine::EngineStats;
 use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::replica::Replica;
 use super::router::Router;
@@ -40,6 +42,13 @@ pub(super) struct Cluster<L> {
     pub(super) pd: PdDecider,
     /// When each instance's inbound KV link is free again, µs.
     pub(super) link_free_at: Vec<u64>,
+    /// Autoscaling of the one pool (`autoscale.rs`); the router sees the
+    /// first `routable()` instances.
+    pub(super) autoscale: Option<Autoscaler>,
+    /// Counters of engines an autoscaled replica had before a cold start.
+    pub(super) retired: Vec<EngineStats>,
+    /// The step trace is on (a cold-started engine traces too).
+    pub(super) tracing: bool,
 }
 
 impl<L: LatencyModel> Cluster<L> {
@@ -76,7 +85,19 @@ impl<L: LatencyModel> Cluster<L> {
         let router = Router::new(serving_router, &mut instances[..serving_count as usize]);
         let prefill_router = prefill_router.map(|r| Router::new(r, &mut instances[serving_count as usize..]));
         let link_free_at = vec![0; instances.len()];
-        Cluster { instances, pools: states, router, serving: serving_count, prefill_router, transfer, pd, link_free_at }
+        Cluster {
+            instances,
+            pools: states,
+            router,
+            serving: serving_count,
+            prefill_router,
+            transfer,
+            pd,
+            link_free_at,
+            autoscale: None,
+            retired: Vec::new(),
+            tracing: false,
+        }
     }
 
     /// The pool of instance `r`.
@@ -86,7 +107,8 @@ impl<L: LatencyModel> Cluster<L> {
 
     /// Routes among the serving pools: an instance index.
     pub(super) fn route(&mut self, now: u64, call: &crate::workload::LlmCall) -> u32 {
-        self.router.route(now, &mut self.instances[..self.serving as usize], call)
+        let n = self.routable();
+        self.router.route(now, &mut self.instances[..n], call)
     }
 
     /// Routes among the prefill pools: an instance index.
@@ -97,7 +119,9 @@ impl<L: LatencyModel> Cluster<L> {
 
     /// Whether the serving router admits a request now.
     pub(super) fn admits(&mut self, now: u64) -> bool {
-        self.router.admits(now, &mut self.instances[..self.serving as usize])
+        self.autoscale_arrival(now);
+        let n = self.routable();
+        self.router.admits(now, &mut self.instances[..n])
     }
 
     /// Whether a call the router sent to instance `decode` is prefilled on

@@ -247,7 +247,7 @@ impl Router {
     pub(super) fn admits(&mut self, now: u64, instances: &mut [Replica]) -> bool {
         let Some(max_queue) = self.config.max_queue else { return true };
         self.refresh(now, instances);
-        self.views.iter().any(|v| v.waiting < max_queue)
+        self.views[..instances.len()].iter().any(|v| v.waiting < max_queue)
     }
 
     /// The replica for an llm node ready now.
@@ -270,14 +270,33 @@ impl Router {
             }));
         }
         let mut replicas = Replicas {
-            views: &mut self.views,
-            prefix_hits: &self.hits,
+            // (An autoscaled pool's routable replicas: the first `n`.)
+            views: &mut self.views[..n],
+            prefix_hits: &self.hits[..n],
             prompt_blocks: self.hashes.len(),
             lora_fit: &self.lora_fit,
             rng: &mut self.rng,
             refresh_interval_us: self.config.refresh_interval_us,
         };
         self.policy.pick(&mut replicas) as u32
+    }
+
+    /// The next pick re-reads the replicas (an autoscaled pool's routable
+    /// set changed).
+    pub(super) fn invalidate(&mut self) {
+        self.refreshed_us = None;
+    }
+
+    /// Replica `i` has a new engine (a cold start): its stale prefix index
+    /// starts empty and follows the new cache.
+    pub(super) fn restarted(&mut self, i: usize, instance: &mut Replica) {
+        if let Some(env) = self.env.as_deref_mut() {
+            env.forget(i);
+        }
+        if let Some(set) = self.prefix_sets.get_mut(i) {
+            set.clear();
+            instance.engine.kv_mut().record_events();
+        }
     }
 
     /// Leading prompt blocks of `call` each replica's prefix index holds, into `self.hits`.

@@ -42,6 +42,8 @@ pub struct RunConfig<L> {
     pub timeout_us: Option<u64>,
     /// Push every engine step to the sink.
     pub step_trace: bool,
+    /// Autoscale the one pool (`None`: fixed).
+    pub autoscale: Option<super::AutoscaleConfig>,
 }
 
 impl<L> RunConfig<L> {
@@ -60,6 +62,7 @@ impl<L> RunConfig<L> {
             horizon_us: None,
             timeout_us: None,
             step_trace: false,
+            autoscale: None,
         }
     }
 }
@@ -165,6 +168,8 @@ pub struct RunSummary {
     pub replicas: Vec<EngineStats>,
     /// The measurement window.
     pub window: Window,
+    /// What the autoscaler did (`None` without autoscaling).
+    pub autoscale: Option<super::AutoscaleReport>,
 }
 
 /// Why a run stopped early.
@@ -192,6 +197,7 @@ pub fn run<L: LatencyModel, E>(
     sim.set_horizon(config.horizon_us);
     sim.set_request_timeout(config.timeout_us);
     sim.set_step_trace(config.step_trace);
+    sim.set_autoscale(config.autoscale);
     let mut out = InputOrder::new(Forward { sink, error: None });
     let mut read = 0;
     for request in requests {
@@ -222,6 +228,7 @@ pub fn run<L: LatencyModel, E>(
         stats: sim.engine_stats(),
         replicas: sim.replica_stats(),
         window: sim.window(),
+        autoscale: sim.autoscale_report(),
     };
     out.inner.sink.finish(&summary).map_err(RunError::Sink)?;
     Ok(summary)

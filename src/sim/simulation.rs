@@ -152,6 +152,7 @@ impl<L: LatencyModel> Simulation<L> {
     /// Off by default: building the records costs a little per step.
     pub fn set_step_trace(&mut self, on: bool) {
         self.tracing = on;
+        self.cluster.tracing = on;
         for instance in &mut self.cluster.instances {
             instance.engine.set_tracing(on);
         }
@@ -176,15 +177,15 @@ impl<L: LatencyModel> Simulation<L> {
     /// Engine counters so far, summed over the replicas.
     pub fn engine_stats(&self) -> EngineStats {
         let mut total = EngineStats::default();
-        for instance in &self.cluster.instances {
-            total.add(instance.engine.stats());
+        for i in 0..self.cluster.instances.len() {
+            total.add(&self.cluster.replica_stats(i));
         }
         total
     }
 
     /// Each replica's engine counters so far.
     pub fn replica_stats(&self) -> Vec<EngineStats> {
-        self.cluster.instances.iter().map(|i| i.engine.stats().clone()).collect()
+        (0..self.cluster.instances.len()).map(|i| self.cluster.replica_stats(i)).collect()
     }
 
     /// (running, waiting) requests in the engines now.
@@ -212,6 +213,8 @@ impl<L: LatencyModel> Simulation<L> {
         };
         debug_assert!(t >= self.now, "time went backwards");
         self.now = t;
+        // The pool's size first, then the router's scrapes of it.
+        self.cluster.autoscale_to(t);
         self.cluster.observe(t);
         while self.queue.peek_time() == Some(t) {
             let (_, event) = self.queue.pop().expect("peeked");
@@ -227,6 +230,7 @@ impl<L: LatencyModel> Simulation<L> {
                 }
             }
         }
+        self.cluster.autoscale_settle(t);
         true
     }
 

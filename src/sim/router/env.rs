@@ -108,6 +108,14 @@ impl EnvState {
         state
     }
 
+    /// Replica `r` has a new engine (an autoscaler's cold start): the old
+    /// cache's events still on their way are dropped, and its scrape reads
+    /// an empty replica until the next.
+    pub(super) fn forget(&mut self, r: usize) {
+        self.pending.retain(|e| e.1 as usize != r);
+        self.scraped[r] = View::default();
+    }
+
     pub(super) fn env(&self) -> &RouterEnv {
         &self.env
     }

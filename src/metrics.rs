@@ -24,6 +24,7 @@
 //!   With a prefill pool, imbalance is over the replicas that serve
 //!   requests (a prefill replica serves none).
 
+mod gateway;
 pub mod histogram;
 mod kv_offload;
 mod pools;
@@ -38,6 +39,7 @@ use serde::Serialize;
 
 use crate::sim::{FinishedRequest, RequestStatus, RunSummary};
 use crate::workload::NodeKind;
+pub use gateway::GatewayMetrics;
 use histogram::Histogram;
 pub use kv_offload::KvOffloadMetrics;
 
@@ -130,6 +132,8 @@ impl MetricsCollector {
             RequestStatus::Unfinished => self.unfinished += 1,
             RequestStatus::TimedOut => self.timed_out += 1,
             RequestStatus::Rejected => self.rejected += 1,
+            // Counted by the gateway itself (its `gateway` block).
+            RequestStatus::Shed | RequestStatus::Expired => {}
         }
         let completed = r.status == RequestStatus::Completed;
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
@@ -282,6 +286,7 @@ impl MetricsCollector {
             kv_offload: KvOffloadMetrics::from_stats(stats),
             lora_adapter_loads: None,
             spec_decode: SpecDecodeMetrics::of(&stats.spec),
+            gateway: end.gateway.as_ref().map(GatewayMetrics::of),
         }
     }
 }
@@ -474,6 +479,10 @@ pub struct Metrics {
     /// With speculative decoding: its counters (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<SpecDecodeMetrics>,
+    /// With `router.admission` or `router.flow_control`: what the gateway
+    /// admitted, rejected, queued, shed and expired (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayMetrics>,
 }
 
 /// LoRA adapters brought onto a GPU over a run, all replicas.

@@ -13,6 +13,7 @@
 mod cluster;
 mod engine;
 mod error;
+mod gateway;
 mod kv_capacity;
 mod kv_offload;
 mod latency;

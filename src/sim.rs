@@ -24,6 +24,7 @@ mod dag;
 mod disagg;
 mod engine;
 mod event;
+mod gateway;
 mod kv_cache;
 mod offload_load;
 mod order;
@@ -46,6 +47,10 @@ pub use client::Client;
 pub use engine::{
     ConnectorKind, DiskTier, EaglePrefixRule, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad,
     OffloadPolicy, SchedulingPolicy, SpecDecode, SpecMethod, SpecStats,
+};
+pub use gateway::{
+    AdmissionConfig, AdmissionPolicy, DEFAULT_KV_CACHE_UTIL_THRESHOLD, DEFAULT_QUEUE_DEPTH_THRESHOLD, Fairness,
+    FlowControlConfig, GatewayConfig, GatewayStats, QueueOrder, Saturation,
 };
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};

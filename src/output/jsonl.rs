@@ -199,6 +199,7 @@ mod tests {
             stats: Default::default(),
             replicas: Vec::new(),
             window: Default::default(),
+            gateway: None,
         };
         let mut full = Full;
         let mut w = JsonlWriter::new(&mut full, "out.jsonl");

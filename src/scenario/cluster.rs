@@ -86,8 +86,15 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
             "must be positive (1 rejects a request when every replica has one waiting)",
         );
     }
-    let config =
-        RouterConfig { policy, affinity, refresh_interval_us, max_queue: spec.max_queue, seed: spec.seed.unwrap_or(0) };
+    let gateway = super::gateway::resolve(spec.admission, spec.flow_control, spec.saturation)?;
+    let config = RouterConfig {
+        policy,
+        affinity,
+        refresh_interval_us,
+        max_queue: spec.max_queue,
+        seed: spec.seed.unwrap_or(0),
+        gateway,
+    };
     Ok((replicas, config))
 }
 

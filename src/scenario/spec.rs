@@ -164,6 +164,12 @@ pub struct RouterSpec {
     pub max_queue: Option<u32>,
     /// Seed of the router's stream, for the policies that draw (default 0).
     pub seed: Option<u64>,
+    /// Which requests the gateway admits when they are sent.
+    pub admission: Option<super::gateway::AdmissionSpec>,
+    /// The gateway queue ready llm calls wait in.
+    pub flow_control: Option<super::gateway::FlowControlSpec>,
+    /// The saturation admission and flow control read.
+    pub saturation: Option<super::gateway::SaturationSpec>,
 }
 
 /// One scorer of `router.scorers`.

@@ -54,6 +54,8 @@ pub struct RouterConfig {
     /// Seed of the router's stream, which the policies that draw (`random`,
     /// `power-of-two`) draw from.
     pub seed: u64,
+    /// Admission and flow control in front of it (`None`: neither).
+    pub gateway: Option<super::gateway::GatewayConfig>,
 }
 
 impl Default for RouterConfig {
@@ -64,6 +66,7 @@ impl Default for RouterConfig {
             refresh_interval_us: 0,
             max_queue: None,
             seed: 0,
+            gateway: None,
         }
     }
 }

@@ -165,6 +165,8 @@ pub struct RunSummary {
     pub replicas: Vec<EngineStats>,
     /// The measurement window.
     pub window: Window,
+    /// What the gateway did (with `router.admission` or `router.flow_control`).
+    pub gateway: Option<super::GatewayStats>,
 }
 
 /// Why a run stopped early.
@@ -222,6 +224,7 @@ pub fn run<L: LatencyModel, E>(
         stats: sim.engine_stats(),
         replicas: sim.replica_stats(),
         window: sim.window(),
+        gateway: sim.gateway_stats(),
     };
     out.inner.sink.finish(&summary).map_err(RunError::Sink)?;
     Ok(summary)

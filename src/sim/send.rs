@@ -102,14 +102,20 @@ impl<L: LatencyModel> Simulation<L> {
     /// reported; false then.
     pub(super) fn send(&mut self, request: Request, arrival_us: u64, send_us: u64, sink: &mut dyn ResultSink) -> bool {
         let in_window = self.window.on_send(send_us);
-        if self.cluster.admits(send_us) {
-            self.dispatch(request, arrival_us, send_us, in_window);
-            return true;
-        }
-        let reason = format!(
-            "rejected: every replica has {} or more requests waiting (router.max_queue)",
-            self.cluster.router.config().max_queue.unwrap_or(0)
-        );
+        let reason = if !self.cluster.admits(send_us) {
+            format!(
+                "rejected: every replica has {} or more requests waiting (router.max_queue)",
+                self.cluster.router.config().max_queue.unwrap_or(0)
+            )
+        } else {
+            match self.gateway_admits(&request, send_us) {
+                Ok(()) => {
+                    self.dispatch(request, arrival_us, send_us, in_window);
+                    return true;
+                }
+                Err(why) => why,
+            }
+        };
         let nodes = request
             .sub_requests
             .iter()
@@ -134,6 +140,9 @@ impl<L: LatencyModel> Simulation<L> {
     /// `in_window`: sent inside the measurement window.
     pub(super) fn dispatch(&mut self, request: Request, arrival_us: u64, send_us: u64, in_window: bool) {
         let n = request.sub_requests.len();
+        if self.cluster.gateway.is_some() {
+            self.gateway_count(&request, true);
+        }
         let mut progress =
             vec![NodeProgress { pending_preds: 0, failed_pred: None, ready_us: send_us, split: None }; n];
         for sub in &request.sub_requests {

@@ -294,6 +294,7 @@ impl<L: LatencyModel> Simulation<L> {
             | Event::Timeout { .. }
             | Event::KvLanded { .. } => {}
             Event::StepEnd { replica } => self.step_end(replica, sink),
+            Event::GatewayTick => self.gateway_tick(sink),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! admitted and rejected by reason at send, llm calls queued, dispatched,
 //! shed and expired in the flow-control queue, the queue's deepest point
 //! and its waits. Present only with `router.admission` or
-//! `router.flow_control`. A shed or expired call ends its request, so
-//! `shed` and `expired` are also the requests that ended so.
+//! `router.flow_control`. A shed or expired call ends its request:
+//! `shed` and `expired` count those requests.
 
 use serde::Serialize;
 
@@ -24,9 +24,9 @@ pub struct GatewayMetrics {
     pub queued: u64,
     /// Llm calls dispatched from it.
     pub dispatched: u64,
-    /// Llm calls (and so requests) shed from the full queue.
+    /// Requests ended by a call shed from the full queue.
     pub shed: u64,
-    /// Llm calls (and so requests) whose TTL ran out in the queue.
+    /// Requests ended by a call whose TTL ran out in the queue.
     pub expired: u64,
     /// The most calls the queue held at once.
     pub max_depth: u64,

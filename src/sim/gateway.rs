@@ -95,9 +95,10 @@ pub struct GatewayStats {
     pub queued: u64,
     /// Llm calls dispatched from it to the router.
     pub dispatched: u64,
-    /// Llm calls shed from a full queue (each ends its request).
+    /// Requests ended by a call shed from the full queue.
     pub shed: u64,
-    /// Llm calls whose TTL ran out in the queue (each ends its request).
+    /// Requests ended by a call whose TTL ran out in the queue (calls of
+    /// one request that expire at one tick count once).
     pub expired: u64,
     /// The most calls the queue held at once.
     pub max_depth: u64,

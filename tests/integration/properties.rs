@@ -74,6 +74,7 @@ pub(crate) fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
         refresh_interval_us: if rng.random_bool(0.5) { 0 } else { rng.random_range(1..200_000) },
         max_queue: rng.random_bool(0.3).then(|| rng.random_range(1..=3)),
         seed: rng.random(),
+        gateway: None,
     }
 }
 

@@ -138,18 +138,28 @@ impl<L: LatencyModel> Simulation<L> {
         if let Some(ttl) = q.config.ttl_us.filter(|&t| now >= t) {
             let mut expired = std::mem::take(&mut g.scratch);
             q.expire(now - ttl, &mut expired);
-            g.stats.expired += expired.len() as u64;
-            for e in expired.drain(..) {
+            for i in 0..expired.len() {
+                let e = expired[i];
                 // An earlier expiry may have ended the same request.
                 if !self.requests.is_live(e.slot, e.generation) {
                     continue;
                 }
-                let why = format!(
-                    "expired: waited {} ms in the gateway queue (router.flow_control.ttl_ms)",
-                    (now - e.enqueued_us) as f64 / 1e3
-                );
-                self.gateway_end(e.slot, e.node, NodeError::Expired(why), RequestStatus::Expired, sink);
+                let why = |w: &Entry| {
+                    NodeError::Expired(format!(
+                        "expired: waited {} ms in the gateway queue (router.flow_control.ttl_ms)",
+                        (now - w.enqueued_us) as f64 / 1e3
+                    ))
+                };
+                // Its other calls out of the queue with it are marked first:
+                // the abort below must not look for them in an engine.
+                let a = self.requests.get_mut(e.slot);
+                for w in expired[i + 1..].iter().filter(|w| w.slot == e.slot && w.generation == e.generation) {
+                    a.nodes[w.node as usize].error = Some(why(w));
+                }
+                self.cluster.gateway.as_mut().expect("a gateway").stats.expired += 1;
+                self.gateway_end(e.slot, e.node, why(&e), RequestStatus::Expired, sink);
             }
+            expired.clear();
             self.cluster.gateway.as_mut().expect("a gateway").scratch = expired;
         }
         self.gateway_pump(sink);

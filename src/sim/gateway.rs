@@ -116,7 +116,7 @@ pub(super) struct Gateway {
     /// A tick is in the event queue.
     tick_pending: bool,
     /// Dispatch is running (a call it sends may end its request, which
-    /// tries dispatch again: that one returns at once).
+    /// tries dispatch again: that one returns at once), or the run is over.
     pumping: bool,
     /// Scratch for expired and removed calls.
     scratch: Vec<flow_control::Entry>,
@@ -140,6 +140,12 @@ impl Gateway {
     /// Whether llm calls wait in a queue.
     pub(super) fn queues(&self) -> bool {
         self.queue.is_some()
+    }
+
+    /// The run is over (a horizon left calls queued): nothing more is
+    /// dispatched while the requests still in flight are reported unfinished.
+    pub(super) fn close(&mut self) {
+        self.pumping = true;
     }
 }
 

@@ -39,8 +39,10 @@ impl<L: LatencyModel> Simulation<L> {
                 // queue then holds at most `limit + 1`, not every request that
                 // arrived (a TraceV2 pool's sessions all arrive at 0). Not with
                 // a router that rejects: a rejection frees the next at once, so
-                // the queue could drain past this request.
-                if limit != usize::MAX && self.cluster.router.config().max_queue.is_none() {
+                // the queue could drain past this request (so with the
+                // gateway's admission too).
+                let rejects = self.cluster.router.config().max_queue.is_some() || self.gateway_admission();
+                if limit != usize::MAX && !rejects {
                     while self.client.unsent.len() > limit && self.step_events(u64::MAX, sink) {}
                 }
                 if self.requests.in_flight < limit {

@@ -233,6 +233,9 @@ impl<L: LatencyModel> Simulation<L> {
     /// in flight as unfinished.
     pub fn finish(&mut self, sink: &mut dyn ResultSink) {
         self.run_until(u64::MAX, sink);
+        if let Some(g) = self.cluster.gateway.as_mut() {
+            g.close();
+        }
         for replica in 0..self.cluster.instances.len() {
             for d in self.cluster.instances[replica].engine.drain() {
                 self.record_departure(d);

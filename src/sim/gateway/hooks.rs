@@ -48,6 +48,11 @@ impl<L: LatencyModel> Simulation<L> {
         }
     }
 
+    /// Whether the gateway may reject a request when it is sent.
+    pub(in crate::sim) fn gateway_admission(&self) -> bool {
+        self.cluster.gateway.as_ref().is_some_and(|g| g.admission.is_some())
+    }
+
     /// Whether ready llm calls wait in the gateway queue.
     pub(in crate::sim) fn gateway_queues(&self) -> bool {
         self.cluster.gateway.as_ref().is_some_and(Gateway::queues)

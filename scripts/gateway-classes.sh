@@ -3,7 +3,8 @@
 # on H100, at 1x, 1.5x and 2x the deployment's capacity, under FCFS engines,
 # vLLM priority scheduling, and gateway flow control: critical TTFT p99 and
 # goodput per class, from the result JSONL (README "Admission and flow
-# control"). Usage: BLIS=target/release/blis-sweep scripts/gateway-classes.sh [CAPACITY]
+# control"). Good: completed with TTFT <= TTFT_SLO_S (1 s); goodput: good
+# requests per simulated second (the run, drain included). Usage: BLIS=target/release/blis-sweep scripts/gateway-classes.sh [CAPACITY]
 # Without CAPACITY it is measured first: the responses/s of an FCFS run at
 # 600 req/s (well past saturation).
 set -euo pipefail
@@ -62,8 +63,9 @@ def p99(xs):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 c, b = stats["critical"], stats["batch"]
 g = m.get("gateway", {})
-print(f"| {label} | {p99(c['ttft'])*1e3:,.0f} ms | {c['good']/dur:.1f} | {b['good']/dur:.1f} | "
-      f"{b['done']}/{b['n']} | {g.get('rejected_saturation', '-')} | {m['responses_per_sec']:.1f} |")
+gw = f"{g['queue_wait_p99_ms']:,.0f} ms / {g['max_depth']}" if g else "-"
+print(f"| {label} | {p99(c['ttft'])*1e3:,.0f} ms | {100*c['good']/c['n']:.1f} % | {c['good']/dur:.1f} | "
+      f"{b['good']/dur:.1f} | {b['done']}/{b['n']} | {gw} | {dur:.1f} s |")
 PY
 }
 
@@ -74,8 +76,8 @@ if [ -z "$cap" ]; then
   cap=$(python3 -c "import json; print(round(json.load(open('$dir/m.json'))['responses_per_sec']))")
   echo "capacity (FCFS responses/s at 600 req/s offered): $cap"
 fi
-echo "| load (req/s) / policy | critical TTFT p99 | critical goodput (req/s) | batch goodput (req/s) | batch completed | batch rejected | responses/s |"
-echo "|---|---|---|---|---|---|---|"
+echo "| load (req/s) / policy | critical TTFT p99 | critical good | critical goodput | batch goodput | batch completed | gateway wait p99 / max depth | run |"
+echo "|---|---|---|---|---|---|---|---|"
 for x in 1 1.5 2; do
   rate=$(python3 -c "print(round($cap * $x))")
   workload "$rate"

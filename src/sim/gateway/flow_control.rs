@@ -7,6 +7,8 @@
 //! takes its place in a full queue. This file is the queue alone: what a
 //! call is and when dispatch is tried is `hooks.rs`'s.
 
+use std::collections::VecDeque;
+
 use crate::workload::SloClass;
 
 /// Bands: one per class priority, most urgent first (llm-d's five).
@@ -71,8 +73,8 @@ pub(crate) struct Entry {
 #[derive(Debug, Default)]
 struct Flow {
     tenant: Option<String>,
-    /// Sorted by (key, seq).
-    entries: Vec<Entry>,
+    /// Sorted by (key, seq): FIFO order appends, dispatch pops the front.
+    entries: VecDeque<Entry>,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +101,9 @@ pub(crate) struct FlowQueue {
     bands: Vec<Band>,
     len: usize,
     next_seq: u64,
+    /// No call was queued before this (a lower bound): expiry skips its
+    /// scan of the queue until a call may have waited out its TTL.
+    oldest_us: u64,
 }
 
 /// The band of a class: its position in the classes by priority, most urgent first.
@@ -113,7 +118,13 @@ fn band_sheddable(b: usize) -> bool {
 
 impl FlowQueue {
     pub(crate) fn new(config: FlowControlConfig) -> FlowQueue {
-        FlowQueue { config, bands: (0..BANDS).map(|_| Band::default()).collect(), len: 0, next_seq: 0 }
+        FlowQueue {
+            config,
+            bands: (0..BANDS).map(|_| Band::default()).collect(),
+            len: 0,
+            next_seq: 0,
+            oldest_us: u64::MAX,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -138,16 +149,17 @@ impl FlowQueue {
                 .filter(|&b| band_sheddable(b))
                 .find_map(|b| self.newest(b).map(|(f, i)| (b, f, i)));
             let Some((b, f, i)) = victim else { return Enqueued::Full };
-            displaced = Some(self.bands[b].flows[f].entries.remove(i));
+            displaced = self.bands[b].flows[f].entries.remove(i);
             self.len -= 1;
         }
         entry.seq = self.next_seq;
         self.next_seq += 1;
+        self.oldest_us = self.oldest_us.min(entry.enqueued_us);
         let flows = &mut self.bands[band].flows;
         let f = match flows.iter().position(|f| f.tenant.as_deref() == tenant) {
             Some(f) => f,
             None => {
-                flows.push(Flow { tenant: tenant.map(str::to_owned), entries: Vec::new() });
+                flows.push(Flow { tenant: tenant.map(str::to_owned), entries: VecDeque::new() });
                 flows.len() - 1
             }
         };
@@ -194,24 +206,31 @@ impl FlowQueue {
             }
         };
         self.len -= 1;
-        Some(band.flows[f].entries.remove(0))
+        band.flows[f].entries.pop_front()
     }
 
-    /// Takes out every call queued at or before `deadline_us` (TTL expiry),
+    /// Takes out every call queued at or before `queued_by_us` (TTL expiry),
     /// into `out`, in queue order.
     pub(crate) fn expire(&mut self, queued_by_us: u64, out: &mut Vec<Entry>) {
+        if self.oldest_us > queued_by_us {
+            return;
+        }
         let start = out.len();
+        let mut oldest = u64::MAX;
         for band in &mut self.bands {
             for flow in &mut band.flows {
                 flow.entries.retain(|e| {
                     let keep = e.enqueued_us > queued_by_us;
-                    if !keep {
+                    if keep {
+                        oldest = oldest.min(e.enqueued_us);
+                    } else {
                         out.push(*e);
                     }
                     keep
                 });
             }
         }
+        self.oldest_us = oldest;
         out[start..].sort_by_key(|e| e.seq);
         self.len -= out.len() - start;
     }

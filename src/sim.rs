@@ -11,6 +11,8 @@
 //! Reading guide: `run.rs` (the run path and the sink), `simulation.rs` (the
 //! struct and the event loop), `event.rs` (what the queue holds);
 //! `client.rs` + `send.rs` (how requests are sent, admitted or rejected),
+//! `gateway.rs` + `gateway/` (admission and flow control in front of the
+//! router, off by default),
 //! `requests.rs` + `dag.rs` (the requests in flight and their nodes);
 //! `pool.rs` + `cluster.rs` (pools, routers, KV links), `replica.rs` (one
 //! replica), `router.rs` (which replica), `steps.rs` (engine steps),

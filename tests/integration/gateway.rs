@@ -109,3 +109,29 @@ fn bad_gateway_keys_are_one_line_errors_naming_the_field() {
         assert!(!dir.join("o.jsonl").exists());
     }
 }
+
+#[test]
+fn the_deadline_order_serves_the_earliest_deadline_first_and_each_call_of_a_dag_queues() {
+    // 0 runs, 1 waits in the engine (saturated); 2, 3, 4 wait at the
+    // gateway with deadlines send + 30, 20, 10 s.
+    let mut w = vec![row(0, 0.0, 100, "critical"), row(1, 0.001, 2, "critical")];
+    for (i, target) in [(2, 30.0), (3, 20.0), (4, 10.0)] {
+        let r = row(i, i as f64 / 1e3, 2, "batch");
+        w.push(r.replacen(r#""slo_class""#, &format!(r#""slo_target":{target},"slo_class""#), 1));
+    }
+    let finish = |out: &[serde_json::Value], i: usize| -> f64 {
+        let lat: f64 =
+            out[i]["sub_requests"][0]["token_latency"].as_array().unwrap().iter().map(|t| t.as_f64().unwrap()).sum();
+        i as f64 / 1e3 + lat
+    };
+    let sat = "saturation: {queue_depth_threshold: 1}";
+    let (out, _) = run(&format!("router: {{flow_control: {{order: deadline}}, {sat}}}\n"), &w);
+    assert!(finish(&out, 4) < finish(&out, 3) && finish(&out, 3) < finish(&out, 2), "{out:?}");
+    let (out, _) = run(&format!("router: {{flow_control: {{order: fifo}}, {sat}}}\n"), &w);
+    assert!(finish(&out, 2) < finish(&out, 3) && finish(&out, 3) < finish(&out, 4), "{out:?}");
+
+    // llm → llm: the second call queues again when it becomes ready.
+    let dag = r#"{"request_id":0,"arrival_time":0.0,"initial":[0],"sub_requests":[{"kind":"llm","next":[1],"input_tokens":10,"output_tokens":2},{"kind":"llm","next":[],"input_tokens":10,"output_tokens":2}]}"#;
+    let (_, m) = run("router: {flow_control: {}}\n", &[dag.to_owned()]);
+    assert_eq!((m["gateway"]["queued"].as_u64(), m["gateway"]["dispatched"].as_u64()), (Some(2), Some(2)));
+}

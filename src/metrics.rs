@@ -27,6 +27,7 @@
 //!   time, see [`autoscale`].
 
 mod autoscale;
+mod gateway;
 pub mod histogram;
 mod kv_offload;
 mod pools;
@@ -42,6 +43,7 @@ use serde::Serialize;
 
 use crate::sim::{FinishedRequest, RequestStatus, RunSummary};
 use crate::workload::NodeKind;
+pub use gateway::GatewayMetrics;
 use histogram::Histogram;
 pub use kv_offload::KvOffloadMetrics;
 
@@ -134,6 +136,8 @@ impl MetricsCollector {
             RequestStatus::Unfinished => self.unfinished += 1,
             RequestStatus::TimedOut => self.timed_out += 1,
             RequestStatus::Rejected => self.rejected += 1,
+            // Counted by the gateway itself (its `gateway` block).
+            RequestStatus::Shed | RequestStatus::Expired => {}
         }
         let completed = r.status == RequestStatus::Completed;
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
@@ -287,6 +291,7 @@ impl MetricsCollector {
             lora_adapter_loads: None,
             spec_decode: SpecDecodeMetrics::of(&stats.spec),
             autoscale: end.autoscale.as_ref().map(|a| AutoscaleMetrics::of(a, end.sim_end_us)),
+            gateway: end.gateway.as_ref().map(GatewayMetrics::of),
         }
     }
 }
@@ -483,6 +488,10 @@ pub struct Metrics {
     /// (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscale: Option<AutoscaleMetrics>,
+    /// With `router.admission` or `router.flow_control`: what the gateway
+    /// admitted, rejected, queued, shed and expired (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayMetrics>,
 }
 
 /// LoRA adapters brought onto a GPU over a run, all replicas.

@@ -14,6 +14,7 @@ mod autoscale;
 mod cluster;
 mod engine;
 mod error;
+mod gateway;
 mod kv_capacity;
 mod kv_offload;
 mod latency;

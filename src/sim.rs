@@ -11,6 +11,8 @@
 //! Reading guide: `run.rs` (the run path and the sink), `simulation.rs` (the
 //! struct and the event loop), `event.rs` (what the queue holds);
 //! `client.rs` + `send.rs` (how requests are sent, admitted or rejected),
+//! `gateway.rs` + `gateway/` (admission and flow control in front of the
+//! router, off by default),
 //! `requests.rs` + `dag.rs` (the requests in flight and their nodes);
 //! `pool.rs` + `cluster.rs` (pools, routers, KV links), `replica.rs` (one
 //! replica), `router.rs` (which replica), `steps.rs` (engine steps),
@@ -26,6 +28,7 @@ mod dag;
 mod disagg;
 mod engine;
 mod event;
+mod gateway;
 mod kv_cache;
 mod offload_load;
 mod order;
@@ -49,6 +52,10 @@ pub use client::Client;
 pub use engine::{
     ConnectorKind, DiskTier, EaglePrefixRule, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad,
     OffloadPolicy, SchedulingPolicy, SpecDecode, SpecMethod, SpecStats,
+};
+pub use gateway::{
+    AdmissionConfig, AdmissionPolicy, DEFAULT_KV_CACHE_UTIL_THRESHOLD, DEFAULT_QUEUE_DEPTH_THRESHOLD, Fairness,
+    FlowControlConfig, GatewayConfig, GatewayStats, QueueOrder, Saturation,
 };
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};

@@ -200,6 +200,7 @@ mod tests {
             replicas: Vec::new(),
             window: Default::default(),
             autoscale: None,
+            gateway: None,
         };
         let mut full = Full;
         let mut w = JsonlWriter::new(&mut full, "out.jsonl");

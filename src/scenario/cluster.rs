@@ -87,6 +87,7 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
         );
     }
     let env = super::router_env::resolve(spec.env.as_ref(), spec.refresh_interval_ms.is_some())?;
+    let gateway = super::gateway::resolve(spec.admission, spec.flow_control, spec.saturation)?;
     let config = RouterConfig {
         policy,
         affinity,
@@ -94,6 +95,7 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
         max_queue: spec.max_queue,
         seed: spec.seed.unwrap_or(0),
         env,
+        gateway,
     };
     Ok((replicas, config))
 }

@@ -170,6 +170,12 @@ pub struct RouterSpec {
     pub seed: Option<u64>,
     /// The router's real view: latencies, scrape timer, KV-event delay.
     pub env: Option<super::router_env::RouterEnvSpec>,
+    /// Which requests the gateway admits when they are sent.
+    pub admission: Option<super::gateway::AdmissionSpec>,
+    /// The gateway queue ready llm calls wait in.
+    pub flow_control: Option<super::gateway::FlowControlSpec>,
+    /// The saturation admission and flow control read.
+    pub saturation: Option<super::gateway::SaturationSpec>,
 }
 
 /// One scorer of `router.scorers`.

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::autoscale::Autoscaler;
 use super::engine::EngineStats;
+use super::gateway::Gateway;
 use super::pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 use super::replica::Replica;
 use super::router::Router;
@@ -49,6 +50,8 @@ pub(super) struct Cluster<L> {
     pub(super) retired: Vec<EngineStats>,
     /// The step trace is on (a cold-started engine traces too).
     pub(super) tracing: bool,
+    /// Admission and flow control in front of the serving router.
+    pub(super) gateway: Option<Gateway>,
 }
 
 impl<L: LatencyModel> Cluster<L> {
@@ -60,7 +63,8 @@ impl<L: LatencyModel> Cluster<L> {
         let order: Vec<PoolConfig<L>> =
             Role::layout_order(&roles).into_iter().map(|i| given[i].take().expect("each pool once")).collect();
         assert!(order.first().is_some_and(|p| p.role != Role::Prefill), "a cluster needs a pool that serves requests");
-        let serving_router = order[0].router.clone();
+        let mut serving_router = order[0].router.clone();
+        let gateway_config = serving_router.gateway.take();
         let prefill_router = order.iter().find(|p| p.role == Role::Prefill).map(|p| p.router.clone());
         let mut instances = Vec::new();
         let mut states = Vec::with_capacity(order.len());
@@ -85,6 +89,9 @@ impl<L: LatencyModel> Cluster<L> {
         let router = Router::new(serving_router, &mut instances[..serving_count as usize]);
         let prefill_router = prefill_router.map(|r| Router::new(r, &mut instances[serving_count as usize..]));
         let link_free_at = vec![0; instances.len()];
+        let sequences =
+            instances[..serving_count as usize].iter().map(|i| u64::from(i.engine.config().max_num_seqs)).sum();
+        let gateway = gateway_config.map(|g| Gateway::new(g, sequences));
         Cluster {
             instances,
             pools: states,
@@ -97,6 +104,7 @@ impl<L: LatencyModel> Cluster<L> {
             autoscale: None,
             retired: Vec::new(),
             tracing: false,
+            gateway,
         }
     }
 

@@ -38,36 +38,51 @@ impl<L: LatencyModel> Simulation<L> {
                     self.node_done(slot, node, sink);
                     return;
                 }
-                let replica = match a.pinned {
-                    Some(r) => r,
-                    None => {
-                        let r = self.cluster.route(now, call);
-                        if self.cluster.router.config().affinity == Affinity::Request {
-                            a.pinned = Some(r);
-                        }
-                        r
-                    }
-                };
-                if self.cluster.instances.len() > 1 {
-                    a.nodes[node as usize].replica = Some(replica);
-                }
-                // Disaggregated (llm-d's order: the decode replica is chosen
-                // first, then whether and where to prefill): the prompt goes
-                // to a prefill replica first.
-                let mut first = replica;
-                if self.cluster.splits(replica, call) {
-                    let prefill = self.cluster.route_prefill(now, call);
-                    let a = self.requests.active[slot as usize].as_mut().expect("live request");
-                    a.nodes[node as usize].prefill_replica = Some(prefill);
-                    a.progress[node as usize].split =
-                        Some(Split { prefill, decode: replica, prefill_slot: None, stage: SplitStage::Prefill });
-                    first = prefill;
-                }
-                match self.routing_latency_us() {
-                    0 => self.send_to_replica(slot, node, first, sink),
-                    hop => self.hop_start(slot, node, first, hop),
+                if self.gateway_queues() {
+                    self.gateway_enqueue(slot, node, sink);
+                } else {
+                    self.route_node(slot, node, sink);
                 }
             }
+        }
+    }
+
+    /// Llm node `node` goes to a replica (through the gateway queue first,
+    /// with flow control): the router picks it, or its request's pinned one.
+    pub(super) fn route_node(&mut self, slot: u32, node: u32, sink: &mut dyn ResultSink) {
+        let now = self.now;
+        let a = self.requests.active[slot as usize].as_mut().expect("live request");
+        let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
+            unreachable!("only llm nodes are routed")
+        };
+        let replica = match a.pinned {
+            Some(r) => r,
+            None => {
+                let r = self.cluster.route(now, call);
+                if self.cluster.router.config().affinity == Affinity::Request {
+                    a.pinned = Some(r);
+                }
+                r
+            }
+        };
+        if self.cluster.instances.len() > 1 {
+            a.nodes[node as usize].replica = Some(replica);
+        }
+        // Disaggregated (llm-d's order: the decode replica is chosen
+        // first, then whether and where to prefill): the prompt goes
+        // to a prefill replica first.
+        let mut first = replica;
+        if self.cluster.splits(replica, call) {
+            let prefill = self.cluster.route_prefill(now, call);
+            let a = self.requests.active[slot as usize].as_mut().expect("live request");
+            a.nodes[node as usize].prefill_replica = Some(prefill);
+            a.progress[node as usize].split =
+                Some(Split { prefill, decode: replica, prefill_slot: None, stage: SplitStage::Prefill });
+            first = prefill;
+        }
+        match self.routing_latency_us() {
+            0 => self.send_to_replica(slot, node, first, sink),
+            hop => self.hop_start(slot, node, first, hop),
         }
     }
 
@@ -174,7 +189,7 @@ impl<L: LatencyModel> Simulation<L> {
             | Event::RouterHop { slot, generation, .. }
             | Event::Timeout { slot, generation } => !self.requests.is_live(slot, generation),
             Event::KvLanded { slot, generation, .. } => !self.requests.is_live(slot, generation),
-            Event::StepEnd { .. } => false,
+            Event::StepEnd { .. } | Event::GatewayTick => false,
         }
     }
 
@@ -185,6 +200,9 @@ impl<L: LatencyModel> Simulation<L> {
         self.requests.in_flight -= 1;
         let finish_us = a.nodes.iter().filter_map(|n| n.finish_us).max();
         self.window.on_leave(a.index, self.now, status == RequestStatus::Completed);
+        if self.cluster.gateway.is_some() {
+            self.gateway_count(&a.request, false);
+        }
         sink.request_done(FinishedRequest {
             index: a.index,
             request: a.request,
@@ -196,6 +214,7 @@ impl<L: LatencyModel> Simulation<L> {
             in_window: a.in_window,
         });
         self.slot_freed(sink);
+        self.gateway_pump(sink);
     }
 
     /// The client gives up on the request in `slot`: its llm nodes still in
@@ -203,7 +222,21 @@ impl<L: LatencyModel> Simulation<L> {
     /// not finished is marked timed out, and the request leaves now. Events
     /// it left in the queue find its slot's generation moved on.
     pub(super) fn time_out(&mut self, slot: u32, sink: &mut dyn ResultSink) {
+        self.abort_request(slot, RequestStatus::TimedOut, NodeError::TimedOut, sink);
+    }
+
+    /// The request in `slot` ends now with `status`: every node not
+    /// finished (nor failed already) fails with `error`, those in an engine
+    /// aborted, those in the gateway queue taken out.
+    pub(super) fn abort_request(
+        &mut self,
+        slot: u32,
+        status: RequestStatus,
+        error: NodeError,
+        sink: &mut dyn ResultSink,
+    ) {
         let n = self.requests.get_mut(slot).nodes.len();
+        let queued = self.gateway_forget(slot);
         for node in 0..n {
             let a = self.requests.get_mut(slot);
             let outcome = &a.nodes[node];
@@ -215,7 +248,7 @@ impl<L: LatencyModel> Simulation<L> {
                 // Routed, not at a replica yet (router.env): its hop event goes stale.
                 let first = a.progress[node].split.map_or(outcome.replica.unwrap_or(0), |s| s.prefill);
                 self.cluster.hop(first, false);
-            } else if outcome.start_us.is_some() && is_llm {
+            } else if outcome.start_us.is_some() && is_llm && !queued.contains(&(node as u32)) {
                 let owner = Owner { slot, node: node as u32 };
                 let replica = outcome.replica.unwrap_or(0);
                 let split = a.progress[node].split;
@@ -238,8 +271,8 @@ impl<L: LatencyModel> Simulation<L> {
                     }
                 }
             }
-            self.requests.get_mut(slot).nodes[node].error = Some(NodeError::TimedOut);
+            self.requests.get_mut(slot).nodes[node].error = Some(error.clone());
         }
-        self.complete(slot, RequestStatus::TimedOut, sink);
+        self.complete(slot, status, sink);
     }
 }

@@ -29,6 +29,8 @@ pub(super) enum Event {
         slot: u32,
         generation: u32,
     },
+    /// The gateway queue's periodic dispatch and expiry (flow control).
+    GatewayTick,
     /// Replica `replica`'s executing step ends.
     StepEnd {
         replica: u32,

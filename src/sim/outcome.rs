@@ -21,6 +21,12 @@ pub enum NodeError {
     TimedOut,
     /// The router refused the request on arrival; the message says why.
     Rejected(String),
+    /// Shed from the gateway queue (`router.flow_control.max_queue`), or
+    /// aborted because another call of its request was; the message says why.
+    Shed(String),
+    /// Its TTL ran out in the gateway queue (`router.flow_control.ttl_ms`),
+    /// or another call of its request's did; the message says how long it waited.
+    Expired(String),
 }
 
 impl std::fmt::Display for NodeError {
@@ -30,7 +36,7 @@ impl std::fmt::Display for NodeError {
             NodeError::Skipped(p) => write!(f, "not run: predecessor {p} failed"),
             NodeError::Unfinished => f.write_str("unfinished: the horizon was reached"),
             NodeError::TimedOut => f.write_str("timed out: the client stopped waiting"),
-            NodeError::Rejected(why) => f.write_str(why),
+            NodeError::Rejected(why) | NodeError::Shed(why) | NodeError::Expired(why) => f.write_str(why),
         }
     }
 }
@@ -75,8 +81,15 @@ pub enum RequestStatus {
     Unfinished,
     /// The client's request timeout cut it short.
     TimedOut,
-    /// The router refused it on arrival (`router.max_queue`): nothing ran.
+    /// The router refused it on arrival (`router.max_queue`,
+    /// `router.admission`): nothing ran.
     Rejected,
+    /// A call of it was shed from the full gateway queue
+    /// (`router.flow_control.max_queue`); the rest was aborted.
+    Shed,
+    /// A call of it waited in the gateway queue past its TTL
+    /// (`router.flow_control.ttl_ms`); the rest was aborted.
+    Expired,
 }
 
 /// A request leaving the simulation.

@@ -64,6 +64,8 @@ pub struct RouterConfig {
     pub seed: u64,
     /// `router.env`: latencies, scrape timer, KV-event delay (`None`: off).
     pub env: Option<RouterEnv>,
+    /// Admission and flow control in front of it (`None`: neither).
+    pub gateway: Option<super::gateway::GatewayConfig>,
 }
 
 impl Default for RouterConfig {
@@ -75,6 +77,7 @@ impl Default for RouterConfig {
             max_queue: None,
             seed: 0,
             env: None,
+            gateway: None,
         }
     }
 }

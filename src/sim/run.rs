@@ -170,6 +170,8 @@ pub struct RunSummary {
     pub window: Window,
     /// What the autoscaler did (`None` without autoscaling).
     pub autoscale: Option<super::AutoscaleReport>,
+    /// What the gateway did (with `router.admission` or `router.flow_control`).
+    pub gateway: Option<super::GatewayStats>,
 }
 
 /// Why a run stopped early.
@@ -229,6 +231,7 @@ pub fn run<L: LatencyModel, E>(
         replicas: sim.replica_stats(),
         window: sim.window(),
         autoscale: sim.autoscale_report(),
+        gateway: sim.gateway_stats(),
     };
     out.inner.sink.finish(&summary).map_err(RunError::Sink)?;
     Ok(summary)

@@ -39,8 +39,10 @@ impl<L: LatencyModel> Simulation<L> {
                 // queue then holds at most `limit + 1`, not every request that
                 // arrived (a TraceV2 pool's sessions all arrive at 0). Not with
                 // a router that rejects: a rejection frees the next at once, so
-                // the queue could drain past this request.
-                if limit != usize::MAX && self.cluster.router.config().max_queue.is_none() {
+                // the queue could drain past this request (so with the
+                // gateway's admission too).
+                let rejects = self.cluster.router.config().max_queue.is_some() || self.gateway_admission();
+                if limit != usize::MAX && !rejects {
                     while self.client.unsent.len() > limit && self.step_events(u64::MAX, sink) {}
                 }
                 if self.requests.in_flight < limit {
@@ -110,11 +112,17 @@ impl<L: LatencyModel> Simulation<L> {
             self.dispatch_from(request, arrival_us, send_us, admit_us, in_window);
             return true;
         }
-        if self.cluster.admits(send_us) {
-            self.dispatch(request, arrival_us, send_us, in_window);
-            return true;
-        }
-        let reason = self.rejection();
+        let reason = if !self.cluster.admits(send_us) {
+            self.rejection()
+        } else {
+            match self.cluster.gateway_admits(&request, send_us) {
+                Ok(()) => {
+                    self.dispatch(request, arrival_us, send_us, in_window);
+                    return true;
+                }
+                Err(why) => why,
+            }
+        };
         let nodes = request
             .sub_requests
             .iter()
@@ -161,6 +169,9 @@ impl<L: LatencyModel> Simulation<L> {
         in_window: bool,
     ) {
         let n = request.sub_requests.len();
+        if self.cluster.gateway.is_some() {
+            self.gateway_count(&request, true);
+        }
         let mut progress =
             vec![
                 NodeProgress { pending_preds: 0, failed_pred: None, ready_us: start_us, split: None, in_hop: false };
@@ -181,7 +192,7 @@ impl<L: LatencyModel> Simulation<L> {
         };
         let generation = self.requests.slot_generations[slot as usize].wrapping_add(1);
         self.requests.slot_generations[slot as usize] = generation;
-        if start_us > send_us && self.cluster.router.config().max_queue.is_some() {
+        if start_us > send_us && (self.cluster.router.config().max_queue.is_some() || self.gateway_admission()) {
             // Before its roots at the same time (the queue is FIFO on ties).
             self.queue.push(start_us, Event::Admit { slot, generation });
         }

@@ -238,6 +238,9 @@ impl<L: LatencyModel> Simulation<L> {
     /// in flight as unfinished.
     pub fn finish(&mut self, sink: &mut dyn ResultSink) {
         self.run_until(u64::MAX, sink);
+        if let Some(g) = self.cluster.gateway.as_mut() {
+            g.close();
+        }
         for replica in 0..self.cluster.instances.len() {
             for d in self.cluster.instances[replica].engine.drain() {
                 self.record_departure(d);
@@ -305,6 +308,7 @@ impl<L: LatencyModel> Simulation<L> {
             | Event::Timeout { .. }
             | Event::KvLanded { .. } => {}
             Event::StepEnd { replica } => self.step_end(replica, sink),
+            Event::GatewayTick => self.gateway_tick(sink),
         }
     }
 }

@@ -220,5 +220,6 @@ impl<L: LatencyModel> Simulation<L> {
             }
         }
         self.events = events;
+        self.gateway_pump(sink);
     }
 }

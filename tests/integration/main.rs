@@ -24,6 +24,8 @@ mod engine;
 mod eval_runs;
 mod feature_tables;
 mod fuzz;
+mod gateway;
+mod gateway_properties;
 mod golden;
 mod hardening;
 mod import;

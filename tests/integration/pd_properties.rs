@@ -120,6 +120,7 @@ fn check(case: u64, r: &FinishedRequest, l: &Layout, horizon: Option<u64>, total
         RequestStatus::TimedOut => totals.timed_out += 1,
         RequestStatus::Rejected => totals.rejected += 1,
         RequestStatus::Unfinished => totals.unfinished += 1,
+        RequestStatus::Shed | RequestStatus::Expired => panic!("{ctx}: shed or expired with no gateway configured"),
     }
     if r.status == RequestStatus::Unfinished {
         assert!(horizon.is_some(), "{ctx}: unfinished without a horizon");

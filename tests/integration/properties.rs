@@ -75,6 +75,7 @@ pub(crate) fn random_router(rng: &mut Xoshiro256PlusPlus) -> RouterConfig {
         max_queue: rng.random_bool(0.3).then(|| rng.random_range(1..=3)),
         seed: rng.random(),
         env: None,
+        gateway: None,
     }
 }
 

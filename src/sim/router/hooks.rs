@@ -46,10 +46,15 @@ impl<L: LatencyModel> Simulation<L> {
     /// The request in `slot` reaches the router's admission now: admitted
     /// (its roots were scheduled from now) or rejected, as without latency.
     pub(in crate::sim) fn admit(&mut self, slot: u32, sink: &mut dyn ResultSink) {
-        if self.cluster.admits(self.now) {
-            return;
-        }
-        let reason = self.rejection();
+        let reason = if !self.cluster.admits(self.now) {
+            self.rejection()
+        } else {
+            let request = &self.requests.active[slot as usize].as_ref().expect("live request").request;
+            match self.cluster.gateway_admits(request, self.now) {
+                Ok(()) => return,
+                Err(why) => why,
+            }
+        };
         for node in &mut self.requests.get_mut(slot).nodes {
             node.error = Some(NodeError::Rejected(reason.clone()));
         }

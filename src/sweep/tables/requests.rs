@@ -29,6 +29,8 @@ fn status_name(s: RequestStatus) -> &'static str {
         RequestStatus::Unfinished => "unfinished",
         RequestStatus::TimedOut => "timed_out",
         RequestStatus::Rejected => "rejected",
+        RequestStatus::Shed => "shed",
+        RequestStatus::Expired => "expired",
     }
 }
 

@@ -23,13 +23,19 @@
 //!   `kv_transfer_*_ms`, so its JSON is what it was before pools existed.
 //!   With a prefill pool, imbalance is over the replicas that serve
 //!   requests (a prefill replica serves none).
+//! - Per SLO class and per tenant, when the requests carry them or the SLO
+//!   sets per-class targets: see [`classes`].
 
+mod classes;
 pub mod histogram;
 mod kv_offload;
 mod pools;
 mod slo;
 mod speculative;
 
+pub use classes::{
+    ClassSlos, ClassTargets, Fairness, GroupMetrics, Groups, MAX_TENANTS, OTHER_TENANTS, Summary, jain, status_name,
+};
 pub use pools::{PoolInfo, PoolLayout, PoolMetrics, TransferMetrics};
 pub use slo::{MIN_TURNOVER, Slo};
 pub use speculative::SpecDecodeMetrics;
@@ -72,6 +78,8 @@ pub struct MetricsCollector {
     skip_window: bool,
     /// Per pool, in a deployment of more than one ([`MetricsCollector::pooled`]).
     pools: Option<pools::PoolCollector>,
+    /// Per SLO class and tenant ([`classes`]).
+    classes: classes::ClassCollector,
 }
 
 /// What the measurement window's requests measured.
@@ -95,7 +103,11 @@ struct ReplicaCounts {
 impl MetricsCollector {
     /// A collector that also checks `slo` (see [`Slo`]).
     pub fn with_slo(slo: Option<Slo>) -> MetricsCollector {
-        MetricsCollector { slo, ..MetricsCollector::default() }
+        let mut m = MetricsCollector { slo, ..MetricsCollector::default() };
+        if slo.is_some_and(|s| s.classes.is_some()) {
+            m.classes.start((&m.ttft, &m.itl, &m.e2e));
+        }
+        m
     }
 
     /// The same, told the run's measurement: without an SLO and with the
@@ -124,6 +136,12 @@ impl MetricsCollector {
         if in_window {
             self.window.count(r, good);
         }
+        // Before this request's latencies join the run's: the class blocks
+        // start from the run's so far.
+        if !self.classes.on() && r.request.traffic.is_given() {
+            self.classes.start((&self.ttft, &self.itl, &self.e2e));
+        }
+        self.classes.observe(r, &classes::Seen { good, in_window });
         match r.status {
             RequestStatus::Completed => self.completed += 1,
             RequestStatus::Unservable => self.unservable_requests += 1,
@@ -224,6 +242,10 @@ impl MetricsCollector {
         let window = (self.slo.is_some() || (end.window.explicit && !self.skip_window))
             .then(|| self.window.metrics(&end.window, self.slo));
         let slo = self.slo.map(|s| slo::outcome(s, &self.window.counts(), window.as_ref()));
+        let window_s = window.as_ref().map_or(0.0, |w| w.duration_s);
+        let classes = self.classes.finish(duration_s, window_s, self.slo.is_some());
+        let (per_class, per_tenant, fairness) =
+            classes.map(|c| (c.per_class, c.per_tenant, c.fairness)).unwrap_or_default();
         Metrics {
             injected_requests: self.injected,
             completed_requests: self.completed,
@@ -282,6 +304,9 @@ impl MetricsCollector {
             kv_offload: KvOffloadMetrics::from_stats(stats),
             lora_adapter_loads: None,
             spec_decode: SpecDecodeMetrics::of(&stats.spec),
+            per_class,
+            per_tenant,
+            fairness,
         }
     }
 }
@@ -474,6 +499,17 @@ pub struct Metrics {
     /// With speculative decoding: its counters (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<SpecDecodeMetrics>,
+    /// Per SLO class, most urgent first, the classes that had requests
+    /// (only when requests carry a class or tenant, or the SLO sets
+    /// per-class targets; see [`classes`]).
+    #[serde(default, skip_serializing_if = "Groups::is_empty")]
+    pub per_class: Groups,
+    /// Per tenant, by name (requests without a tenant in none).
+    #[serde(default, skip_serializing_if = "Groups::is_empty")]
+    pub per_tenant: Groups,
+    /// With tenants: how evenly they were served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<Fairness>,
 }
 
 /// LoRA adapters brought onto a GPU over a run, all replicas.

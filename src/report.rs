@@ -6,6 +6,7 @@
 //! as a heatmap with BLIS's errors beside ours (`calibration.parquet`); and
 //! the runs. Sweeps write it at the end unless `--no-report`.
 
+mod classes;
 mod svg;
 
 use std::collections::BTreeMap;
@@ -226,6 +227,10 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     let capacity = dir.join("capacity.parquet");
     if capacity.exists() {
         capacity_section(&capacity, html)?;
+    }
+    let classes = dir.join("classes.parquet");
+    if classes.exists() {
+        classes::section(&classes, &runs, html)?;
     }
     // The runs.
     html.push_str(

@@ -392,3 +392,178 @@ pub struct Fairness {
     /// tenant got the same share of its demand, 1/n when one got all.
     pub jain_tenants: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{MetricsCollector, Slo};
+    use crate::sim::{NodeOutcome, RunSummary, Window};
+    use crate::workload::{LlmCall, Request, RequestId, SubRequest, Traffic};
+
+    /// A request of one llm call of 3 tokens: TTFT `ttft_ms`, then one
+    /// token every `tpot_ms`; sent at 0, finished with its last token.
+    fn request(
+        ttft_ms: u64,
+        tpot_ms: u64,
+        class: Option<SloClass>,
+        tenant: &str,
+        own_ms: Option<u64>,
+    ) -> FinishedRequest {
+        let call = LlmCall {
+            input_tokens: 10,
+            output_tokens: 3,
+            input_token_ids: None,
+            output_token_ids: None,
+            seeded: None,
+            model: None,
+            lora: None,
+            prompt_blocks: None,
+            priority: 0,
+        };
+        let first = ttft_ms * 1000;
+        let times = vec![first, first + tpot_ms * 1000, first + 2 * tpot_ms * 1000];
+        let traffic = Traffic {
+            slo_class: class,
+            tenant: (!tenant.is_empty()).then(|| tenant.to_owned()),
+            slo_target_us: own_ms.map(|ms| ms * 1000),
+        };
+        FinishedRequest {
+            index: 0,
+            request: Request {
+                request_id: RequestId::Int(0),
+                arrival_time: 0.0,
+                initial: vec![0],
+                sub_requests: vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None }],
+                traffic,
+            },
+            nodes: vec![NodeOutcome {
+                start_us: Some(0),
+                scheduled_us: Some(0),
+                finish_us: times.last().copied(),
+                token_times_us: times.clone(),
+                ..NodeOutcome::default()
+            }],
+            arrival_us: 0,
+            send_us: 0,
+            finish_us: times.last().copied(),
+            status: RequestStatus::Completed,
+            in_window: true,
+        }
+    }
+
+    fn summary() -> RunSummary {
+        let window = Window { start_us: Some(0), end_us: 2_000_000, requests: 0, completed: 0, explicit: false };
+        RunSummary { requests: 0, sim_end_us: 4_000_000, stats: Default::default(), replicas: Vec::new(), window }
+    }
+
+    #[test]
+    fn a_class_takes_its_own_targets_and_the_slos_for_the_rest() {
+        let critical = ClassTargets { ttft_p99_ms: Some(50.0), ..ClassTargets::default() };
+        let classes = ClassSlos { critical: Some(critical), ..ClassSlos::default() };
+        let slo = Slo { ttft_p99_ms: Some(200.0), itl_p99_ms: Some(20.0), classes: Some(classes), ..Slo::default() };
+        assert!(slo.validate().is_ok());
+        let c = Some(SloClass::Critical);
+        // Critical: its own TTFT target, the SLO's ITL target.
+        assert!(slo.good(&request(40, 10, c, "", None)));
+        assert!(!slo.good(&request(60, 10, c, "", None)));
+        assert!(!slo.good(&request(40, 30, c, "", None)));
+        // Batch (no targets of its own) and a request without a class: the SLO's.
+        assert!(slo.good(&request(150, 10, Some(SloClass::Batch), "", None)));
+        assert!(slo.good(&request(150, 10, None, "", None)));
+        assert!(!slo.good(&request(250, 10, None, "", None)));
+        // A request's own target bounds its E2E (150 + 2 × 10 = 170 ms).
+        assert!(slo.good(&request(150, 10, None, "", Some(170))));
+        assert!(!slo.good(&request(150, 10, None, "", Some(169))));
+        // Without per-class targets, the SLO's for every class.
+        let plain = Slo { classes: None, ..slo };
+        assert!(plain.good(&request(60, 10, c, "", None)));
+    }
+
+    #[test]
+    fn bad_class_targets_are_named_by_key() {
+        let zero = ClassTargets { e2e_p99_ms: Some(0.0), ..ClassTargets::default() };
+        let slo = Slo {
+            ttft_p99_ms: Some(1.0),
+            classes: Some(ClassSlos { batch: Some(zero), ..ClassSlos::default() }),
+            ..Slo::default()
+        };
+        assert_eq!(slo.validate().unwrap_err().0, "classes.batch.e2e_p99_ms");
+        let none = ClassSlos { background: Some(ClassTargets::default()), ..ClassSlos::default() };
+        assert_eq!(none.validate().unwrap_err().0, "classes.background");
+        let err = crate::yaml::parse::<Slo>("{ttft_p99_ms: 1, classes: {gold: {ttft_p99_ms: 1}}}").unwrap_err();
+        assert!(err.message.contains("unknown field `gold`"), "{}", err.message);
+    }
+
+    #[test]
+    fn jain_is_one_for_equal_shares_and_one_over_n_when_one_takes_all() {
+        assert_eq!(jain(&[0.5, 0.5, 0.5]), 1.0);
+        assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        // Jain et al.'s example shape: two at 1, two at 0.5 → 9 / (4 × 2.5).
+        assert!((jain(&[1.0, 1.0, 0.5, 0.5]) - 0.9).abs() < 1e-12);
+        assert_eq!(jain(&[]), 1.0);
+    }
+
+    #[test]
+    fn blocks_appear_only_with_classes_or_tenants_and_count_earlier_requests_as_standard() {
+        let slo = Some(Slo { ttft_p99_ms: Some(100.0), ..Slo::default() });
+        let mut plain = MetricsCollector::with_slo(slo);
+        plain.observe(&request(10, 5, None, "", None));
+        let m = plain.finish(&summary());
+        assert!(m.per_class.is_empty() && m.per_tenant.is_empty() && m.fairness.is_none());
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(!json.contains("per_class") && !json.contains("fairness"), "{json}");
+
+        let mut c = MetricsCollector::with_slo(slo);
+        // Two untagged requests before the first with a class: standard.
+        c.observe(&request(10, 5, None, "", None));
+        c.observe(&request(300, 5, None, "", None));
+        c.observe(&request(20, 5, Some(SloClass::Critical), "a", None));
+        c.observe(&request(30, 5, Some(SloClass::Critical), "b", None));
+        let m = c.finish(&summary());
+        let names: Vec<&str> = m.per_class.0.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["critical", "standard"]);
+        let standard = &m.per_class.0[1].1;
+        assert_eq!((standard.requests, standard.completed, standard.output_tokens), (2, 2, 6));
+        // The median of 10 and 300 ms (histogram resolution 0.025 %).
+        assert!((standard.ttft_ms.p50 - 155.0).abs() < 0.1, "{}", standard.ttft_ms.p50);
+        assert_eq!(standard.slo_attainment, Some(0.5));
+        // Good requests per second of the 2 s window.
+        assert_eq!(m.per_class.0[0].1.goodput_rps, Some(1.0));
+        assert_eq!(m.per_class.0[0].1.throughput_tok_s, 1.5);
+        let tenants: Vec<&str> = m.per_tenant.0.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(tenants, ["a", "b"]);
+        assert_eq!(m.fairness.map(|f| f.jain_tenants), Some(1.0));
+        // The JSON reads back, order kept (floats to serde_json's parsing).
+        let back: crate::metrics::Metrics = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        let names = |g: &Groups| g.0.iter().map(|(n, g)| (n.clone(), g.requests, g.completed)).collect::<Vec<_>>();
+        assert_eq!((names(&back.per_class), names(&back.per_tenant)), (names(&m.per_class), names(&m.per_tenant)));
+        assert_eq!(back.fairness, m.fairness);
+    }
+
+    #[test]
+    fn other_statuses_are_counted_by_name_and_tenants_past_the_cap_pooled() {
+        let mut c = MetricsCollector::with_slo(None);
+        for t in 0..MAX_TENANTS + 2 {
+            let mut r = request(10, 5, Some(SloClass::Batch), &format!("t{t:03}"), None);
+            if t == 0 {
+                r.status = RequestStatus::Rejected;
+                r.finish_us = None;
+                r.nodes[0].token_times_us.clear();
+            }
+            c.observe(&r);
+        }
+        let m = c.finish(&summary());
+        let batch = &m.per_class.0[0].1;
+        assert_eq!((batch.requests, batch.completed, batch.statuses.get("rejected")), (66, 65, Some(&1)));
+        assert_eq!((batch.slo_attainment, batch.goodput_rps), (None, None));
+        assert_eq!(m.per_tenant.0.len(), MAX_TENANTS + 1);
+        let (last, pooled) = m.per_tenant.0.last().unwrap();
+        assert_eq!((last.as_str(), pooled.requests), (OTHER_TENANTS, 2));
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["per_class"]["batch"]["rejected"], 1);
+        // One tenant of 65 (64, then the pooled rest) got nothing of what it asked for.
+        let mut shares = vec![1.0; MAX_TENANTS + 1];
+        shares[0] = 0.0;
+        assert!((m.fairness.unwrap().jain_tenants - jain(&shares)).abs() < 1e-12);
+    }
+}

@@ -7,6 +7,7 @@ mod util;
 mod calibrate;
 mod capacity;
 mod capacity_pools;
+mod classes;
 mod cli;
 mod client;
 mod cluster;

@@ -105,7 +105,7 @@ impl MetricsCollector {
     pub fn with_slo(slo: Option<Slo>) -> MetricsCollector {
         let mut m = MetricsCollector { slo, ..MetricsCollector::default() };
         if slo.is_some_and(|s| s.classes.is_some()) {
-            m.classes.start((&m.ttft, &m.itl, &m.e2e));
+            m.classes.start((&m.ttft, &m.itl, &m.e2e, 0));
         }
         m
     }
@@ -139,7 +139,7 @@ impl MetricsCollector {
         // Before this request's latencies join the run's: the class blocks
         // start from the run's so far.
         if !self.classes.on() && r.request.traffic.is_given() {
-            self.classes.start((&self.ttft, &self.itl, &self.e2e));
+            self.classes.start((&self.ttft, &self.itl, &self.e2e, self.output_tokens));
         }
         self.classes.observe(r, &classes::Seen { good, in_window });
         match r.status {

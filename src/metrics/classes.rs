@@ -14,11 +14,11 @@
 //! weighted); attainment and goodput, as the run's, over the requests sent
 //! in the measurement window, and only with an SLO.
 //!
-//! Cost when no request carries a class or tenant: a few counters per
-//! request (no allocation, nothing per token). The class histograms start
+//! Cost when no request carries a class or tenant: three counters per
+//! request (no allocation, nothing per node or token). The rest starts
 //! when the first request with a class or tenant arrives: every request
-//! before it was `standard`, so `standard`'s histograms start as copies of
-//! the run's. Tenants: [`MAX_TENANTS`] of them get their own block (about
+//! before it was `standard` without a tenant, so `standard`'s histograms
+//! and output tokens start as copies of the run's. Tenants: [`MAX_TENANTS`] of them get their own block (about
 //! 1 MiB of histograms each at most for latencies up to 100 s); the rest are
 //! pooled under [`OTHER_TENANTS`].
 
@@ -104,26 +104,33 @@ pub const MAX_TENANTS: usize = 64;
 /// request finished).
 pub const OTHER_TENANTS: &str = "(other tenants)";
 
-/// How a request ended, as the metrics and tables name it.
-pub fn status_name(s: RequestStatus) -> &'static str {
+/// The statuses' names, by [`status_index`]: a status added to
+/// [`RequestStatus`] is counted once it has its index and name here.
+const STATUS_NAMES: [&str; 5] = ["completed", "unservable", "unfinished", "timed_out", "rejected"];
+
+/// Where a status is counted (an array index: no string compared per request).
+fn status_index(s: RequestStatus) -> usize {
     match s {
-        RequestStatus::Completed => "completed",
-        RequestStatus::Unservable => "unservable",
-        RequestStatus::Unfinished => "unfinished",
-        RequestStatus::TimedOut => "timed_out",
-        RequestStatus::Rejected => "rejected",
+        RequestStatus::Completed => 0,
+        RequestStatus::Unservable => 1,
+        RequestStatus::Unfinished => 2,
+        RequestStatus::TimedOut => 3,
+        RequestStatus::Rejected => 4,
     }
 }
 
-/// [`RequestStatus::Completed`]'s name.
-const COMPLETED: &str = "completed";
+/// How a request ended, as the metrics and tables name it.
+pub fn status_name(s: RequestStatus) -> &'static str {
+    STATUS_NAMES[status_index(s)]
+}
 
-/// Counts of a group (a class or a tenant), kept for every request.
+/// Counts of a group (a class or a tenant): its requests' statuses kept
+/// for every request, its tokens once on.
 #[derive(Debug, Default, Clone)]
 struct Counts {
     requests: u64,
-    /// Requests by how they ended, by name (names are few and static).
-    statuses: Vec<(&'static str, u64)>,
+    /// Requests by how they ended, by [`status_index`].
+    statuses: [u64; STATUS_NAMES.len()],
     output_tokens: u64,
     /// Output tokens its llm calls asked for (the tenant's demand).
     asked_tokens: u64,
@@ -138,15 +145,10 @@ pub(super) struct Seen {
 }
 
 impl Counts {
-    fn count(&mut self, r: &FinishedRequest, seen: &Seen, output: u64, asked: u64) {
+    /// Counts `r` but its tokens.
+    fn count(&mut self, r: &FinishedRequest, seen: &Seen) {
         self.requests += 1;
-        let name = status_name(r.status);
-        match self.statuses.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, c)) => *c += 1,
-            None => self.statuses.push((name, 1)),
-        }
-        self.output_tokens += output;
-        self.asked_tokens += asked;
+        self.statuses[status_index(r.status)] += 1;
         if seen.in_window {
             self.window_requests += 1;
             self.window_good += u64::from(seen.good);
@@ -201,18 +203,26 @@ impl ClassCollector {
     }
 
     /// Turns the blocks on; `run` holds the run's latencies so far (the
-    /// requests before were all `standard`): `(ttft, itl, e2e)`.
-    pub(super) fn start(&mut self, run: (&Histogram, &Histogram, &Histogram)) {
+    /// requests before were all `standard`, without a tenant) and its
+    /// output tokens: `(ttft, itl, e2e, output tokens)`.
+    pub(super) fn start(&mut self, run: (&Histogram, &Histogram, &Histogram, u64)) {
         if self.on() {
             return;
         }
+        let standard = index(SloClass::Standard);
         let mut l: Box<[Latencies; 5]> = Box::default();
-        l[index(SloClass::Standard)] = Latencies { ttft: run.0.clone(), itl: run.1.clone(), e2e: run.2.clone() };
+        l[standard] = Latencies { ttft: run.0.clone(), itl: run.1.clone(), e2e: run.2.clone() };
         self.latencies = Some(l);
+        self.classes[standard].output_tokens = run.3;
     }
 
-    /// Takes one request into account (its latencies only when on).
+    /// Takes one request into account: off, only its status (the rest the
+    /// run's own numbers hold, [`ClassCollector::start`]); on, everything.
     pub(super) fn observe(&mut self, r: &FinishedRequest, seen: &Seen) {
+        let class = index(r.request.traffic.class());
+        self.classes[class].count(r, seen);
+        let Some(l) = &mut self.latencies else { return };
+        l[class].record(r);
         let (mut output, mut asked) = (0, 0);
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
             if let NodeKind::Llm(call) = &sub.kind {
@@ -220,11 +230,7 @@ impl ClassCollector {
                 asked += u64::from(call.output_tokens);
             }
         }
-        let class = index(r.request.traffic.class());
-        self.classes[class].count(r, seen, output, asked);
-        if let Some(l) = &mut self.latencies {
-            l[class].record(r);
-        }
+        self.classes[class].output_tokens += output;
         let Some(tenant) = &r.request.traffic.tenant else { return };
         if self.tenants.len() < MAX_TENANTS && !self.tenants.contains_key(tenant.as_str()) {
             self.tenants.insert(tenant.clone(), Default::default());
@@ -233,7 +239,9 @@ impl ClassCollector {
             Some(g) => g,
             None => self.other_tenants.get_or_insert_default(),
         };
-        group.0.count(r, seen, output, asked);
+        group.0.count(r, seen);
+        group.0.output_tokens += output;
+        group.0.asked_tokens += asked;
         group.1.record(r);
     }
 
@@ -371,8 +379,13 @@ impl GroupMetrics {
         let attainment = if c.window_requests > 0 { c.window_good as f64 / c.window_requests as f64 } else { 0.0 };
         GroupMetrics {
             requests: c.requests,
-            completed: c.statuses.iter().find(|(n, _)| *n == COMPLETED).map_or(0, |s| s.1),
-            statuses: c.statuses.iter().filter(|(n, _)| *n != COMPLETED).map(|&(n, k)| (n.to_owned(), k)).collect(),
+            completed: c.statuses[status_index(RequestStatus::Completed)],
+            statuses: STATUS_NAMES
+                .iter()
+                .zip(c.statuses)
+                .filter(|&(&n, k)| k > 0 && n != status_name(RequestStatus::Completed))
+                .map(|(&n, k)| (n.to_owned(), k))
+                .collect(),
             output_tokens: c.output_tokens,
             ttft_ms: Summary::of(&l.ttft),
             itl_ms: Summary::of(&l.itl),

@@ -9,6 +9,9 @@
 //!   are within the targets, and its E2E is. `slo_attainment` is the share of
 //!   requests that are good (of all requests sent, failed ones not good),
 //!   `goodput_rps` good requests per second.
+//!   With `classes`, a request is judged by its SLO class's targets and
+//!   by its own `slo_target` ([`super::classes`]); `slo_met` keeps the
+//!   targets above.
 //!
 //! Both are judged on the requests sent in the measurement window
 //! ([`crate::sim::Window`]), and per second of the window. A request that

@@ -20,7 +20,7 @@ use super::error::SweepError;
 use super::grid::Plan;
 use super::output_dir::{Layout, TmpFile, io_err};
 use super::resume::{RunStatus, TOOL};
-use super::tables::{ClassRows, DeploymentRow, RowsBuilder, RunColumns, writer_properties};
+use super::tables::{ClassTable, DeploymentRow, RowsBuilder, RunColumns, writer_properties};
 use crate::metrics::{Metrics, Scalar};
 
 /// Runs per record batch of `runs.parquet`.
@@ -188,9 +188,7 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
     let mut rows = RunRows::new();
     let mut writer =
         ArrowWriter::try_new(runs, rows.schema.clone(), Some(writer_properties(&rows.schema))).map_err(parquet_err)?;
-    // `classes.parquet`, opened at the first run that has classes or tenants.
-    let classes_path = layout.root.join("classes.parquet");
-    let mut classes: Option<(ClassRows, ArrowWriter<TmpFile>, std::path::PathBuf)> = None;
+    let mut classes = ClassTable::new(layout.root.join("classes.parquet"));
     for (i, chunk) in plan.cells.chunks(batch_cells.max(1)).enumerate() {
         for (j, cell) in chunk.iter().enumerate() {
             let dir = layout.run_dir(&cell.run_id);
@@ -210,20 +208,7 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
             let deployment = status.deployment.clone().unwrap_or_else(|| DeploymentRow::from_spec(&cell.spec));
             let run = RunColumns::new(&plan.name, cell, deployment);
             rows.push(&run, &status, metrics.as_ref(), wall_s);
-            if let Some(m) = metrics.as_ref().filter(|m| ClassRows::has_rows(m)) {
-                if classes.is_none() {
-                    let rows = ClassRows::new();
-                    let file = TmpFile::create(&classes_path)?;
-                    let tmp = file.tmp().to_owned();
-                    let schema = ClassRows::schema();
-                    let w = ArrowWriter::try_new(file, schema.clone(), Some(writer_properties(&schema)))
-                        .map_err(|e| io_err(&tmp)(std::io::Error::other(e)))?;
-                    classes = Some((rows, w, tmp));
-                }
-                if let Some((rows, _, _)) = &mut classes {
-                    rows.push(&run, m);
-                }
-            }
+            classes.push(&run, metrics.as_ref())?;
             let entry = ManifestRun {
                 run_id: &cell.run_id,
                 scenario: &cell.scenario,
@@ -242,24 +227,13 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
         // One row group per batch: the writer would otherwise hold up to
         // 2^17 runs' pages until the group is full.
         writer.flush().map_err(parquet_err)?;
-        if let Some((rows, w, tmp)) = classes.as_mut().filter(|c| c.0.len() > 0) {
-            let err = |e: parquet::errors::ParquetError| io_err(tmp)(std::io::Error::other(e));
-            w.write(&rows.finish()).map_err(err)?;
-            w.flush().map_err(err)?;
-        }
+        classes.flush()?;
     }
     let close = if plan.cells.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" };
     manifest.write_all(close.as_bytes()).map_err(|e| manifest_err(&manifest_path, e))?;
     let runs = writer.into_inner().map_err(parquet_err)?;
     runs.commit()?;
-    match classes {
-        Some((_, w, tmp)) => w.into_inner().map_err(|e| io_err(&tmp)(std::io::Error::other(e)))?.commit()?,
-        // No run has classes (now): none left from an earlier invocation.
-        None => match std::fs::remove_file(&classes_path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&classes_path)(e)),
-            _ => {}
-        },
-    }
+    classes.finish()?;
     manifest.commit()?;
     Ok(failures)
 }

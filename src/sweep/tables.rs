@@ -46,7 +46,7 @@ fn batch(
     arrow_array::RecordBatch::try_new(schema.clone(), cols).expect("columns match the schema")
 }
 
-pub(crate) use classes::ClassRows;
+pub(crate) use classes::ClassTable;
 pub(crate) use columns::{DeploymentRow, RowsBuilder, RunColumns, overrides_field, overrides_json};
 pub(crate) use nodes::NodeRows;
 pub(crate) use requests::RequestRows;

@@ -11,6 +11,7 @@
 //! second, `slo_attainment` and `goodput_rps` (with an SLO, else null) and
 //! `jain_tenants` (the run's index, on its tenant rows; null on class rows).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder, StringDictionaryBuilder};
@@ -18,8 +19,12 @@ use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use parquet::arrow::ArrowWriter;
+
 use super::columns::{RowsBuilder, RunColumns};
 use crate::metrics::{GroupMetrics, Metrics};
+use crate::sweep::error::SweepError;
+use crate::sweep::output_dir::{TmpFile, io_err};
 
 /// Count columns, in order.
 const COUNTS: [&str; 3] = ["requests", "completed", "output_tokens"];
@@ -130,5 +135,56 @@ impl ClassRows {
         cols.extend(self.numbers.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
         self.rows = 0;
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+    }
+}
+
+/// `classes.parquet` as the summary writes it, a batch of runs at a time:
+/// opened (under a temporary name) at the first run that has rows, put in
+/// place at the end; with no such run, an earlier invocation's is removed.
+pub(crate) struct ClassTable {
+    path: PathBuf,
+    open: Option<(ClassRows, ArrowWriter<TmpFile>, PathBuf)>,
+}
+
+impl ClassTable {
+    pub(crate) fn new(path: PathBuf) -> ClassTable {
+        ClassTable { path, open: None }
+    }
+
+    /// Adds a run's rows, if its metrics have any.
+    pub(crate) fn push(&mut self, run: &RunColumns, metrics: Option<&Metrics>) -> Result<(), SweepError> {
+        let Some(m) = metrics.filter(|m| ClassRows::has_rows(m)) else { return Ok(()) };
+        if self.open.is_none() {
+            let file = TmpFile::create(&self.path)?;
+            let tmp = file.tmp().to_owned();
+            let schema = ClassRows::schema();
+            let w = ArrowWriter::try_new(file, schema.clone(), Some(super::writer_properties(&schema)))
+                .map_err(|e| io_err(&tmp)(std::io::Error::other(e)))?;
+            self.open = Some((ClassRows::new(), w, tmp));
+        }
+        if let Some((rows, _, _)) = &mut self.open {
+            rows.push(run, m);
+        }
+        Ok(())
+    }
+
+    /// Writes the rows so far as one row group.
+    pub(crate) fn flush(&mut self) -> Result<(), SweepError> {
+        let Some((rows, w, tmp)) = self.open.as_mut().filter(|o| o.0.len() > 0) else { return Ok(()) };
+        let err = |e: parquet::errors::ParquetError| io_err(tmp)(std::io::Error::other(e));
+        w.write(&rows.finish()).map_err(err)?;
+        w.flush().map_err(err)
+    }
+
+    /// Puts the table in place, or removes a stale one when no run had rows.
+    pub(crate) fn finish(mut self) -> Result<(), SweepError> {
+        self.flush()?;
+        match self.open {
+            Some((_, w, tmp)) => w.into_inner().map_err(|e| io_err(&tmp)(std::io::Error::other(e)))?.commit(),
+            None => match std::fs::remove_file(&self.path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&self.path)(e)),
+                _ => Ok(()),
+            },
+        }
     }
 }

@@ -104,6 +104,15 @@ fn classes_and_tenants_split_the_metrics_and_each_class_is_judged_by_its_targets
     // Same inputs, same bytes.
     run("slo.yaml", "w.jsonl", "m2.json");
     assert_eq!(dir.read("m2.json"), text);
+    // The summary: a line a class, then the tenants' fairness.
+    let out = TestCommand::new(&dir.path, &["run", "-s", "slo.yaml", "w.jsonl", "-o", "r.jsonl"]).output();
+    let summary = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        summary.contains("\ncritical: 50 requests (50 completed), TTFT p50 ")
+            && summary.contains("within its targets, goodput"),
+        "{summary}"
+    );
+    assert!(summary.trim_end().ends_with("3 tenants, Jain's index 1.000"), "{summary}");
 
     // Under FCFS the classes change nothing but the blocks: the run's own
     // metrics equal those of the same requests without classes or tenants,

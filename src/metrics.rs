@@ -138,7 +138,7 @@ impl MetricsCollector {
         }
         // Before this request's latencies join the run's: the class blocks
         // start from the run's so far.
-        if !self.classes.on() && r.request.traffic.is_given() {
+        if !self.classes.on() && (r.request.traffic.slo_class.is_some() || r.request.traffic.tenant.is_some()) {
             self.classes.start((&self.ttft, &self.itl, &self.e2e, self.output_tokens));
         }
         self.classes.observe(r, &classes::Seen { good, in_window });

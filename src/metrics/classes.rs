@@ -521,7 +521,10 @@ mod tests {
         let slo = Some(Slo { ttft_p99_ms: Some(100.0), ..Slo::default() });
         let mut plain = MetricsCollector::with_slo(slo);
         plain.observe(&request(10, 5, None, "", None));
+        // Its own target alone is no class: judged, not split.
+        plain.observe(&request(10, 5, None, "", Some(1)));
         let m = plain.finish(&summary());
+        assert_eq!(m.slo_attainment, Some(0.5));
         assert!(m.per_class.is_empty() && m.per_tenant.is_empty() && m.fairness.is_none());
         let json = serde_json::to_string(&m).unwrap();
         assert!(!json.contains("per_class") && !json.contains("fairness"), "{json}");

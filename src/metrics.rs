@@ -25,8 +25,11 @@
 //!   requests (a prefill replica serves none).
 //! - Autoscaling (`autoscale:` only): GPU-hours and the replica count over
 //!   time, see [`autoscale`].
+//! - Per SLO class and per tenant, when the requests carry them or the SLO
+//!   sets per-class targets: see [`classes`].
 
 mod autoscale;
+mod classes;
 mod gateway;
 pub mod histogram;
 mod kv_offload;
@@ -35,6 +38,7 @@ mod slo;
 mod speculative;
 
 pub use autoscale::AutoscaleMetrics;
+pub use classes::{ClassSlos, ClassTargets, Fairness, GroupMetrics, Groups, MAX_TENANTS, OTHER_TENANTS, Summary, jain};
 pub use pools::{PoolInfo, PoolLayout, PoolMetrics, TransferMetrics};
 pub use slo::{MIN_TURNOVER, Slo};
 pub use speculative::SpecDecodeMetrics;
@@ -78,6 +82,8 @@ pub struct MetricsCollector {
     skip_window: bool,
     /// Per pool, in a deployment of more than one ([`MetricsCollector::pooled`]).
     pools: Option<pools::PoolCollector>,
+    /// Per SLO class and tenant ([`classes`]).
+    classes: classes::ClassCollector,
 }
 
 /// What the measurement window's requests measured.
@@ -101,7 +107,11 @@ struct ReplicaCounts {
 impl MetricsCollector {
     /// A collector that also checks `slo` (see [`Slo`]).
     pub fn with_slo(slo: Option<Slo>) -> MetricsCollector {
-        MetricsCollector { slo, ..MetricsCollector::default() }
+        let mut m = MetricsCollector { slo, ..MetricsCollector::default() };
+        if slo.is_some_and(|s| s.classes.is_some()) {
+            m.classes.start((&m.ttft, &m.itl, &m.e2e, 0));
+        }
+        m
     }
 
     /// The same, told the run's measurement: without an SLO and with the
@@ -130,6 +140,12 @@ impl MetricsCollector {
         if in_window {
             self.window.count(r, good);
         }
+        // Before this request's latencies join the run's: the class blocks
+        // start from the run's so far.
+        if !self.classes.on() && (r.request.traffic.slo_class.is_some() || r.request.traffic.tenant.is_some()) {
+            self.classes.start((&self.ttft, &self.itl, &self.e2e, self.output_tokens));
+        }
+        self.classes.observe(r, &classes::Seen { good, in_window });
         match r.status {
             RequestStatus::Completed => self.completed += 1,
             RequestStatus::Unservable => self.unservable_requests += 1,
@@ -232,6 +248,10 @@ impl MetricsCollector {
         let window = (self.slo.is_some() || (end.window.explicit && !self.skip_window))
             .then(|| self.window.metrics(&end.window, self.slo));
         let slo = self.slo.map(|s| slo::outcome(s, &self.window.counts(), window.as_ref()));
+        let window_s = window.as_ref().map_or(0.0, |w| w.duration_s);
+        let classes = self.classes.finish(duration_s, window_s, self.slo.is_some());
+        let (per_class, per_tenant, fairness) =
+            classes.map(|c| (c.per_class, c.per_tenant, c.fairness)).unwrap_or_default();
         Metrics {
             injected_requests: self.injected,
             completed_requests: self.completed,
@@ -292,6 +312,9 @@ impl MetricsCollector {
             spec_decode: SpecDecodeMetrics::of(&stats.spec),
             autoscale: end.autoscale.as_ref().map(|a| AutoscaleMetrics::of(a, end.sim_end_us)),
             gateway: end.gateway.as_ref().map(GatewayMetrics::of),
+            per_class,
+            per_tenant,
+            fairness,
         }
     }
 }
@@ -492,6 +515,17 @@ pub struct Metrics {
     /// admitted, rejected, queued, shed and expired (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayMetrics>,
+    /// Per SLO class, most urgent first, the classes that had requests
+    /// (only when requests carry a class or tenant, or the SLO sets
+    /// per-class targets; see [`classes`]).
+    #[serde(default, skip_serializing_if = "Groups::is_empty")]
+    pub per_class: Groups,
+    /// Per tenant, by name (requests without a tenant in none).
+    #[serde(default, skip_serializing_if = "Groups::is_empty")]
+    pub per_tenant: Groups,
+    /// With tenants: how evenly they were served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<Fairness>,
 }
 
 /// LoRA adapters brought onto a GPU over a run, all replicas.

@@ -8,6 +8,7 @@
 //! write it at the end unless `--no-report`.
 
 mod autoscale;
+mod classes;
 mod svg;
 
 use std::collections::BTreeMap;
@@ -229,6 +230,10 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     let capacity = dir.join("capacity.parquet");
     if capacity.exists() {
         capacity_section(&capacity, html)?;
+    }
+    let classes = dir.join("classes.parquet");
+    if classes.exists() {
+        classes::section(&classes, &runs, html)?;
     }
     // The runs.
     html.push_str(

@@ -516,7 +516,7 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         ),
         None => text,
     };
-    match (d.slo, m.slo_met, m.slo_attainment, m.goodput_rps) {
+    let text = match (d.slo, m.slo_met, m.slo_attainment, m.goodput_rps) {
         (Some(slo), Some(met), Some(att), Some(good)) => format!(
             "{text}\nSLO at p{}: {}; {:.1} % of the window's requests within every target, goodput {good:.2} req/s",
             slo.at(),
@@ -524,7 +524,27 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
             att * 100.0
         ),
         _ => text,
+    };
+    classes_summary(text, m)
+}
+
+/// One line a class (when the requests carry classes or tenants, see
+/// [`crate::metrics::GroupMetrics`]), and the tenants' fairness.
+fn classes_summary(mut text: String, m: &Metrics) -> String {
+    for (class, g) in &m.per_class.0 {
+        let slo = match (g.slo_attainment, g.goodput_rps) {
+            (Some(a), Some(good)) => format!(", {:.1} % within its targets, goodput {good:.2} req/s", a * 100.0),
+            _ => String::new(),
+        };
+        text.push_str(&format!(
+            "\n{class}: {} requests ({} completed), TTFT p50 {:.1} ms, p99 {:.1} ms | E2E p99 {:.0} ms{slo}",
+            g.requests, g.completed, g.ttft_ms.p50, g.ttft_ms.p99, g.e2e_ms.p99
+        ));
     }
+    if let Some(f) = m.fairness {
+        text.push_str(&format!("\n{} tenants, Jain's index {:.3}", m.per_tenant.0.len(), f.jain_tenants));
+    }
+    text
 }
 
 /// A deployment of several pools: the pools by role, the KV link and the

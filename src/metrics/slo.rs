@@ -9,6 +9,9 @@
 //!   are within the targets, and its E2E is. `slo_attainment` is the share of
 //!   requests that are good (of all requests sent, failed ones not good),
 //!   `goodput_rps` good requests per second.
+//!   With `classes`, a request is judged by its SLO class's targets and
+//!   by its own `slo_target` ([`super::classes`]); `slo_met` keeps the
+//!   targets above.
 //!
 //! Both are judged on the requests sent in the measurement window
 //! ([`crate::sim::Window`]), and per second of the window. A request that
@@ -41,30 +44,35 @@ pub struct Slo {
     pub e2e_p99_ms: Option<f64>,
     /// The percentile `slo_met` checks the targets at (default 99).
     pub percentile: Option<f64>,
+    /// Per SLO class, its own targets (see [`super::classes`]): a
+    /// request's goodput is judged by its class's; `slo_met` by the above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<super::classes::ClassSlos>,
 }
 
 impl Slo {
     /// Checks the values: positive finite targets, at least one, a
     /// percentile in (0, 100]. The message names the key.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), (String, String)> {
         let targets =
             [("ttft_p99_ms", self.ttft_p99_ms), ("itl_p99_ms", self.itl_p99_ms), ("e2e_p99_ms", self.e2e_p99_ms)];
         for (key, v) in targets {
             if let Some(v) = v
                 && !(v.is_finite() && v > 0.0)
             {
-                return Err((key, format!("{v} must be a positive number of ms")));
+                return Err((key.to_owned(), format!("{v} must be a positive number of ms")));
             }
         }
         if targets.iter().all(|(_, v)| v.is_none()) {
-            return Err(("ttft_p99_ms", "give at least one of ttft_p99_ms, itl_p99_ms, e2e_p99_ms".to_owned()));
+            let reason = "give at least one of ttft_p99_ms, itl_p99_ms, e2e_p99_ms".to_owned();
+            return Err(("ttft_p99_ms".to_owned(), reason));
         }
         if let Some(p) = self.percentile
             && !(p > 0.0 && p <= 100.0)
         {
-            return Err(("percentile", format!("{p} must be in (0, 100]")));
+            return Err(("percentile".to_owned(), format!("{p} must be in (0, 100]")));
         }
-        Ok(())
+        self.classes.as_ref().map_or(Ok(()), super::classes::ClassSlos::validate)
     }
 
     /// The percentile `slo_met` checks.
@@ -72,11 +80,22 @@ impl Slo {
         self.percentile.unwrap_or(99.0)
     }
 
-    /// Whether `r` meets every per-request target.
+    /// Whether `r` meets every per-request target: its class's (each
+    /// dimension the class leaves out, the SLO's) and its own E2E target.
     pub(super) fn good(&self, r: &FinishedRequest) -> bool {
         if r.status != RequestStatus::Completed {
             return false;
         }
+        let own = self.classes.as_ref().and_then(|c| c.get(r.request.traffic.class()));
+        let pick = |own: Option<f64>, all: Option<f64>| own.or(all);
+        let (ttft, itl, e2e) = match own {
+            None => (self.ttft_p99_ms, self.itl_p99_ms, self.e2e_p99_ms),
+            Some(c) => (
+                pick(c.ttft_p99_ms, self.ttft_p99_ms),
+                pick(c.itl_p99_ms, self.itl_p99_ms),
+                pick(c.e2e_p99_ms, self.e2e_p99_ms),
+            ),
+        };
         let within = |target: Option<f64>, us: u64| target.is_none_or(|ms| us as f64 <= ms * 1e3);
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {
             if !matches!(sub.kind, NodeKind::Llm(_)) {
@@ -89,11 +108,13 @@ impl Slo {
             };
             let n = node.token_times_us.len() as u64;
             let tpot = if n >= 2 { (last - first) / (n - 1) } else { 0 };
-            if !within(self.ttft_p99_ms, first - start) || !within(self.itl_p99_ms, tpot) {
+            if !within(ttft, first - start) || !within(itl, tpot) {
                 return false;
             }
         }
-        r.finish_us.is_none_or(|f| within(self.e2e_p99_ms, f - r.send_us))
+        r.finish_us.is_none_or(|f| {
+            within(e2e, f - r.send_us) && r.request.traffic.slo_target_us.is_none_or(|t| f - r.send_us <= t)
+        })
     }
 }
 

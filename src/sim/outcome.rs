@@ -92,6 +92,32 @@ pub enum RequestStatus {
     Expired,
 }
 
+impl RequestStatus {
+    /// Every status, in declaration order (`status as usize` indexes it).
+    pub const ALL: [RequestStatus; 7] = [
+        RequestStatus::Completed,
+        RequestStatus::Unservable,
+        RequestStatus::Unfinished,
+        RequestStatus::TimedOut,
+        RequestStatus::Rejected,
+        RequestStatus::Shed,
+        RequestStatus::Expired,
+    ];
+
+    /// Its name in metrics and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestStatus::Completed => "completed",
+            RequestStatus::Unservable => "unservable",
+            RequestStatus::Unfinished => "unfinished",
+            RequestStatus::TimedOut => "timed_out",
+            RequestStatus::Rejected => "rejected",
+            RequestStatus::Shed => "shed",
+            RequestStatus::Expired => "expired",
+        }
+    }
+}
+
 /// A request leaving the simulation.
 #[derive(Debug)]
 pub struct FinishedRequest {

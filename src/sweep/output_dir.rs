@@ -63,7 +63,7 @@ const IDENTITY: &str = ".blis-sweep.json";
 /// The files a sweep writes from all its runs at its end (the runs table and
 /// manifest, a capacity search's table, the report): `--force` removes them
 /// before any run starts.
-const SUMMARIES: [&str; 4] = ["runs.parquet", "manifest.json", "capacity.parquet", "report.html"];
+const SUMMARIES: [&str; 5] = ["runs.parquet", "manifest.json", "capacity.parquet", "report.html", "classes.parquet"];
 
 /// Paths of the sweep's outputs.
 #[derive(Debug, Clone)]

@@ -20,7 +20,7 @@ use super::error::SweepError;
 use super::grid::Plan;
 use super::output_dir::{Layout, TmpFile, io_err};
 use super::resume::{RunStatus, TOOL};
-use super::tables::{DeploymentRow, RowsBuilder, RunColumns, writer_properties};
+use super::tables::{ClassTable, DeploymentRow, RowsBuilder, RunColumns, writer_properties};
 use crate::metrics::{Metrics, Scalar};
 
 /// Runs per record batch of `runs.parquet`.
@@ -188,6 +188,7 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
     let mut rows = RunRows::new();
     let mut writer =
         ArrowWriter::try_new(runs, rows.schema.clone(), Some(writer_properties(&rows.schema))).map_err(parquet_err)?;
+    let mut classes = ClassTable::new(layout.root.join("classes.parquet"));
     for (i, chunk) in plan.cells.chunks(batch_cells.max(1)).enumerate() {
         for (j, cell) in chunk.iter().enumerate() {
             let dir = layout.run_dir(&cell.run_id);
@@ -205,7 +206,9 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
                 .and_then(|v| v["wall_s"].as_f64())
                 .unwrap_or(0.0);
             let deployment = status.deployment.clone().unwrap_or_else(|| DeploymentRow::from_spec(&cell.spec));
-            rows.push(&RunColumns::new(&plan.name, cell, deployment), &status, metrics.as_ref(), wall_s);
+            let run = RunColumns::new(&plan.name, cell, deployment);
+            rows.push(&run, &status, metrics.as_ref(), wall_s);
+            classes.push(&run, metrics.as_ref())?;
             let entry = ManifestRun {
                 run_id: &cell.run_id,
                 scenario: &cell.scenario,
@@ -224,11 +227,13 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
         // One row group per batch: the writer would otherwise hold up to
         // 2^17 runs' pages until the group is full.
         writer.flush().map_err(parquet_err)?;
+        classes.flush()?;
     }
     let close = if plan.cells.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" };
     manifest.write_all(close.as_bytes()).map_err(|e| manifest_err(&manifest_path, e))?;
     let runs = writer.into_inner().map_err(parquet_err)?;
     runs.commit()?;
+    classes.finish()?;
     manifest.commit()?;
     Ok(failures)
 }

@@ -12,13 +12,16 @@
 //! - `nodes`: one row per llm call ([`nodes`]: TTFT, ITL, scheduling delay,
 //!   its pool and role, a split call's prefill replica and KV transfer);
 //! - `tokens` (`--tokens`): one row per llm call with its token latencies;
-//! - `runs.parquet`: one row per run, its metrics ([`super::summary`]).
+//! - `runs.parquet`: one row per run, its metrics ([`super::summary`]);
+//! - `classes.parquet`: one row per run × SLO class and × tenant, when runs
+//!   have them ([`classes`]).
 //!
 //! `request_id` is VARCHAR in every plan, the id as the workload wrote it,
 //! with `request_index` (BIGINT, input order) beside it
 //! ([`columns::RequestKey`]): a type that followed the workload's ids broke
 //! one glob over a plan with integer and one with text ids.
 
+mod classes;
 mod columns;
 mod nodes;
 mod requests;
@@ -43,6 +46,7 @@ fn batch(
     arrow_array::RecordBatch::try_new(schema.clone(), cols).expect("columns match the schema")
 }
 
+pub(crate) use classes::ClassTable;
 pub(crate) use columns::{DeploymentRow, RowsBuilder, RunColumns, overrides_field, overrides_json};
 pub(crate) use nodes::NodeRows;
 pub(crate) use requests::RequestRows;

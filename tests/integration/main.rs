@@ -8,6 +8,7 @@ mod autoscale;
 mod calibrate;
 mod capacity;
 mod capacity_pools;
+mod classes;
 mod cli;
 mod client;
 mod cluster;

@@ -13,26 +13,13 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{RequestKey, RunColumns};
-use crate::sim::{FinishedRequest, RequestStatus};
+use crate::sim::FinishedRequest;
 use crate::workload::NodeKind;
 
 /// Time columns (seconds), in order.
 const TIMES: [&str; 5] = ["arrival_s", "send_s", "finish_s", "e2e_s", "send_wait_s"];
 /// Count columns, in order.
 const COUNTS: [&str; 6] = ["llm_calls", "tool_calls", "input_tokens", "output_tokens", "cached_tokens", "preemptions"];
-
-/// How a request ended, as the `status` column says it.
-fn status_name(s: RequestStatus) -> &'static str {
-    match s {
-        RequestStatus::Completed => "completed",
-        RequestStatus::Unservable => "unservable",
-        RequestStatus::Unfinished => "unfinished",
-        RequestStatus::TimedOut => "timed_out",
-        RequestStatus::Rejected => "rejected",
-        RequestStatus::Shed => "shed",
-        RequestStatus::Expired => "expired",
-    }
-}
 
 /// Builds one run's `requests` rows.
 pub(crate) struct RequestRows {
@@ -110,7 +97,7 @@ impl RequestRows {
         for (b, v) in self.counts.iter_mut().zip(counts) {
             b.append_value(v as i64);
         }
-        self.status.append_value(status_name(r.status));
+        self.status.append_value(r.status.name());
         // The first node's error, in node order (a skipped node names its
         // predecessor, so the root cause comes first).
         self.error.append_option(r.nodes.iter().find_map(|n| n.error.as_ref()).map(ToString::to_string));

@@ -14,6 +14,7 @@ pub mod calibrate;
 pub mod capacity;
 pub mod cli;
 pub mod hash;
+pub mod histogram;
 pub mod latency;
 pub mod metrics;
 pub mod output;

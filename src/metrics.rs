@@ -31,7 +31,7 @@
 mod autoscale;
 mod classes;
 mod gateway;
-pub mod histogram;
+pub use crate::histogram;
 mod kv_offload;
 mod pools;
 mod slo;

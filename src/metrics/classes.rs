@@ -407,17 +407,7 @@ mod tests {
         tenant: &str,
         own_ms: Option<u64>,
     ) -> FinishedRequest {
-        let call = LlmCall {
-            input_tokens: 10,
-            output_tokens: 3,
-            input_token_ids: None,
-            output_token_ids: None,
-            seeded: None,
-            model: None,
-            lora: None,
-            prompt_blocks: None,
-            priority: 0,
-        };
+        let call = LlmCall::new(10, 3);
         let first = ttft_ms * 1000;
         let times = vec![first, first + tpot_ms * 1000, first + 2 * tpot_ms * 1000];
         let traffic = Traffic {

@@ -5,11 +5,10 @@
 //! data-parallel ranks (`dp`), and request affinity (a session pinned to a
 //! replica that drains and stops would have nowhere to go).
 
-use serde::Deserialize;
-
 use super::cluster::MAX_REPLICAS;
 use super::error::{InvalidValue, invalid};
 use super::pool::Pool;
+use super::spec::AutoscaleSpec;
 use crate::sim::{Affinity, AutoscaleConfig, ScaleMetric};
 
 /// Kubernetes HPA's default sync period (`--horizontal-pod-autoscaler-sync-period`, 15 s).
@@ -22,27 +21,6 @@ const DEFAULT_SCALE_DOWN_DELAY_S: f64 = 300.0;
 /// The shortest scrape interval: bounds the autoscaler's work (36,000
 /// scrapes over an hour, each a walk of the routable replicas).
 const MIN_SCRAPE_INTERVAL_S: f64 = 0.1;
-
-/// `autoscale:`, as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AutoscaleSpec {
-    /// Fewest replicas (≥ 1).
-    pub min: Option<u32>,
-    /// Most replicas.
-    pub max: Option<u32>,
-    /// `queue_depth`, `kv_utilization` or `rps`.
-    pub metric: Option<String>,
-    /// The metric's target per replica.
-    pub target: Option<f64>,
-    /// How often the metric is read, s (default 15, HPA's).
-    pub scrape_interval_s: Option<f64>,
-    /// A new replica's start-up (model load), s.
-    pub scale_up_delay_s: Option<f64>,
-    /// How long a lower count must be wanted before it is applied, s
-    /// (default 300, HPA's downscale stabilisation window).
-    pub scale_down_delay_s: Option<f64>,
-}
 
 fn required<T>(value: Option<T>, key: &str, what: &str) -> Result<T, InvalidValue> {
     value.ok_or_else(|| InvalidValue { field: format!("autoscale.{key}"), reason: format!("missing: give {what}") })

@@ -65,7 +65,7 @@ pub struct ScenarioSpec {
     /// Which requests a prefill/decode deployment splits.
     pub pd: Option<PdSpec>,
     /// The replica count follows a metric (aggregated deployments only).
-    pub autoscale: Option<super::autoscale::AutoscaleSpec>,
+    pub autoscale: Option<AutoscaleSpec>,
 }
 
 /// `pools:`, as written: a mapping from each pool's name to its settings,
@@ -122,7 +122,7 @@ pub struct PoolSpec {
     /// requests share one router; prefill pools another).
     pub router: Option<RouterSpec>,
     /// Read to refuse it with its reason (a P/D pool is not autoscaled).
-    pub autoscale: Option<super::autoscale::AutoscaleSpec>,
+    pub autoscale: Option<AutoscaleSpec>,
 }
 
 /// `kv_transfer:`, as written.
@@ -415,4 +415,25 @@ impl<'de> Deserialize<'de> for LatencySpec {
         }
         d.deserialize_any(SpecVisitor)
     }
+}
+
+/// `autoscale:`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoscaleSpec {
+    /// Fewest replicas (≥ 1).
+    pub min: Option<u32>,
+    /// Most replicas.
+    pub max: Option<u32>,
+    /// `queue_depth`, `kv_utilization` or `rps`.
+    pub metric: Option<String>,
+    /// The metric's target per replica.
+    pub target: Option<f64>,
+    /// How often the metric is read, s (default 15, HPA's).
+    pub scrape_interval_s: Option<f64>,
+    /// A new replica's start-up (model load), s.
+    pub scale_up_delay_s: Option<f64>,
+    /// How long a lower count must be wanted before it is applied, s
+    /// (default 300, HPA's downscale stabilisation window).
+    pub scale_down_delay_s: Option<f64>,
 }

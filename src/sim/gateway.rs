@@ -22,7 +22,7 @@ pub use flow_control::{Fairness, FlowControlConfig, QueueOrder};
 use self::admission::{Admission, Rejection};
 use self::flow_control::FlowQueue;
 use super::replica::Replica;
-use crate::metrics::histogram::Histogram;
+use crate::histogram::Histogram;
 
 /// GIE's saturation detector defaults (gateway-api-inference-extension
 /// `pkg/epp/saturationdetector`: `QueueDepthThreshold` 5,

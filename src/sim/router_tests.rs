@@ -5,10 +5,11 @@ use crate::latency::{LatencyModel, StepBatch};
 use crate::sim::*;
 use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
-/// Every step takes 1 ms; the front end takes `overhead_us`.
+/// Every step takes 1 ms; the front end takes `overhead_us` (the
+/// router.env tests price with it too).
 #[derive(Clone)]
-struct Fixed {
-    overhead_us: u64,
+pub(in crate::sim) struct Fixed {
+    pub(in crate::sim) overhead_us: u64,
 }
 
 impl LatencyModel for Fixed {

@@ -97,16 +97,6 @@ fn run_case(seed: u64) -> (Vec<FinishedRequest>, blis_sweep::sim::GatewayStats, 
     (done, sim.gateway_stats().expect("a gateway"), sent)
 }
 
-const STATUSES: [RequestStatus; 7] = [
-    RequestStatus::Completed,
-    RequestStatus::Unservable,
-    RequestStatus::Unfinished,
-    RequestStatus::TimedOut,
-    RequestStatus::Rejected,
-    RequestStatus::Shed,
-    RequestStatus::Expired,
-];
-
 fn check(seed: u64, r: &FinishedRequest) {
     let ctx = format!("seed {seed}, request {}", r.request.request_id);
     let class = r.request.traffic.class();
@@ -170,10 +160,10 @@ fn gateway_counts_add_up_overall_and_per_class() {
         // Injected = completed + unservable + rejected + shed + expired + timed out, per class too.
         for class in SloClass::ALL {
             let injected = done.iter().filter(|r| r.request.traffic.class() == class).count() as u64;
-            let by_status: u64 = STATUSES.iter().map(|&s| count(s, Some(class))).sum();
+            let by_status: u64 = RequestStatus::ALL.iter().map(|&s| count(s, Some(class))).sum();
             assert_eq!(injected, by_status, "seed {seed}: {class}");
         }
-        for (t, &s) in totals.iter_mut().zip(&STATUSES) {
+        for (t, &s) in totals.iter_mut().zip(&RequestStatus::ALL) {
             *t += count(s, None);
         }
         // The gateway's counters agree with the statuses.

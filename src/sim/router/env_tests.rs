@@ -1,24 +1,9 @@
 //! `router.env`, key by key, on hand-checked cases: two replicas, a fixed
 //! 1 ms step, requests placed so each decision has one right answer.
 
-use crate::latency::{LatencyModel, StepBatch};
+use crate::sim::router_tests::Fixed;
 use crate::sim::*;
 use crate::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
-
-/// Every step takes 1 ms; the front end takes `overhead_us`.
-#[derive(Clone)]
-struct Fixed {
-    overhead_us: u64,
-}
-
-impl LatencyModel for Fixed {
-    fn step_time_us(&self, _: &StepBatch) -> u64 {
-        1000
-    }
-    fn request_overhead_us(&self) -> u64 {
-        self.overhead_us
-    }
-}
 
 /// One llm call at `at_ms` of `blocks` 16-token blocks of token `t` (then one more token).
 fn single(id: u64, at_ms: f64, t: u32, blocks: usize, output_tokens: u32) -> Request {

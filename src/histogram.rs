@@ -1,4 +1,5 @@
-//! A log-linear histogram of microsecond values: exact below 4,096 µs, and
+//! A log-linear histogram of microsecond values (the metrics' latencies, the
+//! gateway's queue waits): exact below 4,096 µs, and
 //! above that 2,048 buckets per power of two (0.025 % relative width). Memory
 //! grows with the largest value seen (about 16 KiB per power of two), never
 //! with the number of values, so a run of any length keeps exact means and

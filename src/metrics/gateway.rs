@@ -30,9 +30,9 @@ pub struct GatewayMetrics {
     pub expired: u64,
     /// The most calls the queue held at once.
     pub max_depth: u64,
-    /// Dispatched calls' wait in the queue, ms.
+    /// Dispatched calls' wait in the queue, ms: the median.
     pub queue_wait_p50_ms: f64,
-    #[allow(missing_docs)]
+    /// The same, 99th percentile.
     pub queue_wait_p99_ms: f64,
 }
 

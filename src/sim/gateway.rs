@@ -24,11 +24,12 @@ use self::flow_control::FlowQueue;
 use super::replica::Replica;
 use crate::histogram::Histogram;
 
-/// GIE's saturation detector defaults (gateway-api-inference-extension
-/// `pkg/epp/saturationdetector`: `QueueDepthThreshold` 5,
-/// `KVCacheUtilThreshold` 0.8), BLIS's `utilization` detector.
+/// GIE's saturation detector default queue depth (gateway-api-inference-
+/// extension `pkg/epp/saturationdetector`: `QueueDepthThreshold` 5), as
+/// BLIS's `utilization` detector takes it.
 pub const DEFAULT_QUEUE_DEPTH_THRESHOLD: f64 = 5.0;
-#[allow(missing_docs)]
+/// GIE's default KV cache utilization threshold (`KVCacheUtilThreshold`
+/// 0.8, same source).
 pub const DEFAULT_KV_CACHE_UTIL_THRESHOLD: f64 = 0.8;
 
 /// How saturated the serving replicas are: the mean over them of
@@ -85,11 +86,11 @@ pub struct GatewayConfig {
 pub struct GatewayStats {
     /// Requests admitted at send.
     pub admitted: u64,
-    /// Requests rejected at send, by reason.
+    /// Requests rejected at send: the token bucket held too few tokens.
     pub rejected_token_bucket: u64,
-    #[allow(missing_docs)]
+    /// Requests rejected at send: sheddable while the cluster was saturated.
     pub rejected_saturation: u64,
-    #[allow(missing_docs)]
+    /// Requests rejected at send: sheddable while its tenant was over budget.
     pub rejected_tenant_budget: u64,
     /// Llm calls that entered the gateway queue.
     pub queued: u64,

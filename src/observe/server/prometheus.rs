@@ -11,7 +11,7 @@ pub struct PromSample {
     /// The metric name with any `_total`/`_bucket`/... suffix.
     pub name: String,
     /// In the order they appear on the line.
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
     /// The sample value (NaN and ±Inf allowed).
     pub value: f64,
 }
@@ -79,9 +79,12 @@ fn parse_line(line: &str) -> Result<PromSample, String> {
     Ok(PromSample { name, labels, value })
 }
 
+/// Label name/value pairs in line order.
+type Labels = Vec<(String, String)>;
+
 /// Reads `key="value",...}` (the text after `{`); returns the labels and the
 /// text after the closing brace.
-fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
     let mut labels = Vec::new();
     loop {
         s = s.trim_start();

@@ -277,11 +277,11 @@ fn aggregate(samples: &[PromSample], name: &str, mean: bool) -> Option<f64> {
 /// server, scripts/vllm-cpu-server/README.md); 10 s means it is stuck.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn http_client() -> Result<reqwest::Client, ServerError> {
+fn http_client(base: &str) -> Result<reqwest::Client, ServerError> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .build()
-        .map_err(|e| ServerError::Connect { url: String::new(), reason: e.to_string() })
+        .map_err(|e| ServerError::Connect { url: base.to_string(), reason: error_chain(&e) })
 }
 
 fn url(base: &str, path: &str) -> String {
@@ -329,7 +329,7 @@ async fn get_samples(http: &reqwest::Client, url: &str) -> Result<Vec<PromSample
 /// Reads the server's release, served models and KV-cache configuration.
 /// `base` is the server's root, e.g. `http://127.0.0.1:8000`.
 pub async fn server_info(base: &str) -> Result<ServerInfo, ServerError> {
-    let http = http_client()?;
+    let http = http_client(base)?;
     let protocol = |url: &str| {
         let url = url.to_string();
         move |reason| ServerError::Protocol { url, reason }
@@ -376,7 +376,7 @@ where
     if interval.is_zero() {
         return Err(ServerError::ZeroInterval);
     }
-    let http = http_client()?;
+    let http = http_client(base)?;
     let u = url(base, "/metrics");
     let mut summary = ScrapeSummary::default();
     let mut tick = tokio::time::interval(interval);

@@ -106,6 +106,10 @@ async fn server_info_failures_name_the_url_and_the_reason() {
     let err = server::server_info(&format!("http://127.0.0.1:{port}")).await.unwrap_err();
     assert!(matches!(err, ServerError::Connect { .. }), "{err}");
     assert!(err.to_string().starts_with(&format!("http://127.0.0.1:{port}/version: cannot reach the server")), "{err}");
+
+    // A base without a scheme is an error, not a panic.
+    let err = server::server_info("127.0.0.1:8000").await.unwrap_err();
+    assert!(err.to_string().starts_with("127.0.0.1:8000/version: cannot reach the server: builder error"), "{err}");
 }
 
 /// `/metrics` whose running-requests gauge is the scrape's index, so each

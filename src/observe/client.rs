@@ -288,8 +288,13 @@ impl Client {
         };
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut state = StreamState::new(spec.output_tokens);
-        if let Err(e) = self.stream(spec, clock, deadline, &mut state, &mut rec).await {
-            rec.error = Some(e);
+        // One timer for the whole call (not one per chunk: at 1,000 streams
+        // a timer armed and cancelled per token is CPU the stamps wait for).
+        // On timeout the stream is dropped; what it recorded stays in `rec`.
+        match tokio::time::timeout_at(deadline, self.stream(spec, clock, &mut state, &mut rec)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => rec.error = Some(e),
+            Err(_) => rec.error = Some(CallError::Timeout),
         }
         rec.prompt_tokens = state.prompt_tokens;
         rec.completion_tokens = state.completion_tokens;
@@ -300,7 +305,6 @@ impl Client {
         &self,
         spec: &CallSpec,
         clock: &Clock,
-        deadline: tokio::time::Instant,
         state: &mut StreamState,
         rec: &mut CallRecord,
     ) -> Result<(), CallError> {
@@ -320,15 +324,15 @@ impl Client {
             req = req.header(name.as_str(), value.as_str());
         }
         rec.send_us = clock.now_us();
-        let mut resp = timeout_at(deadline, req.send()).await?.map_err(|e| send_error(&e))?;
+        let mut resp = req.send().await.map_err(|e| send_error(&e))?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(CallError::Http { status: status.as_u16(), body: error_body(&mut resp, deadline).await });
+            return Err(CallError::Http { status: status.as_u16(), body: error_body(&mut resp).await });
         }
         let mut parser = SseParser::default();
         let mut events = Vec::new();
         loop {
-            let chunk = timeout_at(deadline, resp.chunk()).await?;
+            let chunk = resp.chunk().await;
             // The stamp of every token this chunk completes.
             let now = clock.now_us();
             let bytes = match chunk {
@@ -352,8 +356,9 @@ impl Client {
                     // Read to the body's end, so that the connection goes
                     // back to the pool (a dropped body closes it). vLLM ends
                     // the body right after [DONE]; what comes of this read
-                    // no longer matters to the call.
-                    while let Ok(Ok(Some(_))) = tokio::time::timeout_at(deadline, resp.chunk()).await {}
+                    // no longer matters to the call (the call's deadline
+                    // still bounds it).
+                    while let Ok(Some(_)) = resp.chunk().await {}
                     return Ok(());
                 }
             }
@@ -367,18 +372,20 @@ impl Client {
         path: &str,
         body: Option<&impl Serialize>,
     ) -> Result<T, CallError> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
         let url = format!("{}{path}", self.base);
         let req = match body {
             Some(b) => self.http.post(&url).json(b),
             None => self.http.get(&url),
         };
-        let mut resp = timeout_at(deadline, req.send()).await?.map_err(|e| send_error(&e))?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(CallError::Http { status: status.as_u16(), body: error_body(&mut resp, deadline).await });
-        }
-        let bytes = timeout_at(deadline, resp.bytes()).await?.map_err(|e| CallError::Disconnected(chain(&e)))?;
+        let get = async {
+            let mut resp = req.send().await.map_err(|e| send_error(&e))?;
+            let status = resp.status();
+            if !status.is_success() {
+                return Err(CallError::Http { status: status.as_u16(), body: error_body(&mut resp).await });
+            }
+            resp.bytes().await.map_err(|e| CallError::Disconnected(chain(&e)))
+        };
+        let bytes = tokio::time::timeout(self.timeout, get).await.map_err(|_| CallError::Timeout)??;
         serde_json::from_slice(&bytes).map_err(|e| {
             CallError::Protocol(format!("{path}: bad JSON ({e}): {}", truncate(&String::from_utf8_lossy(&bytes))))
         })
@@ -432,21 +439,13 @@ impl Client {
     }
 }
 
-/// `fut`, or [`CallError::Timeout`] at `deadline`.
-async fn timeout_at<F: std::future::IntoFuture>(
-    deadline: tokio::time::Instant,
-    fut: F,
-) -> Result<F::Output, CallError> {
-    tokio::time::timeout_at(deadline, fut).await.map_err(|_| CallError::Timeout)
-}
-
-/// The body of an error response, at most 2 KiB of it, read until the
-/// deadline at most (what was read by then is kept).
-async fn error_body(resp: &mut reqwest::Response, deadline: tokio::time::Instant) -> String {
+/// The body of an error response, at most 2 KiB of it (a body that breaks
+/// off gives what came; the caller's timeout bounds the wait).
+async fn error_body(resp: &mut reqwest::Response) -> String {
     let mut body = Vec::new();
     while body.len() <= events::ERROR_TEXT_LIMIT {
-        match tokio::time::timeout_at(deadline, resp.chunk()).await {
-            Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
+        match resp.chunk().await {
+            Ok(Some(bytes)) => body.extend_from_slice(&bytes),
             _ => break,
         }
     }

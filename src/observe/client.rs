@@ -18,7 +18,8 @@
 //! of a run; a token's time is taken right after the chunk that completes
 //! its SSE event is returned by the socket read. Tokens are counted from
 //! `usage` (`continuous_usage_stats`), never from chunks: vLLM merges several
-//! tokens into one chunk when its API process falls behind ([`events`]).
+//! tokens into one chunk when its API process falls behind (the `events`
+//! submodule).
 //!
 //! Failures are values: [`Client::call`] always returns a [`CallRecord`],
 //! whose `error` says why the call failed, with the tokens that had arrived

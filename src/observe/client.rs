@@ -293,7 +293,14 @@ impl Client {
         // a timer armed and cancelled per token is CPU the stamps wait for).
         // On timeout the stream is dropped; what it recorded stays in `rec`.
         match tokio::time::timeout_at(deadline, self.stream(spec, clock, &mut state, &mut rec)).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(mut resp)) => {
+                // Read to the body's end, so that the connection goes back to
+                // the pool (a dropped body closes it). vLLM ends the body
+                // right after [DONE]; the call is complete whatever this
+                // read gives, and the deadline bounds it.
+                let drain = async { while let Ok(Some(_)) = resp.chunk().await {} };
+                let _ = tokio::time::timeout_at(deadline, drain).await;
+            }
             Ok(Err(e)) => rec.error = Some(e),
             Err(_) => rec.error = Some(CallError::Timeout),
         }
@@ -302,13 +309,15 @@ impl Client {
         rec
     }
 
+    /// The call up to `[DONE]`; gives back the response, whose body may
+    /// still hold its end.
     async fn stream(
         &self,
         spec: &CallSpec,
         clock: &Clock,
         state: &mut StreamState,
         rec: &mut CallRecord,
-    ) -> Result<(), CallError> {
+    ) -> Result<reqwest::Response, CallError> {
         let body = CompletionBody {
             model: &self.model,
             prompt: &spec.prompt,
@@ -354,13 +363,7 @@ impl Client {
                 .map_err(|_| CallError::Protocol("a stream event is not UTF-8".to_string()))?;
             for data in events.drain(..) {
                 if state.event(&data, now, &mut rec.token_times_us)? == Step::Done {
-                    // Read to the body's end, so that the connection goes
-                    // back to the pool (a dropped body closes it). vLLM ends
-                    // the body right after [DONE]; what comes of this read
-                    // no longer matters to the call (the call's deadline
-                    // still bounds it).
-                    while let Ok(Some(_)) = resp.chunk().await {}
-                    return Ok(());
+                    return Ok(resp);
                 }
             }
         }

@@ -333,6 +333,10 @@ async fn a_server_that_never_answers_times_out() {
             // Two tokens, then silence with the connection open.
             let s = format!("{SSE_HEAD}{}{}", token_event(1, 1), token_event(1, 2));
             sock.write_all(s.as_bytes()).await.unwrap();
+        } else if req.body.contains("\"done-then-silent\"") {
+            // A complete stream whose body then never ends.
+            let s = format!("{SSE_HEAD}{}{}", token_event(1, 1), end_events(1, 1));
+            sock.write_all(s.as_bytes()).await.unwrap();
         }
         tokio::time::sleep(Duration::from_secs(3600)).await;
         drop(sock);
@@ -348,6 +352,9 @@ async fn a_server_that_never_answers_times_out() {
         assert_eq!(rec.token_times_us.len(), tokens, "{prompt}");
         assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(5), "{prompt}: {took:?}");
     }
+    // [DONE] completes a call, even when the body stays open after it.
+    let rec = c.call(&spec(Prompt::Text("done-then-silent".into()), 1), &clock).await;
+    assert_eq!((rec.error, rec.token_times_us.len()), (None, 1));
     // The look-ups are bounded the same way.
     assert_eq!(c.check_model().await, Err(CallError::Timeout));
 }

@@ -6,4 +6,5 @@
 //! the server's configuration and scrapes its `/metrics`. Network I/O runs
 //! on tokio; the simulation core never sees it.
 
+pub mod client;
 pub mod server;

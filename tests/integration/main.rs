@@ -35,6 +35,7 @@ mod kv_offload;
 mod load_trend;
 mod lora;
 mod observe_server;
+mod observe_client;
 mod pd_properties;
 mod pools;
 mod pools_outputs;

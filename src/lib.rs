@@ -17,6 +17,7 @@ pub mod hash;
 pub mod histogram;
 pub mod latency;
 pub mod metrics;
+pub mod observe;
 pub mod output;
 pub mod report;
 pub mod scenario;

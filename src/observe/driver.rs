@@ -236,13 +236,21 @@ pub async fn drive<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
         let due = next.as_ref().map(|n| gate.due(if closed { 0 } else { n.request.arrival_us() }, in_flight));
         match due {
             Some(Some(at)) if at <= clock.now_us() => {
-                let n = next.take().expect("due only with a next request");
+                let mut n = next.take().expect("due only with a next request");
+                // Its prompts first (fetched while it waited; only a request
+                // due at once, the first, waits here), so that the send is
+                // when its calls can go.
+                let prompts = match n.prompts.take() {
+                    // (A fetch task that failed leaves the nodes to fetch their own.)
+                    Some(handle) => handle.await.unwrap_or_default(),
+                    None => Vec::new(),
+                };
                 gate.sent();
                 let send_us = clock.now_us();
                 if n.index == config.warmup {
                     origin = Some(send_us);
                 }
-                running.spawn(run_request(Arc::clone(&endpoint), Arc::clone(&clock), n, send_us));
+                running.spawn(run_request(Arc::clone(&endpoint), Arc::clone(&clock), n, prompts, send_us));
                 summary.sent += 1;
                 summary.max_in_flight = summary.max_in_flight.max(running.len() as u64);
                 next = read(&mut source, summary.sent, &endpoint)?;
@@ -334,17 +342,18 @@ fn finished(done: Done, warmup: u64, origin: u64, closed: bool) -> FinishedReque
 /// What one node does, prepared before its task starts.
 enum Work {
     Tool { duration_us: u64 },
-    Llm { call: LlmCall, prompt: Option<Result<Vec<u32>, CallError>>, seed: u64, headers: Vec<(String, String)> },
+    Llm { call: Box<LlmCall>, prompt: Option<Result<Vec<u32>, CallError>>, seed: u64, headers: Vec<(String, String)> },
 }
 
 /// Runs one request's DAG from `send_us`.
-async fn run_request<P: Endpoint>(endpoint: Arc<P>, clock: Arc<Clock>, next: Next, send_us: u64) -> Done {
-    let Next { index, request, prompts } = next;
-    let mut prompts: Prompts = match prompts {
-        // (A fetch task that failed leaves the nodes to fetch their own.)
-        Some(handle) => handle.await.unwrap_or_default(),
-        None => Vec::new(),
-    };
+async fn run_request<P: Endpoint>(
+    endpoint: Arc<P>,
+    clock: Arc<Clock>,
+    next: Next,
+    mut prompts: Prompts,
+    send_us: u64,
+) -> Done {
+    let Next { index, request, .. } = next;
     let n = request.sub_requests.len();
     let llm_nodes = request.sub_requests.iter().filter(|s| matches!(s.kind, NodeKind::Llm(_))).count();
     // Several llm calls of one request are a session to the server (a
@@ -366,7 +375,7 @@ async fn run_request<P: Endpoint>(endpoint: Arc<P>, clock: Arc<Clock>, next: Nex
         let work = match &node.kind {
             NodeKind::ToolCall { duration } => Work::Tool { duration_us: crate::workload::seconds_to_us(*duration) },
             NodeKind::Llm(call) => Work::Llm {
-                call: call.clone(),
+                call: Box::new(call.clone()),
                 prompt: prompts.get_mut(i).and_then(Option::take),
                 seed: prompt_seed(&request, i),
                 headers: headers.clone(),

@@ -34,6 +34,7 @@ mod ispass;
 mod kv_offload;
 mod load_trend;
 mod lora;
+mod observe;
 mod pd_properties;
 mod pools;
 mod pools_outputs;

@@ -1,6 +1,6 @@
 //! Sending a workload to a real server as the simulator's client sends it
 //! (`crate::sim::Client`): open loop (each request at its arrival time,
-//! counted from the clock's start), under a concurrency cap (first come,
+//! counted from the first send), under a concurrency cap (first come,
 //! first sent), or closed loop (users each sending their next request a
 //! think time after their previous one finished). A request's DAG runs as
 //! the simulator runs it (`sim/dag.rs`): roots start `interval` after the
@@ -9,7 +9,7 @@
 //! join waits for all, a failed node skips what depends on it.
 //!
 //! One tokio task per request in flight (and one per running node), the
-//! source read one request ahead: memory follows the requests in flight,
+//! source read [`LOOKAHEAD`] requests ahead: memory follows the requests in flight,
 //! not the workload. An llm call without token ids gets a prompt of its
 //! exact length from the server's tokenizer, fetched while the request
 //! waits for its send. Finished requests leave through the simulator's
@@ -21,7 +21,7 @@
 //! ([`NodeError::Server`]) and counted.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
@@ -146,6 +146,14 @@ impl Gate {
     }
 }
 
+/// Requests read ahead of their send, so that the prompts of those without
+/// token ids are fetched from the server's tokenizer while earlier ones go:
+/// 16 covers a busy server's slow `/tokenize` at the rates a CPU server
+/// takes (one request read ahead sent a request 100 ms late on the
+/// reference CPU server at 4 requests/s), and keeps memory at a few
+/// requests.
+const LOOKAHEAD: usize = 16;
+
 /// Prompts fetched ahead for a request's llm nodes without token ids (one
 /// entry a node; `None` where none was needed).
 type Prompts = Vec<Option<Result<Vec<u32>, CallError>>>;
@@ -226,17 +234,38 @@ pub async fn drive<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
     let mut source = requests.into_iter();
     let closed = matches!(config.client, sim::Client::ClosedLoop { .. });
     let mut gate = Gate::new(config.client);
-    let mut next = read(&mut source, 0, &endpoint)?;
+    // The requests read ahead, their prompts on the way.
+    let mut ahead: VecDeque<Next> = VecDeque::with_capacity(LOOKAHEAD);
+    let mut read_count = 0;
+    let mut refill = |ahead: &mut VecDeque<Next>, read_count: &mut u64| -> Result<(), DriveError<E>> {
+        while ahead.len() < LOOKAHEAD {
+            let Some(n) = read(&mut source, *read_count, &endpoint)? else { break };
+            *read_count += 1;
+            ahead.push_back(n);
+        }
+        Ok(())
+    };
+    refill(&mut ahead, &mut read_count)?;
     let mut running: JoinSet<Done> = JoinSet::new();
     let mut held: BTreeMap<u64, Done> = BTreeMap::new();
     let (mut out_next, mut origin, mut last_end) = (0u64, None::<u64>, 0u64);
     let mut summary = ObserveSummary::default();
+    let mut anchor: Option<(u64, u64)> = None; // (clock µs, arrival µs) of the first send
     loop {
         let in_flight = running.len() as u64;
-        let due = next.as_ref().map(|n| gate.due(if closed { 0 } else { n.request.arrival_us() }, in_flight));
+        // Arrivals count from the first send (which waits for its prompts):
+        // request k goes its arrival's distance after request 0 went.
+        let due = ahead.front().map(|n| {
+            let at = match anchor {
+                _ if closed => 0,
+                None => 0,
+                Some((sent, arrival)) => sent + n.request.arrival_us().saturating_sub(arrival),
+            };
+            gate.due(at, in_flight)
+        });
         match due {
             Some(Some(at)) if at <= clock.now_us() => {
-                let mut n = next.take().expect("due only with a next request");
+                let mut n = ahead.pop_front().expect("due only with a next request");
                 // Its prompts first (fetched while it waited; only a request
                 // due at once, the first, waits here), so that the send is
                 // when its calls can go.
@@ -250,10 +279,11 @@ pub async fn drive<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
                 if n.index == config.warmup {
                     origin = Some(send_us);
                 }
+                anchor.get_or_insert((send_us, n.request.arrival_us()));
                 running.spawn(run_request(Arc::clone(&endpoint), Arc::clone(&clock), n, prompts, send_us));
                 summary.sent += 1;
                 summary.max_in_flight = summary.max_in_flight.max(running.len() as u64);
-                next = read(&mut source, summary.sent, &endpoint)?;
+                refill(&mut ahead, &mut read_count)?;
                 continue;
             }
             None if in_flight == 0 => break,

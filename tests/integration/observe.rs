@@ -39,10 +39,19 @@ struct Behaviour {
     gap: Duration,
     /// Reports one completion token too many for prompts of this length.
     lie_for_len: Option<usize>,
+    /// Closes the stream after this many tokens (no `[DONE]`) for prompts of this length.
+    cut: Option<(usize, u64)>,
+    /// Answers HTTP 400 to prompts longer than this, as vLLM to a prompt past `max_model_len`.
+    max_len: Option<usize>,
 }
 
-const PLAIN: Behaviour =
-    Behaviour { first: Duration::from_millis(5), gap: Duration::from_millis(10), lie_for_len: None };
+const PLAIN: Behaviour = Behaviour {
+    first: Duration::from_millis(5),
+    gap: Duration::from_millis(10),
+    lie_for_len: None,
+    cut: None,
+    max_len: None,
+};
 
 fn start(behaviour: Behaviour) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -120,6 +129,16 @@ fn serve(
             most.fetch_max(now, Ordering::SeqCst);
             let prompt_len = body["prompt"].as_array().unwrap().len();
             let max_tokens = body["max_tokens"].as_u64().unwrap();
+            if b.max_len.is_some_and(|m| prompt_len > m) {
+                let text = "{\"object\":\"error\",\"message\":\"prompt too long\",\"code\":400}";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
             assert_eq!((body["min_tokens"].as_u64(), body["ignore_eos"].as_bool()), (Some(max_tokens), Some(true)));
             let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
             let lie = u64::from(b.lie_for_len == Some(prompt_len));
@@ -129,6 +148,10 @@ fn serve(
                 let chunk = serde_json::json!({"choices": [{"index": 0, "text": "x"}], "usage": usage});
                 let _ = write!(stream, "data: {chunk}\n\n");
                 let _ = stream.flush();
+                if b.cut == Some((prompt_len, k)) {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
             }
             let _ = write!(stream, "data: [DONE]\n\n");
             let end_us = origin.elapsed().as_micros() as u64;
@@ -319,4 +342,53 @@ fn observe_refuses_an_unreachable_server_and_a_wrong_model_before_writing() {
     )
     .fails();
     assert!(err.starts_with("blis-sweep: bad.jsonl:1:"), "{err}");
+}
+
+#[test]
+fn observe_records_a_dropped_stream_and_an_http_error_on_their_requests() {
+    let stub = start(Behaviour { cut: Some((9, 2)), max_len: Some(20), ..PLAIN });
+    let dir = Dir::new("observe-fail");
+    // 0 completes; 1's stream is cut after 2 of 4 tokens (its next call is
+    // skipped); 2's prompt is refused.
+    let cut = "{\"request_id\":1,\"arrival_time\":0,\"initial\":[0],\"sub_requests\":[\
+               {\"kind\":\"llm\",\"next\":[1],\"input_tokens\":9,\"output_tokens\":4},\
+               {\"kind\":\"llm\",\"next\":[],\"input_tokens\":8,\"output_tokens\":2}]}\n";
+    dir.create("w.jsonl", &[single(0, 0.0, 8, 2), cut.to_owned(), single(2, 0.0, 30, 2)].concat());
+    let out = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
+    )
+    .output();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("3 recorded: 1 completed, 2 failed (0 with usage"), "{summary}");
+    let results = rows(&dir.read("r.jsonl"));
+    let node = &results[1]["sub_requests"][0];
+    assert_eq!(node["token_latency"].as_array().unwrap().len(), 2, "the tokens that arrived are kept: {node}");
+    assert!(node["error"].as_str().unwrap().contains("disconnected"), "{node}");
+    assert_eq!(results[1]["sub_requests"][1]["error"], "not run: predecessor 0 failed");
+    let refused = results[2]["sub_requests"][0]["error"].as_str().unwrap();
+    assert!(refused.starts_with("HTTP 400") && refused.contains("prompt too long"), "{refused}");
+}
+
+#[test]
+fn observe_closed_loop_users_think_between_requests() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-closed");
+    // Arrivals far apart: a closed loop ignores them.
+    dir.create("w.jsonl", &(0..3).map(|i| single(i, 50.0 * i as f64, 8, 2)).collect::<String>());
+    let args = ["--closed-loop", "--users", "1", "--think-time", "0.05"];
+    TestCommand::new(
+        &dir.path,
+        &[&["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"][..], &args]
+            .concat(),
+    )
+    .stdout();
+    let mut seen = stub.seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.at_us);
+    assert_eq!(seen.len(), 3);
+    for pair in seen.windows(2) {
+        let free = pair[0].end_us + 50_000;
+        assert!(pair[1].at_us + 2_000 >= free && pair[1].at_us < free + LATE_US, "sent {} for {free}", pair[1].at_us);
+    }
 }

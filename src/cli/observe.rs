@@ -158,7 +158,7 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
             (n, input)
         }
     };
-    if rows <= args.warmup {
+    if args.warmup > 0 && rows <= args.warmup {
         bail!("--warmup: {} requests of {rows} would leave nothing to record", args.warmup);
     }
     let runtime =

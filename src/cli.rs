@@ -22,6 +22,7 @@ mod convert;
 mod fit;
 mod generate;
 mod import;
+mod observe;
 mod results;
 mod run;
 mod sweep;
@@ -74,6 +75,9 @@ enum Command {
     /// Fit a latency model's per-GPU constants to converted real runs.
     #[command(allow_negative_numbers = true)]
     Fit(fit::FitArgs),
+    /// Send a workload to a real vLLM server; record what it did (result JSONL, TraceV2).
+    #[command(allow_negative_numbers = true)]
+    Observe(observe::ObserveArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -94,6 +98,7 @@ pub fn main() -> ExitCode {
         Some(Command::Convert(args)) => convert::run(args),
         Some(Command::Import(args)) => import::run(args),
         Some(Command::Fit(args)) => fit::run(args),
+        Some(Command::Observe(args)) => observe::run(args),
         None => match sweep::run(cli.sweep) {
             Ok(sweep::Outcome::AllOk) => Ok(()),
             Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),

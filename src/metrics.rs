@@ -154,6 +154,9 @@ impl MetricsCollector {
             RequestStatus::Rejected => self.rejected += 1,
             // Counted by the gateway itself (its `gateway` block).
             RequestStatus::Shed | RequestStatus::Expired => {}
+            // Only `observe` records it (a real server's failure), and
+            // counts it in its own summary.
+            RequestStatus::Failed => {}
         }
         let completed = r.status == RequestStatus::Completed;
         for (sub, node) in r.request.sub_requests.iter().zip(&r.nodes) {

@@ -7,4 +7,5 @@
 //! on tokio; the simulation core never sees it.
 
 pub mod client;
+pub mod driver;
 pub mod server;

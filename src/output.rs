@@ -6,4 +6,4 @@ mod jsonl;
 mod tracev2;
 
 pub use jsonl::{JsonlWriter, result_row, step_row};
-pub use tracev2::{TraceV2Server, TraceV2Writer};
+pub use tracev2::{ObservedServer, TraceV2Server, TraceV2Writer};

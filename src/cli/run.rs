@@ -149,7 +149,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let deployment = scenario::load(&args.scenario)?;
     let mut traffic = args.traffic()?;
     let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
-        (Some(path), ..) => validate(path, traffic.rate_scale, &deployment)?,
+        (Some(path), ..) => validate(path, traffic.rate_scale, Some(&deployment))?,
         (None, input, header) => {
             let (format, path, data) = match (input, header) {
                 (Some(text), _) => {
@@ -166,7 +166,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 deployment.pools.iter().any(|p| p.engine.scheduling_policy == crate::sim::SchedulingPolicy::Priority);
             let options = ImportOptions { trace_data: data, adapters, priorities, ..args.import.options()? };
             let input = Input::Import(format, path, options);
-            let (n, last_arrival_us) = input.count(traffic.rate_scale, &deployment)?;
+            let (n, last_arrival_us) = input.count(traffic.rate_scale, Some(&deployment))?;
             replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
             (n, input)
         }
@@ -260,8 +260,8 @@ fn check_paths(args: &RunArgs) -> anyhow::Result<()> {
     atomic::check_distinct(&outputs, &inputs)
 }
 
-/// Where the simulation pass reads the workload from.
-enum Input {
+/// Where the simulation pass reads the workload from (`observe`'s too).
+pub(crate) enum Input {
     /// A workload file, opened again (a pipe or device: its copy).
     File(PathBuf),
     /// A trace read by an importer, each pass anew.
@@ -269,17 +269,18 @@ enum Input {
 }
 
 /// Requests of a pass over the input.
-type Rows = Box<dyn Iterator<Item = anyhow::Result<Request>>>;
+pub(crate) type Rows = Box<dyn Iterator<Item = anyhow::Result<Request>>>;
 
 impl Input {
     /// First pass over an imported trace: every row valid, or the first
-    /// error; the count and the last arrival, µs.
-    fn count(&self, rate_scale: f64, deployment: &Deployment) -> anyhow::Result<(u64, u64)> {
+    /// error (a LoRA adapter the `deployment` does not serve, where one is
+    /// given); the count and the last arrival, µs.
+    pub(crate) fn count(&self, rate_scale: f64, deployment: Option<&Deployment>) -> anyhow::Result<(u64, u64)> {
         let (mut n, mut last) = (0, 0);
         for row in self.rows()? {
             let mut request = row?;
             if let (Some((field, reason)), Input::Import(_, path, _)) =
-                (scenario::unserved_adapter(deployment, &request), self)
+                (deployment.and_then(|d| scenario::unserved_adapter(d, &request)), self)
             {
                 bail!("{}: request {}: {field}: {reason}", path.display(), request.request_id);
             }
@@ -290,7 +291,7 @@ impl Input {
         Ok((n, last))
     }
 
-    fn rows(&self) -> anyhow::Result<Rows> {
+    pub(crate) fn rows(&self) -> anyhow::Result<Rows> {
         if let Input::Import(format, path, options) = self {
             let requests = import::open(*format, path, options).map_err(super::import::flag_error)?;
             return Ok(Box::new(requests.map(|r| r.map_err(anyhow::Error::new))));
@@ -302,17 +303,18 @@ impl Input {
     }
 }
 
-/// First pass: every row valid (arrivals scaled by `rate_scale` included),
-/// or the first error. A workload that cannot be read twice (`cat W |
+/// First pass: every row valid (arrivals scaled by `rate_scale` included;
+/// its adapters served by `deployment`, where one is given), or the first
+/// error. A workload that cannot be read twice (`cat W |
 /// blis-sweep run -s S /dev/stdin`) is copied as it is read.
-fn validate(path: &Path, rate_scale: f64, deployment: &Deployment) -> anyhow::Result<(u64, Input)> {
+pub(crate) fn validate(path: &Path, rate_scale: f64, deployment: Option<&Deployment>) -> anyhow::Result<(u64, Input)> {
     let name = path.display().to_string();
     let file = crate::spool::open(path).with_context(|| format!("{name}: cannot open"))?;
     let mut n = 0;
     let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file), name.as_str(), Format::Workload);
     while let Some(row) = reader.next() {
         let mut request = row?;
-        if let Some((field, reason)) = scenario::unserved_adapter(deployment, &request) {
+        if let Some((field, reason)) = deployment.and_then(|d| scenario::unserved_adapter(d, &request)) {
             bail!("{name}:{}: {field}: {reason}", reader.line());
         }
         request.scale_arrival(rate_scale).map_err(|e| anyhow::anyhow!("{name}: --rate-scale: {e}"))?;
@@ -339,7 +341,7 @@ fn replay_defaults(input: &Input, traffic: &mut Traffic, last_arrival_us: u64, c
 }
 
 /// `PREFIX.yaml` and `PREFIX.csv` of `--trace-output`.
-fn trace_paths(prefix: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn trace_paths(prefix: &Path) -> (PathBuf, PathBuf) {
     let with = |ext: &str| {
         let mut p = prefix.as_os_str().to_owned();
         p.push(ext);

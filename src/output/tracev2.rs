@@ -1,6 +1,7 @@
 //! BLIS's TraceV2 pair of what was simulated (`run --trace-output PREFIX`):
-//! `PREFIX.yaml` (`trace_version: 3`, `mode: generated`, or `replayed` for a
-//! replayed trace) and `PREFIX.csv`, one record per llm node in BLIS's column
+//! `PREFIX.yaml` (`trace_version: 3`, `mode: generated`, `replayed` for a
+//! replayed trace, or `real` for what `observe` recorded on a real server,
+//! [`TraceV2Writer::observed`]) and `PREFIX.csv`, one record per llm node in BLIS's column
 //! order (`../shared/reference/blis-spec.md` §10.2) and two trailing columns
 //! of blis-sweep's own (BLIS reads extra columns and ignores them), written
 //! so that replaying the pair with the same scenario gives the same metrics:
@@ -116,6 +117,35 @@ pub struct TraceV2Server {
     pub max_model_len: u32,
 }
 
+/// An observed (real) server, for the header's `server` block of a trace
+/// `observe` recorded (`mode: real`).
+#[derive(Debug, Clone)]
+pub struct ObservedServer {
+    /// The model name the server serves.
+    pub model: String,
+    /// Its KV block size, tokens: the unit shared prefixes are found in.
+    pub block_size: u32,
+    /// More of what is known of it (its version, its configuration), as
+    /// `key: value` lines of the block, in order; values are written quoted.
+    pub fields: Vec<(String, String)>,
+}
+
+/// What the header's `server` block describes.
+#[derive(Debug, Clone)]
+enum Server {
+    Simulated(TraceV2Server),
+    Observed(ObservedServer),
+}
+
+impl Server {
+    fn block_size(&self) -> u32 {
+        match self {
+            Server::Simulated(s) => s.block_size,
+            Server::Observed(s) => s.block_size,
+        }
+    }
+}
+
 /// One record, held until the end.
 #[derive(Debug)]
 struct Row {
@@ -166,7 +196,7 @@ pub struct TraceV2Writer<'a> {
     data: csv::Writer<&'a mut dyn Write>,
     names: (String, String),
     replayed: bool,
-    server: TraceV2Server,
+    server: Server,
     rows: Vec<Row>,
     /// Chained hash of a sequence's first `k` whole blocks → the first record
     /// whose prompt (and output) opens with them.
@@ -190,6 +220,15 @@ impl<'a> TraceV2Writer<'a> {
         replayed: bool,
         server: TraceV2Server,
     ) -> Self {
+        TraceV2Writer::with_server(header, data, replayed, Server::Simulated(server))
+    }
+
+    fn with_server(
+        header: (&'a mut dyn Write, String),
+        data: (&'a mut dyn Write, String),
+        replayed: bool,
+        server: Server,
+    ) -> Self {
         TraceV2Writer {
             header: header.0,
             data: csv::WriterBuilder::new().buffer_capacity(1 << 20).from_writer(data.0),
@@ -201,6 +240,15 @@ impl<'a> TraceV2Writer<'a> {
             no_llm: Lossy::default(),
             seeded: Lossy::default(),
         }
+    }
+
+    /// Writes what `observe` recorded on a real server (`mode: real`).
+    pub fn observed(
+        header: (&'a mut dyn Write, String),
+        data: (&'a mut dyn Write, String),
+        server: ObservedServer,
+    ) -> Self {
+        TraceV2Writer::with_server(header, data, false, Server::Observed(server))
     }
 
     /// One line for each kind of thing the trace could not hold (a replay of
@@ -230,7 +278,7 @@ impl<'a> TraceV2Writer<'a> {
     /// `call`'s prompt an earlier record's sequence opens with; then the
     /// blocks of its own prompt and output, for the records after it.
     fn share(&mut self, id: u32, call: &LlmCall) -> Option<(u32, u32)> {
-        let size = self.server.block_size.max(1);
+        let size = self.server.block_size().max(1);
         let prompt = call.prompt_ids()?;
         let output = call.output_token_ids.iter().flatten().copied();
         let mut parent = None;
@@ -461,7 +509,22 @@ impl Sink for TraceV2Writer<'_> {
             self.data.write_record(&record).map_err(|e| self.failed(&self.names.1, e))?;
         }
         self.data.flush().map_err(|e| self.failed(&self.names.1, e))?;
-        let s = &self.server;
+        let s = match &self.server {
+            Server::Simulated(s) => s,
+            Server::Observed(o) => {
+                let quote = |v: &str| serde_json::to_string(v).expect("a string serializes");
+                let mut header = format!(
+                    "trace_version: 3\ntime_unit: microseconds\nmode: real\nwarm_up_requests: 0\nserver:\n  type: vllm\n  \
+                     model: {}\n  block_size: {}\n",
+                    quote(&o.model),
+                    o.block_size
+                );
+                for (key, value) in &o.fields {
+                    header.push_str(&format!("  {key}: {}\n", quote(value)));
+                }
+                return self.header.write_all(header.as_bytes()).map_err(|e| self.failed(&self.names.0, e));
+            }
+        };
         let header = format!(
             "trace_version: 3\ntime_unit: microseconds\nmode: {mode}\nwarm_up_requests: 0\nserver:\n  type: blis-sweep\n  \
              model: {model}\n  tensor_parallel: {tp}\n  max_num_seqs: {seqs}\n  block_size: {bs}\n  \

@@ -27,6 +27,10 @@ pub enum NodeError {
     /// Its TTL ran out in the gateway queue (`router.flow_control.ttl_ms`),
     /// or another call of its request's did; the message says how long it waited.
     Expired(String),
+    /// A real server's call failed (`observe`): an HTTP error, a dropped
+    /// stream, or token counts in its `usage` that are not the workload's;
+    /// the message says which. The simulator never produces it.
+    Server(String),
 }
 
 impl std::fmt::Display for NodeError {
@@ -36,7 +40,9 @@ impl std::fmt::Display for NodeError {
             NodeError::Skipped(p) => write!(f, "not run: predecessor {p} failed"),
             NodeError::Unfinished => f.write_str("unfinished: the horizon was reached"),
             NodeError::TimedOut => f.write_str("timed out: the client stopped waiting"),
-            NodeError::Rejected(why) | NodeError::Shed(why) | NodeError::Expired(why) => f.write_str(why),
+            NodeError::Rejected(why) | NodeError::Shed(why) | NodeError::Expired(why) | NodeError::Server(why) => {
+                f.write_str(why)
+            }
         }
     }
 }
@@ -90,11 +96,13 @@ pub enum RequestStatus {
     /// A call of it waited in the gateway queue past its TTL
     /// (`router.flow_control.ttl_ms`); the rest was aborted.
     Expired,
+    /// A call of it failed at a real server (`observe`: [`NodeError::Server`]).
+    Failed,
 }
 
 impl RequestStatus {
     /// Every status, in declaration order (`status as usize` indexes it).
-    pub const ALL: [RequestStatus; 7] = [
+    pub const ALL: [RequestStatus; 8] = [
         RequestStatus::Completed,
         RequestStatus::Unservable,
         RequestStatus::Unfinished,
@@ -102,6 +110,7 @@ impl RequestStatus {
         RequestStatus::Rejected,
         RequestStatus::Shed,
         RequestStatus::Expired,
+        RequestStatus::Failed,
     ];
 
     /// Its name in metrics and tables.
@@ -114,6 +123,7 @@ impl RequestStatus {
             RequestStatus::Rejected => "rejected",
             RequestStatus::Shed => "shed",
             RequestStatus::Expired => "expired",
+            RequestStatus::Failed => "failed",
         }
     }
 }

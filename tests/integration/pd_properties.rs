@@ -121,6 +121,7 @@ fn check(case: u64, r: &FinishedRequest, l: &Layout, horizon: Option<u64>, total
         RequestStatus::Rejected => totals.rejected += 1,
         RequestStatus::Unfinished => totals.unfinished += 1,
         RequestStatus::Shed | RequestStatus::Expired => panic!("{ctx}: shed or expired with no gateway configured"),
+        RequestStatus::Failed => panic!("{ctx}: failed (a real server's status) in a simulation"),
     }
     if r.status == RequestStatus::Unfinished {
         assert!(horizon.is_some(), "{ctx}: unfinished without a horizon");

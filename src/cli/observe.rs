@@ -1,0 +1,256 @@
+//! `blis-sweep observe`: send a workload to a real vLLM server and record
+//! what it did as result JSONL (per-token latencies) and, with
+//! `--trace-output`, a TraceV2 pair (`mode: real`) — the baseline
+//! `calibrate` and `fit` read.
+//!
+//! The workload is opened as `run` opens it (a workload JSONL, `--input
+//! FORMAT:PATH`, a TraceV2 pair) and read twice: a first pass validates
+//! every row, so a bad file is refused before anything is sent; the second
+//! streams it to the driver (`crate::observe::driver`). The server is asked
+//! for its model first, so an unreachable server or a wrong name is one
+//! clear error, not a file of failed requests. Outputs are written under
+//! temporary names and renamed once the run is done. The tokio runtime is
+//! made here: nothing below the CLI owns threads.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::atomic::{self, Named};
+use super::import::{ImportFlags, parse_input};
+use super::run::{Input, trace_paths, validate};
+use crate::observe::client::{CallError, Client};
+use crate::observe::driver::{self, DriveError, DriverConfig};
+use crate::output::{JsonlWriter, ObservedServer, TraceV2Writer};
+use crate::sim::Tee;
+use crate::workload::import::common::ImportOptions;
+use crate::workload::import::{self, ImportFormat};
+
+/// A call is given up after this long without `--timeout`: ten minutes
+/// bounds a hung server, far beyond a long call on the reference CPU server
+/// (seconds, `../shared/reference/vllm-cpu-server/README.md`).
+const DEFAULT_TIMEOUT_S: f64 = 600.0;
+
+/// vLLM's default `--block-size` (16 tokens on GPUs; the reference CPU
+/// server is started with 32): the unit TraceV2's shared prefixes are found in.
+const DEFAULT_BLOCK_SIZE: u32 = 16;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ObserveArgs {
+    /// The server's base URL, e.g. http://127.0.0.1:8000 (plain HTTP).
+    #[arg(long, value_name = "URL")]
+    server_url: String,
+    /// The model name the server serves (its /v1/models lists it).
+    #[arg(long, value_name = "NAME")]
+    model: String,
+    /// Workload JSONL: one request DAG per line, sorted by arrival_time.
+    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
+    workload: Option<PathBuf>,
+    /// A trace in another format, read directly: FORMAT:PATH, FORMAT one of
+    /// `blis-sweep import --help`'s.
+    #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
+    input: Option<String>,
+    /// Send a BLIS TraceV2 pair: its header…
+    #[arg(long, value_name = "TRACE.yaml", requires = "trace_data")]
+    trace_header: Option<PathBuf>,
+    /// …and its data.
+    #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
+    trace_data: Option<PathBuf>,
+    #[command(flatten)]
+    import: ImportFlags,
+    /// Result JSONL of what the server did (written atomically).
+    #[arg(short = 'o', long, value_name = "RESULTS.jsonl")]
+    output: PathBuf,
+    /// Also write it as a TraceV2 pair, PREFIX.yaml and PREFIX.csv (`mode: real`).
+    #[arg(long, value_name = "PREFIX")]
+    trace_output: Option<PathBuf>,
+    /// The server's KV block size, tokens: TraceV2's shared prefixes are
+    /// found in whole blocks. Default 16, vLLM's.
+    #[arg(long, value_name = "TOKENS")]
+    block_size: Option<u32>,
+    /// At most N requests (whole DAGs) in flight: later arrivals wait,
+    /// first come first sent. With --closed-loop: the users.
+    #[arg(long, visible_alias = "users", value_name = "N")]
+    concurrency: Option<u32>,
+    /// Ignore arrival times: --concurrency N users each send their next
+    /// request when their previous one finished (plus --think-time).
+    #[arg(long, requires = "concurrency")]
+    closed_loop: bool,
+    /// Closed loop: pause between a user's response and its next request.
+    #[arg(long, value_name = "SECONDS", requires = "closed_loop")]
+    think_time: Option<f64>,
+    /// Divide every arrival time by this (2 = twice the request rate).
+    #[arg(long, value_name = "X")]
+    rate_scale: Option<f64>,
+    /// Send the first N requests but leave them out of the outputs.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    warmup: u64,
+    /// Give up on a call this long after sending it (recorded as timed out).
+    /// Default 600.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// No summary on stderr.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+impl ObserveArgs {
+    fn config(&self) -> anyhow::Result<DriverConfig> {
+        let seconds = |flag: &str, v: f64| -> anyhow::Result<u64> {
+            crate::workload::checked_seconds_to_us(v).map_err(|reason| anyhow::anyhow!("--{flag}: {reason}"))
+        };
+        let client = match (self.concurrency, self.closed_loop) {
+            (Some(0), _) => bail!("--concurrency: must be at least 1"),
+            (None, _) => crate::sim::Client::OpenLoop,
+            (Some(limit), false) => crate::sim::Client::Capped { limit },
+            (Some(users), true) => crate::sim::Client::ClosedLoop {
+                users,
+                think_time_us: seconds("think-time", self.think_time.unwrap_or(0.0))?,
+            },
+        };
+        Ok(DriverConfig { client, warmup: self.warmup })
+    }
+
+    fn timeout(&self) -> anyhow::Result<Duration> {
+        let t = self.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
+        match crate::workload::checked_seconds_to_us(t) {
+            Ok(0) => bail!("--timeout: must be positive"),
+            Ok(us) => Ok(Duration::from_micros(us)),
+            Err(reason) => bail!("--timeout: {reason}"),
+        }
+    }
+}
+
+pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
+    check_paths(&args)?;
+    let config = args.config()?;
+    let timeout = args.timeout()?;
+    let rate_scale = args.rate_scale.unwrap_or(1.0);
+    if !(rate_scale.is_finite() && rate_scale > 0.0) {
+        bail!("--rate-scale: {rate_scale} must be a positive number");
+    }
+    let block_size = match args.block_size {
+        Some(0) => bail!("--block-size: must be at least 1"),
+        b => b.unwrap_or(DEFAULT_BLOCK_SIZE),
+    };
+    let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
+        (Some(path), ..) => validate(path, rate_scale, None)?,
+        (None, input, header) => {
+            let (format, path, data) = match (input, header) {
+                (Some(text), _) => {
+                    let (format, path) = parse_input(text)?;
+                    (format, path, None)
+                }
+                (None, Some(h)) => (ImportFormat::TraceV2, h.clone(), args.trace_data.clone()),
+                (None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
+            };
+            if args.import.options()?.concurrent_sessions.is_some() {
+                bail!("--concurrent-sessions: not built for observe yet; use --concurrency N with --closed-loop");
+            }
+            // A real server is sent what the trace says: its adapters by
+            // name, its priorities in the body.
+            let options =
+                ImportOptions { trace_data: data, adapters: true, priorities: true, ..args.import.options()? };
+            let input = Input::Import(format, path, options);
+            let (n, _) = input.count(rate_scale, None)?;
+            (n, input)
+        }
+    };
+    if args.warmup > 0 && rows <= args.warmup {
+        bail!("--warmup: {} requests of {rows} would leave nothing to record", args.warmup);
+    }
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let client =
+        Client::new(&args.server_url, &args.model, timeout).map_err(|e| anyhow::anyhow!("--server-url: {e}"))?;
+    // A server that answers but not with the model is the name's fault;
+    // one that does not answer is the URL's.
+    runtime.block_on(client.check_model()).map_err(|e| match e {
+        CallError::Protocol(_) => anyhow::anyhow!("--model: {}: {e}", args.model),
+        e => anyhow::anyhow!("--server-url: {}: {e}", args.server_url),
+    })?;
+
+    let mut results = atomic::create(&args.output)?;
+    let results_name = args.output.display().to_string();
+    let mut trace = match &args.trace_output {
+        Some(prefix) => {
+            let (h, d) = trace_paths(prefix);
+            Some((atomic::create(&h)?, h.display().to_string(), atomic::create(&d)?, d.display().to_string()))
+        }
+        None => None,
+    };
+    let wall = Instant::now();
+    let summary = {
+        let mut writer = JsonlWriter::new(&mut results, results_name);
+        let mut trace_writer = trace.as_mut().map(|(h, hn, d, dn)| {
+            let server = ObservedServer { model: args.model.clone(), block_size, fields: Vec::new() };
+            TraceV2Writer::observed(
+                (h as &mut dyn std::io::Write, hn.clone()),
+                (d as &mut dyn std::io::Write, dn.clone()),
+                server,
+            )
+        });
+        let requests = input.rows()?.map(|row| -> anyhow::Result<_> {
+            let mut request = row?;
+            // (Checked by the first pass.)
+            request.scale_arrival(rate_scale).map_err(anyhow::Error::msg)?;
+            Ok(request)
+        });
+        let mut sink = Tee(&mut writer, &mut trace_writer);
+        runtime.block_on(driver::drive(Arc::new(client), config, requests, &mut sink)).map_err(|e| match e {
+            DriveError::Source(e) => e,
+            DriveError::Sink(e) => anyhow::Error::new(e),
+        })?
+    };
+    let mut files = vec![results];
+    if let Some((h, _, d, _)) = trace {
+        files.extend([h, d]);
+    }
+    atomic::commit_all(files)?;
+    if !args.quiet {
+        let s = &summary;
+        let warmup =
+            if args.warmup > 0 { format!(" ({} warm-up requests left out)", args.warmup) } else { String::new() };
+        say!(
+            "{}: {} requests sent{warmup}; {} recorded: {} completed, {} failed ({} with usage not the workload's), {} timed out; \
+             at most {} in flight; {:.2} s from the first recorded send to the last finish ({:.2} s wall)",
+            args.server_url,
+            s.sent,
+            s.recorded,
+            s.completed,
+            s.failed,
+            s.usage_mismatches,
+            s.timed_out,
+            s.max_in_flight,
+            s.duration_us as f64 / 1e6,
+            wall.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses outputs that are one file, or an input, before anything is sent.
+fn check_paths(args: &ObserveArgs) -> anyhow::Result<()> {
+    let trace = args.trace_output.as_deref().map(trace_paths);
+    let mut outputs = vec![Named::given("-o", &args.output)];
+    if let Some((header, data)) = &trace {
+        outputs.push(Named::given("--trace-output", header));
+        outputs.push(Named::given("--trace-output", data));
+    }
+    let input = args.input.as_deref().map(parse_input).transpose()?;
+    let beside = match &input {
+        Some((ImportFormat::TraceV2, header)) => Some(import::tracev2::data_path(header)),
+        _ => None,
+    };
+    let given = [
+        ("WORKLOAD", args.workload.as_deref()),
+        ("--input", input.as_ref().map(|(_, p)| p.as_path())),
+        ("--input (its TraceV2 data)", beside.as_deref()),
+        ("--trace-header", args.trace_header.as_deref()),
+        ("--trace-data", args.trace_data.as_deref()),
+    ];
+    let inputs: Vec<Named<'_>> = given.into_iter().filter_map(|(flag, path)| Some(Named::given(flag, path?))).collect();
+    atomic::check_distinct(&outputs, &inputs)
+}

@@ -1,0 +1,394 @@
+//! `blis-sweep observe` against a stub OpenAI server: a std TcpListener in
+//! the test process answering `/v1/models`, `/tokenize` (one token a word)
+//! and streaming `/v1/completions` (a token every `gap` with continuous
+//! usage), recording when each call arrived and what it carried. The real
+//! binary drives it; its outputs are read back by the project's own readers.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
+
+/// One `/v1/completions` call as the stub saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// µs after the stub started, when the request was read.
+    at_us: u64,
+    /// µs after the stub started, when its stream ended.
+    end_us: u64,
+    prompt_len: usize,
+    max_tokens: u64,
+    session: Option<String>,
+}
+
+struct Stub {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    most_in_flight: Arc<AtomicU64>,
+}
+
+/// How the stub answers.
+#[derive(Clone, Copy)]
+struct Behaviour {
+    /// Before the first token.
+    first: Duration,
+    /// Between tokens.
+    gap: Duration,
+    /// Reports one completion token too many for prompts of this length.
+    lie_for_len: Option<usize>,
+    /// Closes the stream after this many tokens (no `[DONE]`) for prompts of this length.
+    cut: Option<(usize, u64)>,
+    /// Answers HTTP 400 to prompts longer than this, as vLLM to a prompt past `max_model_len`.
+    max_len: Option<usize>,
+}
+
+const PLAIN: Behaviour = Behaviour {
+    first: Duration::from_millis(5),
+    gap: Duration::from_millis(10),
+    lie_for_len: None,
+    cut: None,
+    max_len: None,
+};
+
+fn start(behaviour: Behaviour) -> Stub {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let most = Arc::new(AtomicU64::new(0));
+    let (seen2, most2) = (Arc::clone(&seen), Arc::clone(&most));
+    std::thread::spawn(move || {
+        let origin = Instant::now();
+        let in_flight = Arc::new(AtomicU64::new(0));
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (seen, most, in_flight) = (Arc::clone(&seen2), Arc::clone(&most2), Arc::clone(&in_flight));
+            std::thread::spawn(move || serve(stream, origin, behaviour, &seen, &most, &in_flight));
+        }
+    });
+    Stub { url, seen, most_in_flight: most }
+}
+
+fn serve(
+    mut stream: TcpStream,
+    origin: Instant,
+    b: Behaviour,
+    seen: &Mutex<Vec<Seen>>,
+    most: &AtomicU64,
+    in_flight: &AtomicU64,
+) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let at_us = origin.elapsed().as_micros() as u64;
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+    let (mut length, mut session) = (0usize, None);
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).unwrap();
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':').unwrap();
+        match k.to_ascii_lowercase().as_str() {
+            "content-length" => length = v.trim().parse().unwrap(),
+            "x-session-id" => session = Some(v.trim().to_owned()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let body: serde_json::Value =
+        if body.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&body).unwrap() };
+    let json = |stream: &mut TcpStream, v: serde_json::Value| {
+        let text = v.to_string();
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        );
+    };
+    match path.as_str() {
+        "/v1/models" => {
+            json(&mut stream, serde_json::json!({"object": "list", "data": [{"id": "tiny", "object": "model"}]}))
+        }
+        "/tokenize" => {
+            let words = body["prompt"].as_str().unwrap().split_whitespace().count();
+            json(
+                &mut stream,
+                serde_json::json!({"tokens": (0..words as u64).map(|k| 100 + k).collect::<Vec<_>>(), "count": words}),
+            )
+        }
+        "/v1/completions" => {
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            let prompt_len = body["prompt"].as_array().unwrap().len();
+            let max_tokens = body["max_tokens"].as_u64().unwrap();
+            if b.max_len.is_some_and(|m| prompt_len > m) {
+                let text = "{\"object\":\"error\",\"message\":\"prompt too long\",\"code\":400}";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            assert_eq!((body["min_tokens"].as_u64(), body["ignore_eos"].as_bool()), (Some(max_tokens), Some(true)));
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+            let lie = u64::from(b.lie_for_len == Some(prompt_len));
+            for k in 1..=max_tokens {
+                std::thread::sleep(if k == 1 { b.first } else { b.gap });
+                let usage = serde_json::json!({"prompt_tokens": prompt_len, "completion_tokens": k + if k == max_tokens { lie } else { 0 }});
+                let chunk = serde_json::json!({"choices": [{"index": 0, "text": "x"}], "usage": usage});
+                let _ = write!(stream, "data: {chunk}\n\n");
+                let _ = stream.flush();
+                if b.cut == Some((prompt_len, k)) {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
+            }
+            let _ = write!(stream, "data: [DONE]\n\n");
+            let end_us = origin.elapsed().as_micros() as u64;
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            seen.lock().unwrap().push(Seen { at_us, end_us, prompt_len, max_tokens, session });
+        }
+        _ => {
+            let _ = write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    }
+}
+
+fn single(id: u64, arrival: f64, input: u32, output: u32) -> String {
+    format!(
+        "{{\"request_id\":{id},\"arrival_time\":{arrival},\"initial\":[0],\"sub_requests\":[{{\"kind\":\"llm\",\"next\":[],\"input_tokens\":{input},\"output_tokens\":{output}}}]}}\n"
+    )
+}
+
+/// Slack above an exact bound, µs (a shared 2-core machine; the client's
+/// own timing error is O1's measurement).
+const LATE_US: u64 = 30_000;
+
+#[test]
+fn observe_sends_at_arrivals_and_writes_outputs_the_readers_take() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-open");
+    let workload: String = [single(0, 0.0, 8, 4), single(1, 0.1, 12, 4), single(2, 0.2, 8, 3)].concat();
+    dir.create("w.jsonl", &workload);
+    let err = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl", "--trace-output", "t"],
+    )
+    .output();
+    assert!(err.status.success(), "{}", String::from_utf8_lossy(&err.stderr));
+    let summary = String::from_utf8_lossy(&err.stderr);
+    assert!(summary.contains("3 recorded: 3 completed, 0 failed"), "{summary}");
+    let mut seen = stub.seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.at_us);
+    assert_eq!(seen.iter().map(|s| (s.prompt_len, s.max_tokens)).collect::<Vec<_>>(), [(8, 4), (12, 4), (8, 3)]);
+    for (s, arrival) in seen.iter().zip([0, 100_000, 200_000]) {
+        let at = s.at_us - seen[0].at_us;
+        assert!(at + 5_000 >= arrival && at < arrival + LATE_US, "sent {at} µs after the first, for {arrival}");
+    }
+    let results = rows(&dir.read("r.jsonl"));
+    assert_eq!(results.len(), 3);
+    for (r, output) in results.iter().zip([4, 4, 3]) {
+        let latency = r["sub_requests"][0]["token_latency"].as_array().unwrap();
+        assert_eq!(latency.len(), output);
+        // The stub's 10 ms gaps, seen by the client.
+        for gap in &latency[1..] {
+            let gap = gap.as_f64().unwrap();
+            assert!((0.005..0.04).contains(&gap), "ITL {gap}");
+        }
+    }
+    assert_eq!(results[0]["arrival_time"], 0.0);
+    // The project's own readers take both outputs.
+    let csv = TestCommand::new(&dir.path, &["results", "r.jsonl"]).stdout();
+    assert_eq!(csv.lines().count(), 1 + 4 + 4 + 3, "{csv}");
+    let header = dir.read("t.yaml");
+    assert!(header.contains("mode: real\n") && header.contains("model: \"tiny\""), "{header}");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    let replay =
+        TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "--input", "tracev2:t.yaml", "-o", "replay.jsonl"])
+            .stdout();
+    assert!(replay.contains("\"completed_requests\": 3"), "{replay}");
+}
+
+#[test]
+fn observe_caps_requests_in_flight() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-cap");
+    dir.create("w.jsonl", &(0..4).map(|i| single(i, 0.0, 8, 3)).collect::<String>());
+    TestCommand::new(
+        &dir.path,
+        &[
+            "observe",
+            "-q",
+            "--server-url",
+            &stub.url,
+            "--model",
+            "tiny",
+            "w.jsonl",
+            "-o",
+            "r.jsonl",
+            "--concurrency",
+            "2",
+        ],
+    )
+    .stdout();
+    assert_eq!(stub.most_in_flight.load(Ordering::SeqCst), 2);
+    let mut seen = stub.seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.at_us);
+    let first_end = seen[..2].iter().map(|s| s.end_us).min().unwrap();
+    assert!(seen[2].at_us + 2_000 >= first_end, "the third is sent when a slot frees");
+    assert_eq!(rows(&dir.read("r.jsonl")).len(), 4);
+}
+
+#[test]
+fn observe_runs_a_dag_with_a_tool_wait_and_a_join() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-dag");
+    // 0: llm (prompt 8) → {1: tool 100 ms, 2: llm (prompt 9)} → 3: llm (prompt 10).
+    dir.create(
+        "w.jsonl",
+        "{\"request_id\":\"agent\",\"arrival_time\":0,\"initial\":[0],\"sub_requests\":[\
+         {\"kind\":\"llm\",\"next\":[1,2],\"input_tokens\":8,\"output_tokens\":2},\
+         {\"kind\":\"tool_call\",\"next\":[3],\"input_tokens\":0,\"output_tokens\":0,\"duration\":0.1},\
+         {\"kind\":\"llm\",\"next\":[3],\"input_tokens\":9,\"output_tokens\":2},\
+         {\"kind\":\"llm\",\"next\":[],\"input_tokens\":10,\"output_tokens\":2}]}\n",
+    );
+    TestCommand::new(
+        &dir.path,
+        &[
+            "observe",
+            "-q",
+            "--server-url",
+            &stub.url,
+            "--model",
+            "tiny",
+            "w.jsonl",
+            "-o",
+            "r.jsonl",
+            "--trace-output",
+            "t",
+        ],
+    )
+    .stdout();
+    let seen = stub.seen.lock().unwrap().clone();
+    let call = |len: usize| seen.iter().find(|s| s.prompt_len == len).unwrap().clone();
+    let (root, branch, join) = (call(8), call(9), call(10));
+    assert!(branch.at_us >= root.end_us && branch.at_us < root.end_us + LATE_US, "the llm branch follows the root");
+    let tool_end = root.end_us + 100_000;
+    assert!(join.at_us + 2_000 >= tool_end.max(branch.end_us), "the join waits for the tool call");
+    assert!(join.at_us < tool_end + LATE_US, "and no longer");
+    assert!(seen.iter().all(|s| s.session.as_deref() == Some("agent")), "{seen:?}");
+    let row = &rows(&dir.read("r.jsonl"))[0];
+    assert!(row["sub_requests"].as_array().unwrap().iter().all(|n| n.get("error").is_none()), "{row}");
+    let data = dir.read("t.csv");
+    assert!(data.contains("r0>1|2;t100000>3;r1>3;r2"), "{data}");
+}
+
+#[test]
+fn observe_records_a_usage_mismatch_as_a_failed_request() {
+    let stub = start(Behaviour { lie_for_len: Some(12), ..PLAIN });
+    let dir = Dir::new("observe-usage");
+    dir.create("w.jsonl", &[single(0, 0.0, 8, 2), single(1, 0.0, 12, 2)].concat());
+    let out = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
+    )
+    .output();
+    assert!(out.status.success());
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("1 completed, 1 failed (1 with usage not the workload's)"), "{summary}");
+    let results = rows(&dir.read("r.jsonl"));
+    assert!(results[0]["sub_requests"][0].get("error").is_none());
+    assert_eq!(
+        results[1]["sub_requests"][0]["error"],
+        "usage: prompt_tokens 12 (the workload's 12), completion_tokens 3 (the workload's 2)"
+    );
+}
+
+#[test]
+fn observe_refuses_an_unreachable_server_and_a_wrong_model_before_writing() {
+    let dir = Dir::new("observe-bad");
+    dir.create("w.jsonl", &single(0, 0.0, 8, 2));
+    // A port nothing listens on: bound, then released.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let url = format!("http://{closed}");
+    let err =
+        TestCommand::new(&dir.path, &["observe", "--server-url", &url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"])
+            .fails();
+    assert!(err.starts_with(&format!("blis-sweep: --server-url: {url}: cannot connect")), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let stub = start(PLAIN);
+    let err = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &stub.url, "--model", "big", "w.jsonl", "-o", "r.jsonl"],
+    )
+    .fails();
+    assert!(err.starts_with("blis-sweep: --model: big:") && err.contains("tiny"), "{err}");
+    assert_eq!(dir.files(), ["w.jsonl"]);
+    // A bad workload is refused before the server is asked anything.
+    dir.create("bad.jsonl", "{\"request_id\":0}\n");
+    let err = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &url, "--model", "tiny", "bad.jsonl", "-o", "r.jsonl"],
+    )
+    .fails();
+    assert!(err.starts_with("blis-sweep: bad.jsonl:1:"), "{err}");
+}
+
+#[test]
+fn observe_records_a_dropped_stream_and_an_http_error_on_their_requests() {
+    let stub = start(Behaviour { cut: Some((9, 2)), max_len: Some(20), ..PLAIN });
+    let dir = Dir::new("observe-fail");
+    // 0 completes; 1's stream is cut after 2 of 4 tokens (its next call is
+    // skipped); 2's prompt is refused.
+    let cut = "{\"request_id\":1,\"arrival_time\":0,\"initial\":[0],\"sub_requests\":[\
+               {\"kind\":\"llm\",\"next\":[1],\"input_tokens\":9,\"output_tokens\":4},\
+               {\"kind\":\"llm\",\"next\":[],\"input_tokens\":8,\"output_tokens\":2}]}\n";
+    dir.create("w.jsonl", &[single(0, 0.0, 8, 2), cut.to_owned(), single(2, 0.0, 30, 2)].concat());
+    let out = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
+    )
+    .output();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("3 recorded: 1 completed, 2 failed (0 with usage"), "{summary}");
+    let results = rows(&dir.read("r.jsonl"));
+    let node = &results[1]["sub_requests"][0];
+    assert_eq!(node["token_latency"].as_array().unwrap().len(), 2, "the tokens that arrived are kept: {node}");
+    assert!(node["error"].as_str().unwrap().contains("disconnected"), "{node}");
+    assert_eq!(results[1]["sub_requests"][1]["error"], "not run: predecessor 0 failed");
+    let refused = results[2]["sub_requests"][0]["error"].as_str().unwrap();
+    assert!(refused.starts_with("HTTP 400") && refused.contains("prompt too long"), "{refused}");
+}
+
+#[test]
+fn observe_closed_loop_users_think_between_requests() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-closed");
+    // Arrivals far apart: a closed loop ignores them.
+    dir.create("w.jsonl", &(0..3).map(|i| single(i, 50.0 * i as f64, 8, 2)).collect::<String>());
+    let args = ["--closed-loop", "--users", "1", "--think-time", "0.05"];
+    TestCommand::new(
+        &dir.path,
+        &[&["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"][..], &args]
+            .concat(),
+    )
+    .stdout();
+    let mut seen = stub.seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.at_us);
+    assert_eq!(seen.len(), 3);
+    for pair in seen.windows(2) {
+        let free = pair[0].end_us + 50_000;
+        assert!(pair[1].at_us + 2_000 >= free && pair[1].at_us < free + LATE_US, "sent {} for {free}", pair[1].at_us);
+    }
+}

@@ -70,6 +70,13 @@ pub(crate) struct ObserveArgs {
     /// found in whole blocks. Default 16, vLLM's.
     #[arg(long, value_name = "TOKENS")]
     block_size: Option<u32>,
+    /// The served model's vocabulary size: a workload's token ids (drawn
+    /// for another tokenizer, e.g. `generate`'s 32,000) are sent as
+    /// `id mod N`, so equal prompts stay equal and shared prefixes shared.
+    /// Without it ids are sent as they are (the server refuses one past its
+    /// vocabulary with HTTP 400, recorded on the call).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    vocab_size: Option<u32>,
     /// At most N requests (whole DAGs) in flight: later arrivals wait,
     /// first come first sent. With --closed-loop: the users.
     #[arg(long, visible_alias = "users", value_name = "N")]
@@ -110,7 +117,7 @@ impl ObserveArgs {
                 think_time_us: seconds("think-time", self.think_time.unwrap_or(0.0))?,
             },
         };
-        Ok(DriverConfig { client, warmup: self.warmup })
+        Ok(DriverConfig { client, warmup: self.warmup, vocab_size: self.vocab_size })
     }
 
     fn timeout(&self) -> anyhow::Result<Duration> {

@@ -58,6 +58,11 @@ pub struct DriverConfig {
     pub client: sim::Client,
     /// The first this many requests are sent but not recorded.
     pub warmup: u64,
+    /// The server's vocabulary size, when the workload's token ids may lie
+    /// past it (ids drawn for another tokenizer): each id is sent as
+    /// `id mod vocab_size`, so equal prompts stay equal and shared prefixes
+    /// shared. `None`: sent as they are.
+    pub vocab_size: Option<u32>,
 }
 
 /// What an observation did, for the command's summary.
@@ -290,7 +295,14 @@ pub async fn drive<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
                     origin = Some(send_us);
                 }
                 anchor.get_or_insert((send_us, n.request.arrival_us()));
-                running.spawn(run_request(Arc::clone(&endpoint), Arc::clone(&clock), n, prompts, send_us));
+                running.spawn(run_request(
+                    Arc::clone(&endpoint),
+                    Arc::clone(&clock),
+                    n,
+                    prompts,
+                    send_us,
+                    config.vocab_size,
+                ));
                 summary.sent += 1;
                 summary.max_in_flight = summary.max_in_flight.max(running.len() as u64);
                 refill(&mut ahead, &mut read_count)?;
@@ -381,8 +393,17 @@ fn finished(done: Done, warmup: u64, origin: u64, closed: bool) -> FinishedReque
 
 /// What one node does, prepared before its task starts.
 enum Work {
-    Tool { duration_us: u64 },
-    Llm { call: Box<LlmCall>, prompt: Option<Result<Vec<u32>, CallError>>, seed: u64, headers: Vec<(String, String)> },
+    Tool {
+        duration_us: u64,
+    },
+    Llm {
+        call: Box<LlmCall>,
+        prompt: Option<Result<Vec<u32>, CallError>>,
+        seed: u64,
+        headers: Vec<(String, String)>,
+        /// [`DriverConfig::vocab_size`].
+        vocab: Option<u32>,
+    },
 }
 
 /// Runs one request's DAG from `send_us`.
@@ -392,6 +413,7 @@ async fn run_request<P: Endpoint>(
     next: Next,
     mut prompts: Prompts,
     send_us: u64,
+    vocab: Option<u32>,
 ) -> Done {
     let Next { index, request, .. } = next;
     let n = request.sub_requests.len();
@@ -419,6 +441,7 @@ async fn run_request<P: Endpoint>(
                 prompt: prompts.get_mut(i).and_then(Option::take),
                 seed: prompt_seed(&request, i),
                 headers: headers.clone(),
+                vocab,
             },
         };
         let (endpoint, clock) = (Arc::clone(&endpoint), Arc::clone(&clock));
@@ -475,11 +498,12 @@ async fn run_node<P: Endpoint>(endpoint: &P, clock: &Clock, work: Work, at_us: u
             sleep_until(clock, start.saturating_add(duration_us)).await;
             (NodeOutcome { start_us: Some(start), finish_us: Some(clock.now_us()), ..NodeOutcome::default() }, false)
         }
-        Work::Llm { call, prompt, seed, headers } => {
+        Work::Llm { call, prompt, seed, headers, vocab } => {
             let ids = match prompt {
                 Some(fetched) => fetched,
                 None => {
-                    let given: Option<Vec<u32>> = call.prompt_ids().map(Iterator::collect);
+                    let given: Option<Vec<u32>> =
+                        call.prompt_ids().map(|ids| ids.map(|id| vocab.map_or(id, |v| id % v)).collect());
                     match given {
                         Some(ids) => Ok(ids),
                         None => endpoint.prompt_ids(call.input_tokens, seed).await,

@@ -37,7 +37,7 @@ struct Behaviour {
     first: Duration,
     /// Between tokens.
     gap: Duration,
-    /// Reports one completion token too many for prompts of this length.
+    /// Reports one prompt token too many for prompts of this length.
     lie_for_len: Option<usize>,
     /// Closes the stream after this many tokens (no `[DONE]`) for prompts of this length.
     cut: Option<(usize, u64)>,
@@ -144,7 +144,8 @@ fn serve(
             let lie = u64::from(b.lie_for_len == Some(prompt_len));
             for k in 1..=max_tokens {
                 std::thread::sleep(if k == 1 { b.first } else { b.gap });
-                let usage = serde_json::json!({"prompt_tokens": prompt_len, "completion_tokens": k + if k == max_tokens { lie } else { 0 }});
+                // (A completion count past max_tokens is the client's protocol error, not a mismatch.)
+                let usage = serde_json::json!({"prompt_tokens": prompt_len as u64 + lie, "completion_tokens": k});
                 let chunk = serde_json::json!({"choices": [{"index": 0, "text": "x"}], "usage": usage});
                 let _ = write!(stream, "data: {chunk}\n\n");
                 let _ = stream.flush();
@@ -310,7 +311,7 @@ fn observe_records_a_usage_mismatch_as_a_failed_request() {
     assert!(results[0]["sub_requests"][0].get("error").is_none());
     assert_eq!(
         results[1]["sub_requests"][0]["error"],
-        "usage: prompt_tokens 12 (the workload's 12), completion_tokens 3 (the workload's 2)"
+        "usage: prompt_tokens 13 (the workload's 12), completion_tokens 2 (the workload's 2)"
     );
 }
 

@@ -98,7 +98,7 @@ fn observe(
     let fake = Arc::new(fake);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut keep = Keep(Vec::new());
-    let config = DriverConfig { client, warmup };
+    let config = DriverConfig { client, warmup, vocab_size: None };
     let rows = requests.into_iter().map(Ok::<_, String>);
     let summary = runtime.block_on(drive(Arc::clone(&fake), config, rows, &mut keep)).unwrap();
     (keep.0, summary, fake)

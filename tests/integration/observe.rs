@@ -43,6 +43,8 @@ struct Behaviour {
     cut: Option<(usize, u64)>,
     /// Answers HTTP 400 to prompts longer than this, as vLLM to a prompt past `max_model_len`.
     max_len: Option<usize>,
+    /// Answers HTTP 400 to a prompt id at or past this, as vLLM to one out of its vocabulary.
+    vocab: Option<u64>,
 }
 
 const PLAIN: Behaviour = Behaviour {
@@ -51,6 +53,7 @@ const PLAIN: Behaviour = Behaviour {
     lie_for_len: None,
     cut: None,
     max_len: None,
+    vocab: None,
 };
 
 fn start(behaviour: Behaviour) -> Stub {
@@ -129,7 +132,9 @@ fn serve(
             most.fetch_max(now, Ordering::SeqCst);
             let prompt_len = body["prompt"].as_array().unwrap().len();
             let max_tokens = body["max_tokens"].as_u64().unwrap();
-            if b.max_len.is_some_and(|m| prompt_len > m) {
+            let ids = body["prompt"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap());
+            let out_of_vocab = b.vocab.is_some_and(|v| ids.clone().any(|id| id >= v));
+            if b.max_len.is_some_and(|m| prompt_len > m) || out_of_vocab {
                 let text = "{\"object\":\"error\",\"message\":\"prompt too long\",\"code\":400}";
                 let _ = write!(
                     stream,
@@ -392,4 +397,28 @@ fn observe_closed_loop_users_think_between_requests() {
         let free = pair[0].end_us + 50_000;
         assert!(pair[1].at_us + 2_000 >= free && pair[1].at_us < free + LATE_US, "sent {} for {free}", pair[1].at_us);
     }
+}
+
+/// `--vocab-size` folds token ids drawn for a larger vocabulary into the
+/// server's: without it the server refuses the call (recorded), with it
+/// the call runs.
+#[test]
+fn observe_folds_token_ids_into_the_servers_vocabulary() {
+    let stub = start(Behaviour { vocab: Some(100), ..PLAIN });
+    let dir = Dir::new("observe-vocab");
+    let ids: Vec<String> = (0..6).map(|k| (250 + k).to_string()).collect();
+    dir.create(
+        "w.jsonl",
+        &format!(
+            "{{\"request_id\":0,\"arrival_time\":0.0,\"initial\":[0],\"sub_requests\":[{{\"kind\":\"llm\",\"next\":[],\"input_tokens\":6,\"output_tokens\":2,\"input_token_ids\":[{}]}}]}}\n",
+            ids.join(",")
+        ),
+    );
+    let args = ["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"];
+    TestCommand::new(&dir.path, &args).output();
+    let error = rows(&dir.read("r.jsonl"))[0]["sub_requests"][0]["error"].clone();
+    assert!(error.as_str().is_some_and(|e| e.contains("400")), "{error}");
+    TestCommand::new(&dir.path, &[&args[..], &["--vocab-size", "100"]].concat()).output();
+    let row = &rows(&dir.read("r.jsonl"))[0];
+    assert!(row["sub_requests"][0].get("error").is_none(), "{row}");
 }

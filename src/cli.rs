@@ -26,6 +26,7 @@ mod observe;
 mod results;
 mod run;
 mod sweep;
+mod workload_args;
 
 use std::process::ExitCode;
 

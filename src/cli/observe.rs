@@ -19,14 +19,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::atomic::{self, Named};
-use super::import::{ImportFlags, parse_input};
 use super::run::{Input, trace_paths, validate};
+use super::workload_args::{Source, WorkloadArgs};
 use crate::observe::client::{CallError, Client};
 use crate::observe::driver::{self, DriveError, DriverConfig};
 use crate::output::{JsonlWriter, ObservedServer, TraceV2Writer};
 use crate::sim::Tee;
 use crate::workload::import::common::ImportOptions;
-use crate::workload::import::{self, ImportFormat};
 
 /// A call is given up after this long without `--timeout`: ten minutes
 /// bounds a hung server, far beyond a long call on the reference CPU server
@@ -45,21 +44,8 @@ pub(crate) struct ObserveArgs {
     /// The model name the server serves (its /v1/models lists it).
     #[arg(long, value_name = "NAME")]
     model: String,
-    /// Workload JSONL: one request DAG per line, sorted by arrival_time.
-    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
-    workload: Option<PathBuf>,
-    /// A trace in another format, read directly: FORMAT:PATH, FORMAT one of
-    /// `blis-sweep import --help`'s.
-    #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
-    input: Option<String>,
-    /// Send a BLIS TraceV2 pair: its header…
-    #[arg(long, value_name = "TRACE.yaml", requires = "trace_data")]
-    trace_header: Option<PathBuf>,
-    /// …and its data.
-    #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
-    trace_data: Option<PathBuf>,
     #[command(flatten)]
-    import: ImportFlags,
+    workload: WorkloadArgs,
     /// Result JSONL of what the server did (written atomically).
     #[arg(short = 'o', long, value_name = "RESULTS.jsonl")]
     output: PathBuf,
@@ -142,24 +128,16 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
         Some(0) => bail!("--block-size: must be at least 1"),
         b => b.unwrap_or(DEFAULT_BLOCK_SIZE),
     };
-    let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
-        (Some(path), ..) => validate(path, rate_scale, None)?,
-        (None, input, header) => {
-            let (format, path, data) = match (input, header) {
-                (Some(text), _) => {
-                    let (format, path) = parse_input(text)?;
-                    (format, path, None)
-                }
-                (None, Some(h)) => (ImportFormat::TraceV2, h.clone(), args.trace_data.clone()),
-                (None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
-            };
-            if args.import.options()?.concurrent_sessions.is_some() {
+    let (rows, input) = match args.workload.source()? {
+        Source::File(path) => validate(path, rate_scale, None)?,
+        Source::Trace(format, path, data) => {
+            if args.workload.import.options()?.concurrent_sessions.is_some() {
                 bail!("--concurrent-sessions: not built for observe yet; use --concurrency N with --closed-loop");
             }
             // A real server is sent what the trace says: its adapters by
             // name, its priorities in the body.
             let options =
-                ImportOptions { trace_data: data, adapters: true, priorities: true, ..args.import.options()? };
+                ImportOptions { trace_data: data, adapters: true, priorities: true, ..args.workload.import.options()? };
             let input = Input::Import(format, path, options);
             let (n, _) = input.count(rate_scale, None)?;
             (n, input)
@@ -246,18 +224,7 @@ fn check_paths(args: &ObserveArgs) -> anyhow::Result<()> {
         outputs.push(Named::given("--trace-output", header));
         outputs.push(Named::given("--trace-output", data));
     }
-    let input = args.input.as_deref().map(parse_input).transpose()?;
-    let beside = match &input {
-        Some((ImportFormat::TraceV2, header)) => Some(import::tracev2::data_path(header)),
-        _ => None,
-    };
-    let given = [
-        ("WORKLOAD", args.workload.as_deref()),
-        ("--input", input.as_ref().map(|(_, p)| p.as_path())),
-        ("--input (its TraceV2 data)", beside.as_deref()),
-        ("--trace-header", args.trace_header.as_deref()),
-        ("--trace-data", args.trace_data.as_deref()),
-    ];
-    let inputs: Vec<Named<'_>> = given.into_iter().filter_map(|(flag, path)| Some(Named::given(flag, path?))).collect();
+    let given = args.workload.inputs()?;
+    let inputs: Vec<Named<'_>> = given.iter().map(|(flag, path)| Named::given(flag, path)).collect();
     atomic::check_distinct(&outputs, &inputs)
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 
 use super::atomic::{self, AtomicFile};
-use super::import::{ImportFlags, parse_input};
+use super::workload_args::{Source, WorkloadArgs};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
 use crate::scenario::{self, Deployment};
@@ -30,27 +30,14 @@ pub(crate) struct RunArgs {
     /// Scenario file (YAML or JSON): model, hardware, tp, dtype, engine, latency_model.
     #[arg(long, short = 's', value_name = "S.yaml")]
     scenario: PathBuf,
-    /// Workload JSONL: one request DAG per line, sorted by arrival_time.
-    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
-    workload: Option<PathBuf>,
-    /// A trace in another format, read directly: FORMAT:PATH, FORMAT one of
-    /// `blis-sweep import --help`'s.
-    #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
-    input: Option<String>,
-    /// Replay a BLIS TraceV2 pair, as `blis replay` takes it: its header…
-    #[arg(long, value_name = "TRACE.yaml", requires = "trace_data")]
-    trace_header: Option<PathBuf>,
-    /// …and its data.
-    #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
-    trace_data: Option<PathBuf>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Also write what was simulated as a TraceV2 pair, PREFIX.yaml and
     /// PREFIX.csv (`mode: generated`, or `replayed` for a replayed trace);
     /// replayed with --session-mode closed-loop and the same scenario, it
     /// gives the same metrics (shared prefixes found from token ids).
     #[arg(long, value_name = "PREFIX")]
     trace_output: Option<PathBuf>,
-    #[command(flatten)]
-    import: ImportFlags,
     /// Result JSONL (written atomically). Without it, results go to stdout.
     #[arg(short = 'o', long, value_name = "RESULTS.jsonl")]
     output: Option<PathBuf>,
@@ -148,23 +135,15 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     check_paths(&args)?;
     let deployment = scenario::load(&args.scenario)?;
     let mut traffic = args.traffic()?;
-    let (rows, input) = match (&args.workload, &args.input, &args.trace_header) {
-        (Some(path), ..) => validate(path, traffic.rate_scale, Some(&deployment))?,
-        (None, input, header) => {
-            let (format, path, data) = match (input, header) {
-                (Some(text), _) => {
-                    let (format, path) = parse_input(text)?;
-                    (format, path, None)
-                }
-                (None, Some(h)) => (ImportFormat::TraceV2, h.clone(), args.trace_data.clone()),
-                (None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
-            };
+    let (rows, input) = match args.workload.source()? {
+        Source::File(path) => validate(path, traffic.rate_scale, Some(&deployment))?,
+        Source::Trace(format, path, data) => {
             // TraceV2's adapters are served where the engines serve LoRA.
             let adapters = deployment.pools.iter().all(|p| p.engine.lora.is_some());
             // Its priorities are modelled where any engine schedules by them.
             let priorities =
                 deployment.pools.iter().any(|p| p.engine.scheduling_policy == crate::sim::SchedulingPolicy::Priority);
-            let options = ImportOptions { trace_data: data, adapters, priorities, ..args.import.options()? };
+            let options = ImportOptions { trace_data: data, adapters, priorities, ..args.workload.import.options()? };
             let input = Input::Import(format, path, options);
             let (n, last_arrival_us) = input.count(traffic.rate_scale, Some(&deployment))?;
             replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
@@ -243,20 +222,9 @@ fn check_paths(args: &RunArgs) -> anyhow::Result<()> {
         outputs.push(Named::given("--trace-output", header));
         outputs.push(Named::given("--trace-output", data));
     }
-    let input = args.input.as_deref().map(parse_input).transpose()?;
-    let beside = match &input {
-        Some((ImportFormat::TraceV2, header)) => Some(import::tracev2::data_path(header)),
-        _ => None,
-    };
+    let given = args.workload.inputs()?;
     let mut inputs = vec![Named::given("-s", &args.scenario)];
-    let given = [
-        ("WORKLOAD", args.workload.as_deref()),
-        ("--input", input.as_ref().map(|(_, p)| p.as_path())),
-        ("--input (its TraceV2 data)", beside.as_deref()),
-        ("--trace-header", args.trace_header.as_deref()),
-        ("--trace-data", args.trace_data.as_deref()),
-    ];
-    inputs.extend(given.into_iter().filter_map(|(flag, path)| Some(Named::given(flag, path?))));
+    inputs.extend(given.iter().map(|(flag, path)| Named::given(flag, path)));
     atomic::check_distinct(&outputs, &inputs)
 }
 

@@ -1,0 +1,71 @@
+//! The workload flags `run` and `observe` share — a workload JSONL, a trace
+//! in another format (`--input FORMAT:PATH`) or a TraceV2 pair, with the
+//! importers' flags — and what they name.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+
+use super::import::{ImportFlags, parse_input};
+use crate::workload::import::{self, ImportFormat};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkloadArgs {
+    /// Workload JSONL: one request DAG per line, sorted by arrival_time.
+    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
+    pub(crate) workload: Option<PathBuf>,
+    /// A trace in another format, read directly: FORMAT:PATH, FORMAT one of
+    /// `blis-sweep import --help`'s.
+    #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
+    pub(crate) input: Option<String>,
+    /// A BLIS TraceV2 pair, as `blis replay` takes it: its header…
+    #[arg(long, value_name = "TRACE.yaml", requires = "trace_data")]
+    pub(crate) trace_header: Option<PathBuf>,
+    /// …and its data.
+    #[arg(long, value_name = "TRACE.csv", requires = "trace_header")]
+    pub(crate) trace_data: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) import: ImportFlags,
+}
+
+/// Where the requests come from, as the flags say.
+pub(crate) enum Source<'a> {
+    /// A workload JSONL.
+    File(&'a Path),
+    /// A trace an importer reads: its format, its path, and a TraceV2's data
+    /// file when given apart from its header.
+    Trace(ImportFormat, PathBuf, Option<PathBuf>),
+}
+
+impl WorkloadArgs {
+    /// The source the flags name.
+    pub(crate) fn source(&self) -> anyhow::Result<Source<'_>> {
+        Ok(match (&self.workload, &self.input, &self.trace_header) {
+            (Some(path), ..) => Source::File(path),
+            (None, Some(text), _) => {
+                let (format, path) = parse_input(text)?;
+                Source::Trace(format, path, None)
+            }
+            (None, None, Some(h)) => Source::Trace(ImportFormat::TraceV2, h.clone(), self.trace_data.clone()),
+            (None, None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
+        })
+    }
+
+    /// Every input file the flags name, with its flag (a TraceV2 `--input`'s
+    /// data beside its header too): no output may be one of them.
+    pub(crate) fn inputs(&self) -> anyhow::Result<Vec<(&'static str, PathBuf)>> {
+        let input = self.input.as_deref().map(parse_input).transpose()?;
+        let beside = match &input {
+            Some((ImportFormat::TraceV2, header)) => Some(import::tracev2::data_path(header)),
+            _ => None,
+        };
+        let given = [
+            ("WORKLOAD", self.workload.clone()),
+            ("--input", input.map(|(_, p)| p)),
+            ("--input (its TraceV2 data)", beside),
+            ("--trace-header", self.trace_header.clone()),
+            ("--trace-data", self.trace_data.clone()),
+        ];
+        Ok(given.into_iter().filter_map(|(flag, path)| Some((flag, path?))).collect())
+    }
+}

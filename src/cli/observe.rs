@@ -12,6 +12,7 @@
 //! temporary names and renamed once the run is done. The tokio runtime is
 //! made here: nothing below the CLI owns threads.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ use super::run::{Input, trace_paths, validate};
 use super::workload_args::{Source, WorkloadArgs};
 use crate::observe::client::{CallError, Client};
 use crate::observe::driver::{self, DriveError, DriverConfig};
+use crate::observe::server::{CSV_HEADER, scrape_loop, server_info};
 use crate::output::{JsonlWriter, ObservedServer, TraceV2Writer};
 use crate::sim::Tee;
 use crate::workload::import::common::ImportOptions;
@@ -35,6 +37,12 @@ const DEFAULT_TIMEOUT_S: f64 = 600.0;
 /// vLLM's default `--block-size` (16 tokens on GPUs; the reference CPU
 /// server is started with 32): the unit TraceV2's shared prefixes are found in.
 const DEFAULT_BLOCK_SIZE: u32 = 16;
+
+/// How often `--metrics-csv` scrapes by default, ms: BLIS's snapshot
+/// refresh is 50 ms; ten samples a second follow the queues of the CPU
+/// server (31 samples over 3 s of 6 concurrent requests, measured) at half
+/// that load on its API process.
+const DEFAULT_SCRAPE_INTERVAL_MS: u64 = 100;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ObserveArgs {
@@ -52,8 +60,18 @@ pub(crate) struct ObserveArgs {
     /// Also write it as a TraceV2 pair, PREFIX.yaml and PREFIX.csv (`mode: real`).
     #[arg(long, value_name = "PREFIX")]
     trace_output: Option<PathBuf>,
+    /// Also scrape the server's Prometheus /metrics while observing and
+    /// write the samples here (CSV: t_ms since the observation started,
+    /// running, waiting, KV cache usage, prefix-cache queries and hits,
+    /// preemptions, prompt and generation token counters).
+    #[arg(long, value_name = "METRICS.csv")]
+    metrics_csv: Option<PathBuf>,
+    /// How often /metrics is scraped, ms (with --metrics-csv; default 100).
+    #[arg(long, value_name = "MS", requires = "metrics_csv", value_parser = clap::value_parser!(u64).range(1..))]
+    scrape_interval_ms: Option<u64>,
     /// The server's KV block size, tokens: TraceV2's shared prefixes are
-    /// found in whole blocks. Default 16, vLLM's.
+    /// found in whole blocks. Default: the server's (its /metrics'
+    /// cache_config_info), else 16, vLLM's.
     #[arg(long, value_name = "TOKENS")]
     block_size: Option<u32>,
     /// The served model's vocabulary size: a workload's token ids (drawn
@@ -124,10 +142,9 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     if !(rate_scale.is_finite() && rate_scale > 0.0) {
         bail!("--rate-scale: {rate_scale} must be a positive number");
     }
-    let block_size = match args.block_size {
-        Some(0) => bail!("--block-size: must be at least 1"),
-        b => b.unwrap_or(DEFAULT_BLOCK_SIZE),
-    };
+    if args.block_size == Some(0) {
+        bail!("--block-size: must be at least 1");
+    }
     let (rows, input) = match args.workload.source()? {
         Source::File(path) => validate(path, rate_scale, None)?,
         Source::Trace(format, path, data) => {
@@ -157,7 +174,49 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
         e => anyhow::anyhow!("--server-url: {}: {e}", args.server_url),
     })?;
 
+    // What the server says of itself, for the TraceV2 header: its release,
+    // the model's context and the KV cache it runs (its block size unless
+    // --block-size says otherwise).
+    let info = runtime.block_on(server_info(&args.server_url)).ok();
+    let cache = info.as_ref().and_then(|i| i.cache.as_ref());
+    let block_size = args.block_size.or(cache.and_then(|c| c.block_size)).unwrap_or(DEFAULT_BLOCK_SIZE);
+    let mut fields = Vec::new();
+    if let Some(i) = &info {
+        fields.push(("version".to_owned(), i.version.clone()));
+        if let Some(len) = i.model(&args.model).and_then(|m| m.max_model_len) {
+            fields.push(("max_model_len".to_owned(), len.to_string()));
+        }
+    }
+    if let Some(c) = cache {
+        if let Some(n) = c.num_gpu_blocks {
+            fields.push(("num_gpu_blocks".to_owned(), n.to_string()));
+        }
+        if let Some(on) = c.enable_prefix_caching {
+            fields.push(("enable_prefix_caching".to_owned(), on.to_string()));
+        }
+    }
+
     let mut results = atomic::create(&args.output)?;
+    let mut metrics_csv = args.metrics_csv.as_deref().map(atomic::create).transpose()?;
+    // The scraper runs beside the requests, on its own clock started with theirs.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let scraper = metrics_csv.as_ref().map(|_| {
+        let base = args.server_url.clone();
+        let interval = Duration::from_millis(args.scrape_interval_ms.unwrap_or(DEFAULT_SCRAPE_INTERVAL_MS));
+        let start = Instant::now();
+        runtime.spawn(async move {
+            let mut rows = Vec::new();
+            let summary = scrape_loop(
+                &base,
+                interval,
+                move || start.elapsed().as_micros() as u64,
+                stopped,
+                |s| s.write_csv_row(&mut rows),
+            )
+            .await;
+            (summary, rows)
+        })
+    });
     let results_name = args.output.display().to_string();
     let mut trace = match &args.trace_output {
         Some(prefix) => {
@@ -170,7 +229,7 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     let summary = {
         let mut writer = JsonlWriter::new(&mut results, results_name);
         let mut trace_writer = trace.as_mut().map(|(h, hn, d, dn)| {
-            let server = ObservedServer { model: args.model.clone(), block_size, fields: Vec::new() };
+            let server = ObservedServer { model: args.model.clone(), block_size, fields: fields.clone() };
             TraceV2Writer::observed(
                 (h as &mut dyn std::io::Write, hn.clone()),
                 (d as &mut dyn std::io::Write, dn.clone()),
@@ -189,7 +248,21 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
             DriveError::Sink(e) => anyhow::Error::new(e),
         })?
     };
+    let _ = stop.send(true);
+    if let (Some(task), Some(file)) = (scraper, metrics_csv.as_mut()) {
+        let (summary, rows) = runtime.block_on(task).context("the /metrics scraper stopped")?;
+        let summary = summary.map_err(|e| anyhow::anyhow!("--metrics-csv: {e}"))?;
+        let name = args.metrics_csv.as_deref().expect("given").display().to_string();
+        file.write_all(CSV_HEADER.as_bytes())
+            .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.write_all(&rows))
+            .with_context(|| name.clone())?;
+        if summary.failed > 0 && !args.quiet {
+            say!("{name}: {} of {} scrapes got no answer", summary.failed, summary.failed + summary.samples);
+        }
+    }
     let mut files = vec![results];
+    files.extend(metrics_csv);
     if let Some((h, _, d, _)) = trace {
         files.extend([h, d]);
     }

@@ -117,6 +117,16 @@ fn serve(
         );
     };
     match path.as_str() {
+        "/version" => json(&mut stream, serde_json::json!({"version": "0.32.0"})),
+        "/metrics" => {
+            // What vLLM 0.32 on the CPU answered (captured by O3).
+            let text = include_str!("../data/observe/metrics-0.32.txt");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
         "/v1/models" => {
             json(&mut stream, serde_json::json!({"object": "list", "data": [{"id": "tiny", "object": "model"}]}))
         }
@@ -421,4 +431,41 @@ fn observe_folds_token_ids_into_the_servers_vocabulary() {
     TestCommand::new(&dir.path, &[&args[..], &["--vocab-size", "100"]].concat()).output();
     let row = &rows(&dir.read("r.jsonl"))[0];
     assert!(row["sub_requests"][0].get("error").is_none(), "{row}");
+}
+
+/// `--metrics-csv` scrapes /metrics beside the requests (a header and a
+/// row per scrape, the last after the requests), and the TraceV2 header
+/// carries the server's release and KV cache, its block size the server's.
+#[test]
+fn observe_scrapes_metrics_and_records_the_server() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-metrics");
+    dir.create("w.jsonl", &[single(0, 0.0, 8, 4), single(1, 0.05, 8, 4)].concat());
+    let args = [
+        "observe",
+        "--server-url",
+        &stub.url,
+        "--model",
+        "tiny",
+        "w.jsonl",
+        "-o",
+        "r.jsonl",
+        "--trace-output",
+        "t",
+        "--metrics-csv",
+        "m.csv",
+        "--scrape-interval-ms",
+        "20",
+    ];
+    let out = TestCommand::new(&dir.path, &args).output();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = dir.read("m.csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("t_ms,num_requests_running,num_requests_waiting,kv_cache_usage_perc"), "{csv}");
+    assert!(lines.len() >= 3, "a scrape at the start, every 20 ms and one at the end: {csv}");
+    let t: Vec<f64> = lines[1..].iter().map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "{csv}");
+    let header = dir.read("t.yaml");
+    assert!(header.contains("version") && header.contains("0.32.0") && header.contains("num_gpu_blocks"), "{header}");
+    assert!(header.contains("block_size: 32"), "the server's block size: {header}");
 }

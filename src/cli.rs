@@ -18,6 +18,7 @@ macro_rules! say {
 
 mod atomic;
 mod calibrate;
+mod client_args;
 mod convert;
 mod fit;
 mod generate;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::atomic::{self, Named};
+use super::client_args::ClientArgs;
 use super::run::{Input, trace_paths, validate};
 use super::workload_args::{Source, WorkloadArgs};
 use crate::observe::client::{CallError, Client};
@@ -81,20 +82,8 @@ pub(crate) struct ObserveArgs {
     /// vocabulary with HTTP 400, recorded on the call).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     vocab_size: Option<u32>,
-    /// At most N requests (whole DAGs) in flight: later arrivals wait,
-    /// first come first sent. With --closed-loop: the users.
-    #[arg(long, visible_alias = "users", value_name = "N")]
-    concurrency: Option<u32>,
-    /// Ignore arrival times: --concurrency N users each send their next
-    /// request when their previous one finished (plus --think-time).
-    #[arg(long, requires = "concurrency")]
-    closed_loop: bool,
-    /// Closed loop: pause between a user's response and its next request.
-    #[arg(long, value_name = "SECONDS", requires = "closed_loop")]
-    think_time: Option<f64>,
-    /// Divide every arrival time by this (2 = twice the request rate).
-    #[arg(long, value_name = "X")]
-    rate_scale: Option<f64>,
+    #[command(flatten)]
+    sending: ClientArgs,
     /// Send the first N requests but leave them out of the outputs.
     #[arg(long, value_name = "N", default_value_t = 0)]
     warmup: u64,
@@ -109,19 +98,7 @@ pub(crate) struct ObserveArgs {
 
 impl ObserveArgs {
     fn config(&self) -> anyhow::Result<DriverConfig> {
-        let seconds = |flag: &str, v: f64| -> anyhow::Result<u64> {
-            crate::workload::checked_seconds_to_us(v).map_err(|reason| anyhow::anyhow!("--{flag}: {reason}"))
-        };
-        let client = match (self.concurrency, self.closed_loop) {
-            (Some(0), _) => bail!("--concurrency: must be at least 1"),
-            (None, _) => crate::sim::Client::OpenLoop,
-            (Some(limit), false) => crate::sim::Client::Capped { limit },
-            (Some(users), true) => crate::sim::Client::ClosedLoop {
-                users,
-                think_time_us: seconds("think-time", self.think_time.unwrap_or(0.0))?,
-            },
-        };
-        Ok(DriverConfig { client, warmup: self.warmup, vocab_size: self.vocab_size })
+        Ok(DriverConfig { client: self.sending.client()?, warmup: self.warmup, vocab_size: self.vocab_size })
     }
 
     fn timeout(&self) -> anyhow::Result<Duration> {
@@ -138,10 +115,7 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     check_paths(&args)?;
     let config = args.config()?;
     let timeout = args.timeout()?;
-    let rate_scale = args.rate_scale.unwrap_or(1.0);
-    if !(rate_scale.is_finite() && rate_scale > 0.0) {
-        bail!("--rate-scale: {rate_scale} must be a positive number");
-    }
+    let rate_scale = args.sending.rate_scale()?;
     if args.block_size == Some(0) {
         bail!("--block-size: must be at least 1");
     }

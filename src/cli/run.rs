@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 
 use super::atomic::{self, AtomicFile};
+use super::client_args::ClientArgs;
 use super::workload_args::{Source, WorkloadArgs};
 use crate::metrics::{Metrics, MetricsCollector};
 use crate::output::{JsonlWriter, TraceV2Server, TraceV2Writer};
@@ -53,20 +54,8 @@ pub(crate) struct RunArgs {
     /// requests still running are reported unfinished.
     #[arg(long, value_name = "SECONDS")]
     horizon: Option<f64>,
-    /// At most N requests (whole DAGs) in flight: later arrivals wait in the
-    /// client, first come first sent. E2E counts from the send.
-    #[arg(long, value_name = "N")]
-    concurrency: Option<u32>,
-    /// Ignore arrival times: --concurrency N virtual users each send their
-    /// next request when their previous one finishes (plus --think-time).
-    #[arg(long, requires = "concurrency")]
-    closed_loop: bool,
-    /// Closed loop: pause between a user's response and its next request.
-    #[arg(long, value_name = "SECONDS", requires = "closed_loop")]
-    think_time: Option<f64>,
-    /// Divide every arrival time by this (2 = twice the request rate).
-    #[arg(long, value_name = "X")]
-    rate_scale: Option<f64>,
+    #[command(flatten)]
+    sending: ClientArgs,
     /// The client gives up on a request this long after sending it (an HTTP
     /// client's timeout): the server aborts what is still running, and the
     /// request is reported timed out.
@@ -103,18 +92,8 @@ impl RunArgs {
         let seconds = |flag: &str, v: f64| -> anyhow::Result<u64> {
             crate::workload::checked_seconds_to_us(v).map_err(|reason| anyhow::anyhow!("--{flag}: {reason}"))
         };
-        let client = match (self.concurrency, self.closed_loop) {
-            (Some(0), _) => bail!("--concurrency: must be at least 1"),
-            (None, _) => Client::OpenLoop,
-            (Some(limit), false) => Client::Capped { limit },
-            (Some(users), true) => {
-                Client::ClosedLoop { users, think_time_us: seconds("think-time", self.think_time.unwrap_or(0.0))? }
-            }
-        };
-        let rate_scale = self.rate_scale.unwrap_or(1.0);
-        if !(rate_scale.is_finite() && rate_scale > 0.0) {
-            bail!("--rate-scale: {rate_scale} must be a positive number");
-        }
+        let client = self.sending.client()?;
+        let rate_scale = self.sending.rate_scale()?;
         let horizon_us = self.horizon.map(|h| seconds("horizon", h)).transpose()?;
         let timeout_us = match self.timeout.map(|t| seconds("timeout", t)).transpose()? {
             Some(0) => bail!("--timeout: must be positive"),
@@ -146,7 +125,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             let options = ImportOptions { trace_data: data, adapters, priorities, ..args.workload.import.options()? };
             let input = Input::Import(format, path, options);
             let (n, last_arrival_us) = input.count(traffic.rate_scale, Some(&deployment))?;
-            replay_defaults(&input, &mut traffic, last_arrival_us, args.concurrency.is_some())?;
+            replay_defaults(&input, &mut traffic, last_arrival_us, args.sending.concurrency.is_some())?;
             (n, input)
         }
     };

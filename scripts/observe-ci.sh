@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# CI step for `observe` against a real server: install (scripts/vllm-cpu-server/setup.sh),
-# start vLLM on 127.0.0.1:$PORT, run smoke.py and prefix_probe.py, stop it (always, on any
-# exit). Each step gets what is left of one time budget; the first failure prints
-# "observe-ci: FAILED at STEP after Ns (budget Bs): WHY" plus the log's tail and exits 1.
-# Not yet wired into .ci/run (the lead does that once the observe pipeline works).
+# CI step for `observe` against a real server (.ci/run): install (scripts/vllm-cpu-server/
+# setup.sh), start vLLM on 127.0.0.1:$PORT, run smoke.py and prefix_probe.py, then the
+# observe → replay → calibrate → fit → predict loop (scripts/observe-loop.sh), and stop the
+# server (always, on any exit). Each step gets what is left of one time budget; the first
+# failure prints "observe-ci: FAILED at STEP after Ns (budget Bs): WHY" plus the log's tail
+# and exits 1. What each step printed is in the log; the loop's figures are printed at the end.
 #
 # Environment (all optional):
 #   BUDGET_S=900   whole-step budget in seconds. Measured on the 2-core box: setup from an
 #                  empty uv cache 51-89 s, start 17-45 s, smoke ~9 s (scripts/vllm-cpu-server/
 #                  README.md); 900 s leaves room for a loaded machine.
 #   PORT=8000  STATE_DIR=/tmp/observe-ci  VENV  MODEL_DIR   passed to the server scripts
-#   OBSERVE_CMD="..."  run after the smoke with BASE set (the later observe workload step)
+#   BIN=target/debug/blis-sweep  OUT=target/observe-loop   passed to scripts/observe-loop.sh
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SRV="$HERE/vllm-cpu-server"
@@ -64,7 +65,7 @@ started=1
 step start env START_TIMEOUT=$((BUDGET_S - (SECONDS - T0))) bash "$SRV/start.sh"
 step smoke "$VENV/bin/python" "$SRV/smoke.py" --base "$BASE"
 step prefix-probe "$VENV/bin/python" "$SRV/prefix_probe.py" --base "$BASE"
-if [ -n "${OBSERVE_CMD:-}" ]; then
-  step observe env BASE="$BASE" bash -c "$OBSERVE_CMD"
-fi
+step observe-loop env BASE="$BASE" bash "$HERE/observe-loop.sh"
+# The loop's own figures: each observation, its check and replay, the fit and the prediction.
+sed -n '/^== observe-loop/,$p' "$LOG"
 echo "observe-ci: all steps passed in $((SECONDS - T0))s (log: $LOG)"

@@ -14,7 +14,7 @@ mod speculative;
 
 pub use batch::{DUMMY_BATCH, LatencyModel, PrefillChunk, StepBatch};
 pub use kernels::{Fp8GemmRelease, KernelConstants, Kernels, KernelsError};
-pub use linear::Linear;
+pub use linear::{Linear, LinearConstants};
 pub use lora::LoraPricing;
 pub use roofline::{Roofline, RooflineConstants};
 pub use speculative::DraftCost;
@@ -57,17 +57,16 @@ impl LatencyModel for StepPricer {
 }
 
 impl StepPricer {
-    /// The model's tunable constants by name; `None` for a model without
-    /// named constants (linear).
-    pub fn constants(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+    /// The model's tunable constants by name.
+    pub fn constants(&self) -> serde_json::Map<String, serde_json::Value> {
         let v = match self {
             StepPricer::Roofline(m) => serde_json::to_value(m.constants()),
             StepPricer::Kernels(m) => serde_json::to_value(m.constants()),
-            StepPricer::Linear(_) => return None,
+            StepPricer::Linear(m) => serde_json::to_value(m.constants()),
         };
         match v.expect("constants serialize") {
-            serde_json::Value::Object(map) => Some(map),
-            _ => None,
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!("every model's constants are a struct, which serializes to a map"),
         }
     }
 
@@ -86,7 +85,10 @@ impl StepPricer {
                 c.validate()?;
                 Ok(StepPricer::Kernels(Box::new(m.with_constants(c))))
             }
-            StepPricer::Linear(_) => Err("the linear model has no named constants".to_owned()),
+            StepPricer::Linear(_) => {
+                let c: LinearConstants = serde_json::from_value(v).map_err(|e| e.to_string())?;
+                Ok(StepPricer::Linear(Linear::from_constants(c)?))
+            }
         }
     }
 

@@ -190,6 +190,28 @@ pub fn lookup(name: &str) -> Option<Gpu> {
     CATALOG.iter().find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name))).map(|(_, gpu)| gpu.clone())
 }
 
+/// `hardware: custom`: a server no datasheet here describes — vLLM on a
+/// CPU, an accelerator not catalogued. It has no peaks to price a step
+/// with, so only a fitted model prices it (the linear one), and no memory
+/// to size a KV cache from, so the scenario gives `num_gpu_blocks` (vLLM's
+/// /metrics `cache_config_info` reports it) and the batch limits.
+pub const CUSTOM: &str = "custom";
+
+/// The [`CUSTOM`] device: one engine of unknown peaks, whose memory bounds
+/// nothing (the KV blocks are given).
+pub fn custom() -> Gpu {
+    Gpu {
+        name: CUSTOM,
+        memory_bytes: u64::MAX,
+        memory_bandwidth: 0.0,
+        bf16_flops: 0.0,
+        fp8_flops: None,
+        interconnect_bandwidth: 0.0,
+        gpus_per_node: 1,
+        inter_node: None,
+    }
+}
+
 /// The canonical names, for error messages and `--help`.
 pub fn names() -> Vec<&'static str> {
     CATALOG.iter().map(|(_, gpu)| gpu.name).collect()

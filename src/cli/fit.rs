@@ -74,9 +74,7 @@ impl Set {
     fn add(&mut self, run: FitRun, origin: &str) -> anyhow::Result<()> {
         let d = &run.deployment;
         let p = d.serving();
-        let Some(constants) = p.latency.constants() else {
-            bail!("{origin}: the {} model has no constants to fit", p.latency.kind());
-        };
+        let constants = p.latency.constants();
         if !self.kind.is_empty() && self.kind != p.latency.kind() {
             bail!("{origin}: uses the {} model but the others use {}", p.latency.kind(), self.kind);
         }

@@ -45,6 +45,12 @@ const DEFAULT_BLOCK_SIZE: u32 = 16;
 /// that load on its API process.
 const DEFAULT_SCRAPE_INTERVAL_MS: u64 = 100;
 
+/// How long the first /metrics scrape is waited for before the first send:
+/// the idle CPU server answers in 5–28 ms (five `curl -w %{time_total}`
+/// of its /metrics, measured 2026-12-02); two seconds covers a loaded server without delaying a run
+/// against one whose /metrics is missing for long.
+const FIRST_SCRAPE_WAIT: Duration = Duration::from_secs(2);
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct ObserveArgs {
     /// The server's base URL, e.g. http://127.0.0.1:8000 (plain HTTP).
@@ -84,6 +90,13 @@ pub(crate) struct ObserveArgs {
     vocab_size: Option<u32>,
     #[command(flatten)]
     sending: ClientArgs,
+    /// vLLM's `cache_salt` sent with every call, so the server's prefix
+    /// cache shares blocks among this observation's calls only, as the
+    /// simulator's empty cache does. Default: a fresh salt each run (recorded
+    /// in the TraceV2 header); `none` sends none (the calls may hit what the
+    /// server cached before, e.g. an earlier run of the same workload).
+    #[arg(long, value_name = "SALT")]
+    cache_salt: Option<String>,
     /// Send the first N requests but leave them out of the outputs.
     #[arg(long, value_name = "N", default_value_t = 0)]
     warmup: u64,
@@ -101,6 +114,29 @@ impl ObserveArgs {
         Ok(DriverConfig { client: self.sending.client()?, warmup: self.warmup, vocab_size: self.vocab_size })
     }
 
+    /// The salt to send, checked as vLLM checks it (`validate_cache_salt`,
+    /// vllm/entrypoints/generate/base/protocol.py in 0.32), so a bad one is
+    /// refused before anything is sent.
+    fn cache_salt(&self) -> anyhow::Result<Option<String>> {
+        match self.cache_salt.as_deref() {
+            Some("none") => Ok(None),
+            Some(salt) => {
+                if salt.is_empty() || salt.chars().count() > 128 {
+                    bail!("--cache-salt: must be 1 to 128 characters (vLLM's limit)");
+                }
+                if let Some(c) = salt.chars().find(|c| matches!(c, '@' | '/' | '\\' | '\0')) {
+                    bail!("--cache-salt: `{}` is a character vLLM refuses in a salt", c.escape_default());
+                }
+                Ok(Some(salt.to_owned()))
+            }
+            None => {
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+                Ok(Some(format!("blis-sweep-{nanos:x}")))
+            }
+        }
+    }
+
     fn timeout(&self) -> anyhow::Result<Duration> {
         let t = self.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
         match crate::workload::checked_seconds_to_us(t) {
@@ -115,6 +151,7 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     check_paths(&args)?;
     let config = args.config()?;
     let timeout = args.timeout()?;
+    let cache_salt = args.cache_salt()?;
     let rate_scale = args.sending.rate_scale()?;
     if args.block_size == Some(0) {
         bail!("--block-size: must be at least 1");
@@ -139,8 +176,9 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
-    let client =
-        Client::new(&args.server_url, &args.model, timeout).map_err(|e| anyhow::anyhow!("--server-url: {e}"))?;
+    let client = Client::new(&args.server_url, &args.model, timeout)
+        .map_err(|e| anyhow::anyhow!("--server-url: {e}"))?
+        .with_cache_salt(cache_salt.clone());
     // A server that answers but not with the model is the name's fault;
     // one that does not answer is the URL's.
     runtime.block_on(client.check_model()).map_err(|e| match e {
@@ -169,15 +207,20 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
             fields.push(("enable_prefix_caching".to_owned(), on.to_string()));
         }
     }
+    if let Some(salt) = &cache_salt {
+        fields.push(("cache_salt".to_owned(), salt.clone()));
+    }
 
     let mut results = atomic::create(&args.output)?;
     let mut metrics_csv = args.metrics_csv.as_deref().map(atomic::create).transpose()?;
     // The scraper runs beside the requests, on its own clock started with theirs.
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let first_scrape = Arc::new(tokio::sync::Notify::new());
     let scraper = metrics_csv.as_ref().map(|_| {
         let base = args.server_url.clone();
         let interval = Duration::from_millis(args.scrape_interval_ms.unwrap_or(DEFAULT_SCRAPE_INTERVAL_MS));
         let start = Instant::now();
+        let first = first_scrape.clone();
         runtime.spawn(async move {
             let mut rows = Vec::new();
             let summary = scrape_loop(
@@ -185,12 +228,25 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
                 interval,
                 move || start.elapsed().as_micros() as u64,
                 stopped,
-                |s| s.write_csv_row(&mut rows),
+                |s| {
+                    s.write_csv_row(&mut rows)?;
+                    first.notify_one();
+                    Ok(())
+                },
             )
             .await;
             (summary, rows)
         })
     });
+    // The first scrape is the counters before anything is sent (a
+    // request's prefix-cache queries reach /metrics after its first step,
+    // as soon as ~10 ms on the CPU server): the CSV's first row is the
+    // baseline its last row is read against. A server whose /metrics does
+    // not answer within FIRST_SCRAPE_WAIT is not waited for (the failed
+    // scrapes are counted and said).
+    if scraper.is_some() {
+        let _ = runtime.block_on(async { tokio::time::timeout(FIRST_SCRAPE_WAIT, first_scrape.notified()).await });
+    }
     let results_name = args.output.display().to_string();
     let mut trace = match &args.trace_output {
         Some(prefix) => {

@@ -137,6 +137,8 @@ pub struct Client {
     base: String,
     model: String,
     timeout: Duration,
+    /// vLLM's `cache_salt`, sent with every call (see [`Client::with_cache_salt`]).
+    cache_salt: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -151,6 +153,8 @@ struct CompletionBody<'a> {
     temperature: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     priority: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_salt: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -269,7 +273,17 @@ impl Client {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| CallError::Connect(chain(&e)))?;
-        Ok(Client { http, base: base.to_string(), model: model.to_string(), timeout })
+        Ok(Client { http, base: base.to_string(), model: model.to_string(), timeout, cache_salt: None })
+    }
+
+    /// The same client sending vLLM's `cache_salt` with every call: the
+    /// server's prefix cache then shares blocks among these calls only, not
+    /// with what it served before (an earlier observation of the same
+    /// workload, or its warm-up) — as the simulator, which starts with an
+    /// empty cache, assumes. vLLM refuses an empty salt, one over 128
+    /// characters, or one with `@`, `/`, `\` or NUL.
+    pub fn with_cache_salt(self, salt: Option<String>) -> Client {
+        Client { cache_salt: salt, ..self }
     }
 
     /// The server's base URL as requests use it.
@@ -328,6 +342,7 @@ impl Client {
             stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
             temperature: 0,
             priority: spec.priority,
+            cache_salt: self.cache_salt.as_deref(),
         };
         let mut req = self.http.post(format!("{}/v1/completions", self.base)).json(&body);
         for (name, value) in &spec.headers {
@@ -494,11 +509,14 @@ mod tests {
             stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
             temperature: 0,
             priority: None,
+            cache_salt: None,
         };
         assert_eq!(
             serde_json::to_string(&body).unwrap(),
             r#"{"model":"tiny","prompt":[1,2],"max_tokens":3,"min_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"temperature":0}"#
         );
+        let salted = CompletionBody { priority: Some(2), cache_salt: Some("s-1"), ..body };
+        assert!(serde_json::to_string(&salted).unwrap().ends_with(r#""priority":2,"cache_salt":"s-1"}"#));
         assert_eq!(serde_json::to_string(&Prompt::Text("a".into())).unwrap(), r#""a""#);
     }
 }

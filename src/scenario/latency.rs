@@ -12,7 +12,8 @@ use super::vllm_version::VllmVersion;
 use crate::arch::catalog::SamplingDefaults;
 use crate::arch::{Dtype, Gpu, ModelArch, MoeRouting};
 use crate::latency::{
-    Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, ModelKind, Roofline, RooflineConstants, StepPricer,
+    Fp8GemmRelease, KernelConstants, Kernels, KernelsError, Linear, LinearConstants, ModelKind, Roofline,
+    RooflineConstants, StepPricer,
 };
 
 /// What prices one engine's steps depend on besides `latency_model:` itself.
@@ -140,10 +141,28 @@ pub(crate) fn resolve(
                 .with_sort_sampler(sort_sampler),
             ))
         }
-        LatencySpec::Linear { beta } => StepPricer::Linear(
-            Linear::new(&beta)
-                .map_err(|e| InvalidValue { field: "latency_model.beta".to_owned(), reason: e.to_string() })?,
-        ),
+        LatencySpec::Linear { beta, constants_file, constants } => {
+            if beta.is_none() && constants_file.is_none() && constants.is_none() {
+                return invalid(
+                    "latency_model",
+                    "the linear model needs its coefficients: beta: [b0, b1, b2], constants_file: FITTED.yaml (as `blis-sweep fit` writes) or constants: {step_us: …}",
+                );
+            }
+            let field = if beta.is_some() && constants_file.is_none() && constants.is_none() {
+                "latency_model.beta"
+            } else {
+                "latency_model.constants"
+            };
+            let from_beta = match &beta {
+                Some(b) => LinearConstants::from_beta(b)
+                    .map_err(|reason| InvalidValue { field: "latency_model.beta".to_owned(), reason })?,
+                None => LinearConstants::default(),
+            };
+            let c = constants_layered(base, from_beta, constants_file.as_deref(), constants)?;
+            StepPricer::Linear(
+                Linear::from_constants(c).map_err(|reason| InvalidValue { field: field.to_owned(), reason })?,
+            )
+        }
         LatencySpec::Unimplemented(kind) => {
             return invalid("latency_model", format!("`{kind}` is not implemented; available: {}", ModelKind::names()));
         }

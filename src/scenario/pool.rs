@@ -96,11 +96,21 @@ impl Scenario<'_> {
     /// Resolves one pool of the scenario.
     pub(super) fn pool(&self, name: &str, role: Role, p: PoolSettings) -> Result<Pool, InvalidValue> {
         let (model, spec, base) = (self.model, self.spec, self.base);
-        let Some(gpu) = hardware::lookup(p.hardware) else {
-            return invalid(
-                "hardware",
-                format!("unknown GPU `{}`; the catalog has {}", p.hardware, hardware::names().join(", ")),
-            );
+        let gpu = if p.hardware.eq_ignore_ascii_case(hardware::CUSTOM) {
+            check_custom(&p)?;
+            hardware::custom()
+        } else {
+            let Some(gpu) = hardware::lookup(p.hardware) else {
+                return invalid(
+                    "hardware",
+                    format!(
+                        "unknown GPU `{}`; the catalog has {} (or `custom`, with a fitted linear model)",
+                        p.hardware,
+                        hardware::names().join(", ")
+                    ),
+                );
+            };
+            gpu
         };
         let tp = p.tp.unwrap_or(1);
         if tp == 0 || model.num_heads % tp != 0 {
@@ -174,6 +184,45 @@ impl Scenario<'_> {
     }
 }
 
+/// What `hardware: custom` needs the scenario to give, since no datasheet
+/// does: a fitted (linear) latency model, the KV blocks and the batch
+/// limits (vLLM's defaults depend on the device), and one engine.
+fn check_custom(p: &PoolSettings) -> Result<(), InvalidValue> {
+    if !matches!(p.latency_model, Some(LatencySpec::Linear { .. })) {
+        return invalid(
+            "latency_model",
+            "hardware: custom has no datasheet to price a step from: give latency_model: {kind: linear, constants_file: FITTED.yaml} (fit one with `blis-sweep fit`) or {kind: linear, beta: [b0, b1, b2]}",
+        );
+    }
+    let e = p.engine;
+    let missing = [
+        ("engine.num_gpu_blocks", e.num_gpu_blocks.is_none(), "vLLM's /metrics reports it in cache_config_info"),
+        ("engine.max_num_seqs", e.max_num_seqs.is_none(), "vLLM's default depends on the device"),
+        (
+            "engine.max_num_batched_tokens",
+            e.max_num_batched_tokens.is_none(),
+            "vLLM's default depends on the device (2048 on a CPU)",
+        ),
+    ];
+    if let Some((field, _, why)) = missing.iter().find(|m| m.1) {
+        return invalid(field, format!("missing: hardware: custom needs it given ({why})"));
+    }
+    if e.lora.is_some() {
+        return invalid(
+            "engine.lora",
+            "LoRA on hardware: custom is not modelled: its adapters are priced from a GPU's peaks",
+        );
+    }
+    if p.tp.is_some_and(|tp| tp != 1) || p.dp.is_some_and(|dp| dp != 1) {
+        let field = if p.tp.is_some_and(|tp| tp != 1) { "tp" } else { "dp" };
+        return invalid(
+            field,
+            "hardware: custom is one engine priced as a whole by its fitted model: leave tp and dp at 1",
+        );
+    }
+    Ok(())
+}
+
 /// Why a group of `gpus` of `gpu` that spans nodes is refused: the catalog
 /// knows no network between its nodes.
 fn beyond_one_node(gpu: &Gpu, gpus: u64) -> String {
@@ -185,4 +234,57 @@ fn beyond_one_node(gpu: &Gpu, gpus: u64) -> String {
         gpu.name,
         gpu.gpus_per_node
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::latency::{LatencyModel, StepBatch};
+    use crate::scenario::{ScenarioSpec, resolve};
+
+    const CUSTOM: &str = "model: llama-3.1-8b\nhardware: custom\n";
+    const LIMITS: &str =
+        "engine: {num_gpu_blocks: 8192, block_size: 32, max_num_seqs: 64, max_num_batched_tokens: 2048}\n";
+
+    fn resolved(yaml: &str) -> Result<crate::scenario::Deployment, (String, String)> {
+        let spec: ScenarioSpec = serde_saphyr::from_str(yaml).unwrap();
+        resolve(spec, Path::new("."), "t").map_err(|e| (e.field, e.reason))
+    }
+
+    /// A custom device is what its scenario says: the blocks and limits
+    /// given, steps priced by the fitted line (named constants over beta).
+    #[test]
+    fn a_custom_device_runs_on_what_the_scenario_gives() {
+        let d = resolved(&format!(
+            "{CUSTOM}{LIMITS}latency_model: {{kind: linear, beta: [4000, 2, 50], constants: {{request_overhead_us: 3000}}}}\n"
+        ))
+        .unwrap();
+        let p = d.serving();
+        assert_eq!((p.gpu.name, p.engine.num_gpu_blocks, p.engine.block_size), ("custom", 8192, 32));
+        assert_eq!((p.engine.max_num_seqs, p.engine.max_num_batched_tokens), (64, 2048));
+        assert_eq!(p.latency.step_time_us(&StepBatch { decodes: 2, ..StepBatch::default() }), 4100);
+        assert_eq!(p.latency.request_overhead_us(), 3000);
+        assert_eq!(p.latency.constants()["step_us"], 4000.0);
+    }
+
+    /// Everything a datasheet would have given is asked for by name.
+    #[test]
+    fn a_custom_device_is_refused_what_it_cannot_have() {
+        let linear = "latency_model: {kind: linear, beta: [4000, 2, 50]}\n";
+        let field = |yaml: &str| resolved(yaml).unwrap_err().0;
+        assert_eq!(field(&format!("{CUSTOM}{LIMITS}")), "latency_model");
+        assert_eq!(field(&format!("{CUSTOM}{LIMITS}latency_model: roofline\n")), "latency_model");
+        assert_eq!(field(&format!("{CUSTOM}{linear}")), "engine.num_gpu_blocks");
+        let no_seqs = "engine: {num_gpu_blocks: 10, max_num_batched_tokens: 2048}\n";
+        assert_eq!(field(&format!("{CUSTOM}{linear}{no_seqs}")), "engine.max_num_seqs");
+        assert_eq!(field(&format!("{CUSTOM}{LIMITS}{linear}tp: 2\n")), "tp");
+        assert_eq!(field(&format!("{CUSTOM}{LIMITS}latency_model: {{kind: linear}}\n")), "latency_model");
+        let (f, why) =
+            resolved(&format!("{CUSTOM}{LIMITS}latency_model: {{kind: linear, constants: {{step_us: -1}}}}\n"))
+                .unwrap_err();
+        assert_eq!(f, "latency_model.constants");
+        assert!(why.starts_with("step_us"), "{why}");
+        assert!(resolved("model: llama-3.1-8b\nhardware: V100\n").unwrap_err().1.contains("`custom`"));
+    }
 }

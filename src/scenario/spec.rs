@@ -362,10 +362,17 @@ pub enum LatencySpec {
         constants: Option<serde_json::Value>,
     },
     /// `step_us = beta[0] + beta[1]·prefill_tokens + beta[2]·decode_tokens
-    /// [+ beta[3]·decode_context_tokens]`, microseconds.
+    /// [+ beta[3]·decode_context_tokens]`, microseconds: BLIS's
+    /// coefficients, or the same as named constants (keys of
+    /// `LinearConstants`, as `blis-sweep fit` writes them), a file of them
+    /// and inline keys each overriding the one before.
     Linear {
         /// Coefficients, µs.
-        beta: Vec<f64>,
+        beta: Option<Vec<f64>>,
+        /// Path to a constants YAML, relative to the scenario file.
+        constants_file: Option<String>,
+        /// Constants given inline.
+        constants: Option<serde_json::Value>,
     },
     /// A model this build knows by name but does not implement.
     Unimplemented(String),
@@ -378,7 +385,7 @@ pub enum LatencySpec {
 enum LatencyTable {
     Roofline { constants_file: Option<String>, constants: Option<serde_json::Value> },
     Kernels { constants_file: Option<String>, constants: Option<serde_json::Value> },
-    Linear { beta: Vec<f64> },
+    Linear { beta: Option<Vec<f64>>, constants_file: Option<String>, constants: Option<serde_json::Value> },
 }
 
 impl<'de> Deserialize<'de> for LatencySpec {
@@ -394,9 +401,9 @@ impl<'de> Deserialize<'de> for LatencySpec {
                 match ModelKind::parse(v) {
                     Some(ModelKind::Roofline) => Ok(LatencySpec::Roofline { constants_file: None, constants: None }),
                     Some(ModelKind::Kernels) => Ok(LatencySpec::Kernels { constants_file: None, constants: None }),
-                    Some(ModelKind::Linear) => {
-                        Err(E::custom("`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]}"))
-                    }
+                    Some(ModelKind::Linear) => Err(E::custom(
+                        "`linear` needs coefficients: use {kind: linear, beta: [b0, b1, b2]} or {kind: linear, constants_file: FITTED.yaml}",
+                    )),
                     None => Ok(LatencySpec::Unimplemented(v.to_owned())),
                 }
             }
@@ -409,7 +416,9 @@ impl<'de> Deserialize<'de> for LatencySpec {
                     LatencyTable::Kernels { constants_file, constants } => {
                         LatencySpec::Kernels { constants_file, constants }
                     }
-                    LatencyTable::Linear { beta } => LatencySpec::Linear { beta },
+                    LatencyTable::Linear { beta, constants_file, constants } => {
+                        LatencySpec::Linear { beta, constants_file, constants }
+                    }
                 })
             }
         }

@@ -195,6 +195,60 @@ fn fit_recovers_a_known_constant_from_synthetic_runs() {
     assert!(r["metrics"]["itl"]["workload_level"]["mean_percent_error"].as_f64().unwrap() < 0.01);
 }
 
+/// A server no datasheet describes (`hardware: custom`, as vLLM on a CPU):
+/// its linear model's named constants are fitted back from synthetic runs
+/// at two loads, starting a factor of two off, and the fitted file predicts
+/// a third load.
+#[test]
+fn fit_recovers_a_custom_servers_linear_constants_and_predicts_another_load() {
+    let dir = Dir::new("fit-custom");
+    let scenario = "model: Llama-3.1-8B\nhardware: custom\n\
+                    engine: {num_gpu_blocks: 4000, block_size: 32, max_num_seqs: 64, max_num_batched_tokens: 2048}\n";
+    let truth = "{step_us: 4000, prefill_token_us: 20, decode_token_us: 300, request_overhead_us: 10000}";
+    dir.create("truth.yaml", &format!("{scenario}latency_model: {{kind: linear, constants: {truth}}}\n"));
+    dir.create(
+        "start.yaml",
+        "{step_us: 2000, prefill_token_us: 40, decode_token_us: 150, request_overhead_us: 20000}\n",
+    );
+    let chat: Vec<&str> = include_str!("../../sweeps/workloads/chat-200.jsonl").lines().collect();
+    // Three loads: the same requests' arrivals stretched or squeezed.
+    for (name, scale) in [("slow", 4.0), ("fast", 1.0), ("mid", 2.0)] {
+        let rows: String = chat[..50]
+            .iter()
+            .map(|l| {
+                let mut r: serde_json::Value = serde_json::from_str(l).unwrap();
+                r["arrival_time"] = serde_json::json!(r["arrival_time"].as_f64().unwrap() * scale);
+                format!("{r}\n")
+            })
+            .collect();
+        dir.create(&format!("{name}.workload.jsonl"), &rows);
+        dir.create(
+            &format!("{name}.scenario.yaml"),
+            &format!("{scenario}latency_model: {{kind: linear, constants_file: start.yaml}}\n"),
+        );
+        let (w, b) = (format!("{name}.workload.jsonl"), format!("{name}.baseline.jsonl"));
+        TestCommand::new(&dir.path, &["run", "-q", "-s", "truth.yaml", &w, "-o", &b]).stdout();
+    }
+    let params = "step_us,prefill_token_us,decode_token_us,request_overhead_us";
+    let args = ["fit", "--runs", ".", "--experiment", "slow", "--experiment", "fast", "--params", params];
+    TestCommand::new(&dir.path, &[&args[..], &["--max-evaluations", "200", "--out", "fitted.yaml"]].concat()).stdout();
+    let fitted: serde_json::Value = blis_sweep::yaml::parse(&dir.read("fitted.yaml")).unwrap();
+    let decode = fitted["decode_token_us"].as_f64().unwrap();
+    assert!((decode / 300.0 - 1.0).abs() < 0.1, "decode_token_us fitted {decode}");
+    dir.create("predict.yaml", &format!("{scenario}latency_model: {{kind: linear, constants_file: fitted.yaml}}\n"));
+    TestCommand::new(&dir.path, &["run", "-q", "-s", "predict.yaml", "mid.workload.jsonl", "-o", "p.jsonl"]).stdout();
+    TestCommand::new(
+        &dir.path,
+        &["calibrate", "--real", "mid.baseline.jsonl", "--sim", "p.jsonl", "--report", "r.json"],
+    )
+    .stdout();
+    let r: serde_json::Value = serde_json::from_str(&dir.read("r.json")).unwrap();
+    for metric in ["e2e", "itl"] {
+        let err = r["metrics"][metric]["workload_level"]["mean_percent_error"].as_f64().unwrap();
+        assert!(err < 0.02, "{metric}: {err}");
+    }
+}
+
 #[test]
 fn request_overhead_delays_the_engine_and_counts_in_ttft() {
     let dir = Dir::new("overhead");

@@ -22,6 +22,8 @@ struct Seen {
     prompt_len: usize,
     max_tokens: u64,
     session: Option<String>,
+    /// vLLM's `cache_salt` in the body.
+    cache_salt: Option<String>,
 }
 
 struct Stub {
@@ -172,7 +174,8 @@ fn serve(
             let _ = write!(stream, "data: [DONE]\n\n");
             let end_us = origin.elapsed().as_micros() as u64;
             in_flight.fetch_sub(1, Ordering::SeqCst);
-            seen.lock().unwrap().push(Seen { at_us, end_us, prompt_len, max_tokens, session });
+            let cache_salt = body["cache_salt"].as_str().map(str::to_owned);
+            seen.lock().unwrap().push(Seen { at_us, end_us, prompt_len, max_tokens, session, cache_salt });
         }
         _ => {
             let _ = write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
@@ -468,4 +471,45 @@ fn observe_scrapes_metrics_and_records_the_server() {
     let header = dir.read("t.yaml");
     assert!(header.contains("version") && header.contains("0.32.0") && header.contains("num_gpu_blocks"), "{header}");
     assert!(header.contains("block_size: 32"), "the server's block size: {header}");
+}
+
+/// Every call of an observation carries one `cache_salt` (a fresh one by
+/// default, recorded in the TraceV2 header), so the server's prefix cache
+/// shares blocks among them only; `none` sends none; a salt vLLM would
+/// refuse is refused before anything is sent.
+#[test]
+fn observe_salts_the_prefix_cache_once_per_observation() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("observe-salt");
+    dir.create("w.jsonl", &[single(0, 0.0, 8, 2), single(1, 0.0, 8, 2)].concat());
+    let observe = |extra: &[&str]| {
+        let mut args = vec!["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"];
+        args.extend_from_slice(extra);
+        TestCommand::new(&dir.path, &args).output()
+    };
+    let salts = |stub: &Stub| {
+        let mut seen = stub.seen.lock().unwrap();
+        let out: Vec<Option<String>> = seen.iter().map(|s| s.cache_salt.clone()).collect();
+        seen.clear();
+        out
+    };
+    assert!(observe(&["--trace-output", "t"]).status.success());
+    let first = salts(&stub);
+    assert_eq!(first.len(), 2);
+    let salt = first[0].clone().expect("a salt by default");
+    assert_eq!(first[1].as_deref(), Some(salt.as_str()), "one salt for the whole observation");
+    assert!(dir.read("t.yaml").contains(&format!("cache_salt: \"{salt}\"")), "{}", dir.read("t.yaml"));
+    assert!(observe(&[]).status.success());
+    assert_ne!(salts(&stub)[0].as_deref(), Some(salt.as_str()), "a fresh salt each run");
+    assert!(observe(&["--cache-salt", "run-7"]).status.success());
+    assert_eq!(salts(&stub), [Some("run-7".to_owned()), Some("run-7".to_owned())]);
+    assert!(observe(&["--cache-salt", "none"]).status.success());
+    assert_eq!(salts(&stub), [None, None]);
+    for bad in ["a/b", ""] {
+        let out = observe(&["--cache-salt", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.starts_with("blis-sweep: --cache-salt: ") && err.lines().count() == 1, "{err}");
+    }
+    assert!(salts(&stub).is_empty(), "nothing sent with a bad salt");
 }

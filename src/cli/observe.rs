@@ -4,7 +4,7 @@
 //! `calibrate` and `fit` read.
 //!
 //! The workload is opened as `run` opens it (a workload JSONL, `--input
-//! FORMAT:PATH`, a TraceV2 pair) and read twice: a first pass validates
+//! FORMAT:PATH`, a TraceV2 pair, a generator spec) and read twice: a first pass validates
 //! every row, so a bad file is refused before anything is sent; the second
 //! streams it to the driver (`crate::observe::driver`). The server is asked
 //! for its model first, so an unreachable server or a wrong name is one
@@ -121,6 +121,10 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     }
     let (rows, input) = match args.workload.source()? {
         Source::File(path) => validate(path, rate_scale, None)?,
+        Source::Generate(spec, seed) => {
+            let input = Input::Generate(spec, seed);
+            (input.count(rate_scale, None)?.0, input)
+        }
         Source::Trace(format, path, data) => {
             if args.workload.import.options()?.concurrent_sessions.is_some() {
                 bail!("--concurrent-sessions: not built for observe yet; use --concurrency N with --closed-loop");

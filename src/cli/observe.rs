@@ -22,7 +22,7 @@ use anyhow::{Context, bail};
 use super::atomic::{self, Named};
 use super::client_args::ClientArgs;
 use super::run::{Input, trace_paths, validate};
-use super::workload_args::{Source, WorkloadArgs};
+use super::workload_args::{Source, WorkloadArgs, pool_client};
 use crate::observe::client::{CallError, Client};
 use crate::observe::driver::{self, DriveError, DriverConfig};
 use crate::observe::server::{CSV_HEADER, scrape_loop, server_info};
@@ -113,7 +113,7 @@ impl ObserveArgs {
 
 pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     check_paths(&args)?;
-    let config = args.config()?;
+    let mut config = args.config()?;
     let timeout = args.timeout()?;
     let rate_scale = args.sending.rate_scale()?;
     if args.block_size == Some(0) {
@@ -126,13 +126,14 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
             (input.count(rate_scale, None)?.0, input)
         }
         Source::Trace(format, path, data) => {
-            if args.workload.import.options()?.concurrent_sessions.is_some() {
-                bail!("--concurrent-sessions: not built for observe yet; use --concurrency N with --closed-loop");
-            }
             // A real server is sent what the trace says: its adapters by
             // name, its priorities in the body.
             let options =
                 ImportOptions { trace_data: data, adapters: true, priorities: true, ..args.workload.import.options()? };
+            // A pool of sessions is sent as `run` simulates it.
+            if let Some(client) = pool_client(&options, args.sending.concurrency.is_some())? {
+                config.client = client;
+            }
             let input = Input::Import(format, path, options);
             let (n, _) = input.count(rate_scale, None)?;
             (n, input)

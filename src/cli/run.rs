@@ -218,7 +218,7 @@ pub(crate) enum Input {
     /// A trace read by an importer, each pass anew.
     Import(ImportFormat, PathBuf, ImportOptions),
     /// A generator (`--workload-spec`) and its seed, generated each pass anew.
-    Generate(super::generate::Spec, u64),
+    Generate(Box<super::generate::Spec>, u64),
 }
 
 /// Requests of a pass over the input.
@@ -285,11 +285,8 @@ pub(crate) fn validate(path: &Path, rate_scale: f64, deployment: Option<&Deploym
 /// and runs until the pool drains.
 fn replay_defaults(input: &Input, traffic: &mut Traffic, last_arrival_us: u64, capped: bool) -> anyhow::Result<()> {
     let Input::Import(format, _, options) = input else { return Ok(()) };
-    if let Some(n) = options.concurrent_sessions {
-        if capped {
-            bail!("--concurrent-sessions: the pool is the client; drop --concurrency");
-        }
-        traffic.client = Client::Capped { limit: n };
+    if let Some(client) = super::workload_args::pool_client(options, capped)? {
+        traffic.client = client;
     } else if *format == ImportFormat::TraceV2 && traffic.horizon_us.is_none() {
         traffic.horizon_us = Some(if last_arrival_us == 0 { 600_000_000 } else { last_arrival_us.saturating_mul(2) });
     }

@@ -9,6 +9,8 @@ use anyhow::bail;
 
 use super::generate::Spec;
 use super::import::{ImportFlags, parse_input};
+use crate::sim::Client;
+use crate::workload::import::common::ImportOptions;
 use crate::workload::import::{self, ImportFormat};
 
 #[derive(Debug, clap::Args)]
@@ -54,7 +56,7 @@ pub(crate) enum Source<'a> {
     /// A workload JSONL.
     File(&'a Path),
     /// A generator, and the seed of its streams.
-    Generate(Spec, u64),
+    Generate(Box<Spec>, u64),
     /// A trace an importer reads: its format, its path, and a TraceV2's data
     /// file when given apart from its header.
     Trace(ImportFormat, PathBuf, Option<PathBuf>),
@@ -71,7 +73,7 @@ impl WorkloadArgs {
                 self.rate,
                 self.num_requests,
             )?;
-            return Ok(Source::Generate(spec, self.import.options()?.seed));
+            return Ok(Source::Generate(Box::new(spec), self.import.options()?.seed));
         }
         Ok(match (&self.workload, &self.input, &self.trace_header) {
             (Some(path), ..) => Source::File(path),
@@ -104,4 +106,18 @@ impl WorkloadArgs {
         ];
         Ok(given.into_iter().filter_map(|(flag, path)| Some((flag, path?))).collect())
     }
+}
+
+/// The client of a pool of `--concurrent-sessions N` (a TraceV2 corpus's
+/// sessions, all arriving at 0): `N` requests in flight, first come first
+/// sent, a session admitted as one completes — the simulator's capped client,
+/// and the observe driver's, so `run` and `observe` keep a pool alike. `None`
+/// without a pool. A pool is the client: refused beside `--concurrency`
+/// (`capped`).
+pub(crate) fn pool_client(options: &ImportOptions, capped: bool) -> anyhow::Result<Option<Client>> {
+    let Some(limit) = options.concurrent_sessions else { return Ok(None) };
+    if capped {
+        bail!("--concurrent-sessions: the pool is the client; drop --concurrency");
+    }
+    Ok(Some(Client::Capped { limit }))
 }

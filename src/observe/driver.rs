@@ -417,11 +417,7 @@ async fn run_request<P: Endpoint>(
 ) -> Done {
     let Next { index, request, .. } = next;
     let n = request.sub_requests.len();
-    let llm_nodes = request.sub_requests.iter().filter(|s| matches!(s.kind, NodeKind::Llm(_))).count();
-    // Several llm calls of one request are a session to the server (a
-    // session-aware router keeps them together).
-    let headers =
-        if llm_nodes > 1 { vec![("x-session-id".to_owned(), request.request_id.to_string())] } else { Vec::new() };
+    let headers = wire_headers(&request);
     let mut pending = vec![0u32; n];
     for node in &request.sub_requests {
         for &j in &node.next {
@@ -486,6 +482,45 @@ async fn run_request<P: Endpoint>(
         }
     }
     Done { index, request, nodes, send_us, end_us: end_us.max(clock.now_us()), mismatches }
+}
+
+/// The session header: not a standard's (llm-d's session-affinity scorer,
+/// llm-d-inference-scheduler `pkg/plugins/scorer/session_affinity.go`, pins
+/// a session by an `llm-d-session` cookie it sets on the first response,
+/// not by a header a client names), the one session-aware routers and
+/// benchmark clients commonly read.
+pub const SESSION_HEADER: &str = "x-session-id";
+
+/// The Gateway API Inference Extension's header naming a request's
+/// InferenceObjective (whose priority its flow control applies): the SLO
+/// class's name is sent, so a cluster with an objective per class
+/// (`critical`, `standard`, …) gives each its priority.
+/// kubernetes-sigs/gateway-api-inference-extension
+/// `pkg/epp/metadata/consts.go`, `ObjectiveKey`.
+pub const OBJECTIVE_HEADER: &str = "x-gateway-inference-objective";
+
+/// The Gateway API Inference Extension's header grouping requests into one
+/// fairness flow (the tenant): same file, `FlowFairnessIDKey`.
+pub const FAIRNESS_HEADER: &str = "x-gateway-inference-fairness-id";
+
+/// What every call of `request` carries in its headers: its session id when
+/// it makes several llm calls (a session-aware router keeps them together),
+/// its SLO class as GIE's objective and its tenant as GIE's fairness id,
+/// where given. (Its class's priority reaches vLLM in the body: the reader
+/// gives each call its class's `vllm_priority` unless the call names one.)
+fn wire_headers(request: &Request) -> Vec<(String, String)> {
+    let llm_nodes = request.sub_requests.iter().filter(|s| matches!(s.kind, NodeKind::Llm(_))).count();
+    let mut headers = Vec::new();
+    if llm_nodes > 1 {
+        headers.push((SESSION_HEADER.to_owned(), request.request_id.to_string()));
+    }
+    if let Some(class) = request.traffic.slo_class {
+        headers.push((OBJECTIVE_HEADER.to_owned(), class.name().to_owned()));
+    }
+    if let Some(tenant) = &request.traffic.tenant {
+        headers.push((FAIRNESS_HEADER.to_owned(), tenant.clone()));
+    }
+    headers
 }
 
 /// Runs one node from `at_us`; the flag says its `usage` was not the

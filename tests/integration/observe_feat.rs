@@ -1,8 +1,13 @@
 //! What real clients send, shared by `run` and `observe`: a generator spec
 //! as the workload (`--workload-spec`, `--preset`/`--rate`/`--num-requests`),
-//! session pools, SLO class and tenant headers, the chat API.
+//! session pools, SLO class and tenant headers, the chat API. `observe` is
+//! run against `observe`'s stub server, which records what each call carried.
 
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand};
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+
+use crate::observe::{PLAIN, single, start};
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 
 /// A spec with shared prefixes and multi-turn sessions: the streams a
 /// generator has beyond single calls.
@@ -81,4 +86,145 @@ fn a_bad_workload_spec_is_one_line_naming_where() {
     let err = fails(&["--workload-spec", "bad.yaml", "--metrics", "bad.yaml"]);
     assert!(err.contains("--metrics") && err.contains("--workload-spec"), "{err}");
     assert_eq!(dir.files(), ["bad.yaml", "s.yaml", "w.jsonl"]);
+}
+
+/// The input lengths of each result row's llm calls.
+fn shapes(results: &str) -> Vec<Vec<u64>> {
+    rows(results)
+        .iter()
+        .map(|r| r["sub_requests"].as_array().unwrap().iter().map(|n| n["input_tokens"].as_u64().unwrap()).collect())
+        .collect()
+}
+
+/// `observe --workload-spec` sends what the generator makes: each call's
+/// token ids (a shared prefix gives them) as its prompt, its output length
+/// forced.
+#[test]
+fn observe_sends_a_generated_workload() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("feat-observe-spec");
+    let spec = "num_requests: 4\nrate: 50\ninput: {kind: uniform, min: 4, max: 12}\noutput: {kind: constant, value: 2}\nprefix: {groups: 1, tokens: 4}\n";
+    dir.create("spec.yaml", spec);
+    TestCommand::new(&dir.path, &["generate", "--spec", "spec.yaml", "--seed", "9", "-o", "w.jsonl"]).stdout();
+    let args = ["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "-o", "r.jsonl"];
+    TestCommand::new(&dir.path, &[&args[..], &["--workload-spec", "spec.yaml", "--seed", "9"]].concat()).stdout();
+    let mut seen = stub.seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.at_us);
+    let sent: Vec<Vec<u64>> = seen
+        .iter()
+        .map(|s| s.body["prompt"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect())
+        .collect();
+    let generated: Vec<Vec<u64>> = rows(&dir.read("w.jsonl"))
+        .iter()
+        .map(|r| {
+            r["sub_requests"][0]["input_token_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+        })
+        .collect();
+    assert_eq!(sent, generated);
+    assert!(seen.iter().all(|s| s.max_tokens == 2));
+    assert_eq!(rows(&dir.read("r.jsonl")).len(), 4);
+}
+
+/// `observe --concurrent-sessions N` sends a TraceV2 corpus's sessions as
+/// `run` simulates them: the same sessions, in the same order, N at a time,
+/// each session's calls under its session id.
+#[test]
+fn observe_keeps_a_pool_of_sessions_as_run_does() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("feat-pool");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("spec.yaml", SPEC);
+    // A corpus of 12 two-turn sessions, as a TraceV2 pair.
+    TestCommand::new(
+        &dir.path,
+        &["run", "-q", "-s", "s.yaml", "--workload-spec", "spec.yaml", "--trace-output", "t", "-o", "x.jsonl"],
+    )
+    .stdout();
+    let pool = [
+        "--input",
+        "tracev2:t.yaml",
+        "--concurrent-sessions",
+        "2",
+        "--total-sessions",
+        "5",
+        "--shuffle-corpus",
+        "--seed",
+        "2",
+    ];
+    TestCommand::new(&dir.path, &[&["run", "-q", "-s", "s.yaml", "-o", "sim.jsonl"][..], &pool].concat()).stdout();
+    let args = ["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "-o", "real.jsonl"];
+    TestCommand::new(&dir.path, &[&args[..], &pool].concat()).stdout();
+    let (sim, real) = (dir.read("sim.jsonl"), dir.read("real.jsonl"));
+    assert_eq!(shapes(&real), shapes(&sim), "the same sessions in the same order");
+    assert_eq!(shapes(&real).len(), 5);
+    assert!(stub.most_in_flight.load(Ordering::SeqCst) <= 2);
+    let seen = stub.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 10, "five sessions of two turns");
+    let sessions: BTreeSet<String> = seen.iter().map(|s| s.session.clone().unwrap()).collect();
+    assert_eq!(sessions.len(), 5, "{sessions:?}");
+    // Sessions are admitted two at a time: the third starts after one of the first two ended.
+    let mut by_session: Vec<(u64, u64)> = sessions
+        .iter()
+        .map(|id| {
+            let calls = seen.iter().filter(|s| s.session.as_deref() == Some(id.as_str()));
+            let start = calls.clone().map(|s| s.at_us).min().unwrap();
+            (start, calls.map(|s| s.end_us).max().unwrap())
+        })
+        .collect();
+    by_session.sort();
+    let first_end = by_session[0].1.min(by_session[1].1);
+    assert!(by_session[2].0 + 2_000 >= first_end, "{by_session:?}");
+    // A pool is the client: --concurrency beside it is refused.
+    let err = TestCommand::new(&dir.path, &[&args[..], &pool, &["--concurrency", "3"]].concat()).fails();
+    assert!(err.starts_with("blis-sweep: --concurrent-sessions: the pool is the client"), "{err}");
+}
+
+/// A request's SLO class reaches vLLM as its `priority` (the class's, unless
+/// the call names its own; none for critical's 0, vLLM's default) and the
+/// gateway as GIE's objective header; its tenant as GIE's fairness id.
+#[test]
+fn observe_sends_class_and_tenant_as_priority_and_gateway_headers() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("feat-classes");
+    let row = |id: u32, traffic: &str, priority: &str| {
+        format!(
+            "{{\"request_id\":{id},\"arrival_time\":0,{traffic}\"initial\":[0],\"sub_requests\":[{{\"kind\":\"llm\",\"next\":[],\"input_tokens\":{},\"output_tokens\":2{priority}}}]}}\n",
+            4 + id
+        )
+    };
+    let workload = [
+        row(0, "\"slo_class\":\"batch\",\"tenant\":\"acme\",", ""),
+        row(1, "\"slo_class\":\"critical\",", ""),
+        row(2, "\"slo_class\":\"sheddable\",", ",\"priority\":2"),
+        single(3, 0.0, 7, 2),
+    ]
+    .concat();
+    dir.create("w.jsonl", &workload);
+    TestCommand::new(
+        &dir.path,
+        &["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
+    )
+    .stdout();
+    let seen = stub.seen.lock().unwrap().clone();
+    let call = |len: usize| seen.iter().find(|s| s.prompt_len == len).unwrap().clone();
+    let header =
+        |s: &crate::observe::Seen, name: &str| s.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    const OBJECTIVE: &str = "x-gateway-inference-objective";
+    const FAIRNESS: &str = "x-gateway-inference-fairness-id";
+    let batch = call(4);
+    assert_eq!(batch.body["priority"], 5, "batch's vLLM priority: {}", batch.body);
+    assert_eq!((header(&batch, OBJECTIVE), header(&batch, FAIRNESS)), (Some("batch".into()), Some("acme".into())));
+    let critical = call(5);
+    assert!(critical.body.get("priority").is_none(), "{}", critical.body);
+    assert_eq!((header(&critical, OBJECTIVE), header(&critical, FAIRNESS)), (Some("critical".into()), None));
+    let named = call(6);
+    assert_eq!(named.body["priority"], 2, "the call's own priority: {}", named.body);
+    assert_eq!(header(&named, OBJECTIVE), Some("sheddable".into()));
+    let plain = call(7);
+    assert!(
+        plain.body.get("priority").is_none()
+            && header(&plain, OBJECTIVE).is_none()
+            && header(&plain, FAIRNESS).is_none()
+    );
+    assert!(seen.iter().all(|s| s.session.is_none()), "single calls carry no session id");
 }

@@ -233,3 +233,67 @@ fn calls_carry_their_token_ids_priority_and_no_session_header_alone() {
     assert_eq!(fetched[0], fetched[1], "same request id and node, same prompt");
     assert!(matches!(fetched[0], Prompt::TokenIds(ids) if ids.len() == 8));
 }
+
+/// A pool of sessions (`--concurrent-sessions 2`: the corpus's sessions all
+/// at 0, the simulator's capped client): two sessions in flight, a third
+/// admitted only once a whole session (both its turns and the think time
+/// between) completed, not after its first call; each session's calls one
+/// session to the server.
+#[test]
+fn a_session_pool_admits_a_session_as_one_completes() {
+    // Two turns, the second 20 ms after the first's answer (the think time).
+    let session = |id: u64| request(id, 0.0, vec![llm(vec![1], 0.0, 8, 2), llm(vec![], 0.02, 12, 2)]);
+    let requests = (0..4).map(session).collect();
+    let (done, summary, fake) = observe(Fake::new(2, 2), sim::Client::Capped { limit: 2 }, 0, requests);
+    assert_eq!((summary.max_in_flight, summary.completed), (2, 4));
+    let ends: Vec<u64> = done[..2].iter().map(|r| r.finish_us.unwrap()).collect();
+    let first_free = *ends.iter().min().unwrap();
+    for r in &done[2..] {
+        assert!(
+            r.send_us >= first_free,
+            "session {} sent at {} before one completed at {first_free}",
+            r.index,
+            r.send_us
+        );
+        assert!(r.send_us >= done[0].nodes[1].start_us.unwrap().min(done[1].nodes[1].start_us.unwrap()));
+    }
+    assert!(done[1].send_us < LATE, "the first two go at once");
+    assert!(done[2].send_us < first_free + LATE, "and the third as soon as one is done");
+    for r in &done {
+        assert_eq!(r.arrival_us, 0);
+        let turn2 = r.nodes[1].start_us.unwrap();
+        assert!(turn2 >= r.nodes[0].finish_us.unwrap() + 20 * MS, "the second turn follows the think time");
+    }
+    let calls = fake.calls.lock().unwrap();
+    assert_eq!(calls.len(), 8);
+    for id in 0..4 {
+        let of = calls.iter().filter(|c| c.headers == [("x-session-id".to_owned(), id.to_string())]).count();
+        assert_eq!(of, 2, "session {id}'s two turns carry its id");
+    }
+}
+
+/// A request's class and tenant go on the wire as GIE's objective and
+/// fairness-id headers, beside the session id of a multi-call request; a
+/// request with neither carries none.
+#[test]
+fn class_and_tenant_go_as_gateway_headers() {
+    use crate::workload::{SloClass, Traffic};
+    let mut agent = request(3, 0.0, vec![llm(vec![1], 0.0, 8, 2), llm(vec![], 0.0, 8, 2)]);
+    agent.traffic = Traffic { slo_class: Some(SloClass::Batch), tenant: Some("acme".into()), slo_target_us: None };
+    let mut tenant_only = single(4, 0.0, 2);
+    tenant_only.traffic.tenant = Some("zeta".into());
+    let (_, _, fake) = observe(Fake::new(1, 1), sim::Client::OpenLoop, 0, vec![agent, tenant_only, single(5, 0.0, 2)]);
+    let calls = fake.calls.lock().unwrap();
+    let with = |h: &[(&str, &str)]| {
+        let h: Vec<(String, String)> = h.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        calls.iter().filter(|c| c.headers == h).count()
+    };
+    let agent_headers = [
+        (SESSION_HEADER, "3"),
+        ("x-gateway-inference-objective", "batch"),
+        ("x-gateway-inference-fairness-id", "acme"),
+    ];
+    assert_eq!(with(&agent_headers), 2, "{calls:?}");
+    assert_eq!(with(&[(FAIRNESS_HEADER, "zeta")]), 1, "{calls:?}");
+    assert_eq!(with(&[]), 1, "{calls:?}");
+}

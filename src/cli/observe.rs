@@ -24,10 +24,11 @@ use super::client_args::ClientArgs;
 use super::run::{Input, trace_paths, validate};
 use super::workload_args::{Source, WorkloadArgs, pool_client};
 use crate::observe::client::{CallError, Client};
-use crate::observe::driver::{self, DriveError, DriverConfig};
+use crate::observe::driver::{self, Api, CHAT_REFUSES_IDS, DriveError, DriverConfig};
 use crate::observe::server::{CSV_HEADER, scrape_loop, server_info};
 use crate::output::{JsonlWriter, ObservedServer, TraceV2Writer};
 use crate::sim::Tee;
+use crate::workload::NodeKind;
 use crate::workload::import::common::ImportOptions;
 
 /// A call is given up after this long without `--timeout`: ten minutes
@@ -91,14 +92,31 @@ pub(crate) struct ObserveArgs {
     /// Default 600.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// The API the calls go to: completions (/v1/completions, each prompt
+    /// as token ids) or chat (/v1/chat/completions, each prompt one user
+    /// message of the call's exact length once the model's chat template
+    /// wraps it; a workload with token ids is refused).
+    #[arg(long, value_enum, default_value_t = ApiFlag::Completions)]
+    api: ApiFlag,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
 }
 
+/// `--api`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ApiFlag {
+    Completions,
+    Chat,
+}
+
 impl ObserveArgs {
     fn config(&self) -> anyhow::Result<DriverConfig> {
-        Ok(DriverConfig { client: self.sending.client()?, warmup: self.warmup, vocab_size: self.vocab_size })
+        let api = match self.api {
+            ApiFlag::Completions => Api::Completions,
+            ApiFlag::Chat => Api::Chat,
+        };
+        Ok(DriverConfig { client: self.sending.client()?, warmup: self.warmup, vocab_size: self.vocab_size, api })
     }
 
     fn timeout(&self) -> anyhow::Result<Duration> {
@@ -139,6 +157,19 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
             (n, input)
         }
     };
+    if config.api == Api::Chat {
+        // Refused before anything is sent, not call by call.
+        for row in input.rows()? {
+            let request = row?;
+            let ids = |n: &crate::workload::SubRequest| matches!(&n.kind, NodeKind::Llm(c) if c.prompt_ids().is_some());
+            if let Some(i) = request.sub_requests.iter().position(ids) {
+                bail!(
+                    "--api: chat: request {}: sub_requests[{i}] carries token ids: {CHAT_REFUSES_IDS}",
+                    request.request_id
+                );
+            }
+        }
+    }
     if args.warmup > 0 && rows <= args.warmup {
         bail!("--warmup: {} requests of {rows} would leave nothing to record", args.warmup);
     }

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use crate::observe::{PLAIN, single, start};
+use crate::observe::{CHAT_TEMPLATE_TOKENS, PLAIN, single, start};
 use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 
 /// A spec with shared prefixes and multi-turn sessions: the streams a
@@ -227,4 +227,54 @@ fn observe_sends_class_and_tenant_as_priority_and_gateway_headers() {
             && header(&plain, FAIRNESS).is_none()
     );
     assert!(seen.iter().all(|s| s.session.is_none()), "single calls carry no session id");
+}
+
+/// `--api chat` sends each call to /v1/chat/completions as one user message
+/// whose templated prompt is the workload's length (the stub's template
+/// adds [`CHAT_TEMPLATE_TOKENS`]), its output forced as vLLM takes it; a
+/// prompt shorter than the template fails alone; a workload with token ids
+/// is refused before anything is sent.
+#[test]
+fn observe_chat_sends_messages_of_the_exact_templated_length() {
+    let stub = start(PLAIN);
+    let dir = Dir::new("feat-chat");
+    dir.create("w.jsonl", &[single(0, 0.0, 15, 3), single(1, 0.0, 6, 2), single(2, 0.0, 10, 2)].concat());
+    let args = ["observe", "--server-url", &stub.url, "--model", "tiny", "--api", "chat", "-o", "r.jsonl"];
+    let out = TestCommand::new(&dir.path, &[&args[..], &["w.jsonl"]].concat()).output();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("3 recorded: 2 completed, 1 failed (0 with usage"), "{summary}");
+    let mut seen = stub.seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.prompt_len);
+    assert_eq!(seen.iter().map(|s| (s.prompt_len, s.max_tokens)).collect::<Vec<_>>(), [(10, 2), (15, 3)]);
+    let body = &seen[1].body;
+    assert_eq!(body["messages"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["messages"][0]["role"], "user");
+    assert_eq!(body["messages"][0]["content"].as_str().unwrap().split_whitespace().count(), 15 - CHAT_TEMPLATE_TOKENS);
+    assert_eq!(seen[0].body["messages"][0]["content"], "", "a prompt of the template alone: an empty message");
+    assert_eq!(
+        (body["min_tokens"].as_u64(), body["ignore_eos"].as_bool(), body["stream"].as_bool()),
+        (Some(3), Some(true), Some(true))
+    );
+    assert_eq!(body["stream_options"], serde_json::json!({"include_usage": true, "continuous_usage_stats": true}));
+    assert!(body.get("prompt").is_none() && body.get("max_tokens").is_none(), "{body}");
+    let results = rows(&dir.read("r.jsonl"));
+    assert_eq!(results[0]["sub_requests"][0]["token_latency"].as_array().unwrap().len(), 3);
+    let short = results[1]["sub_requests"][0]["error"].as_str().unwrap();
+    assert!(short.contains("shorter than the model's chat template (10 tokens"), "{short}");
+
+    // Token ids cannot go as a chat message: refused, nothing sent or written.
+    let ids = "{\"request_id\":7,\"arrival_time\":0,\"initial\":[0],\"sub_requests\":[{\"kind\":\"llm\",\"next\":[],\
+               \"input_tokens\":3,\"output_tokens\":2,\"input_token_ids\":[1,2,3]}]}\n";
+    dir.create("ids.jsonl", ids);
+    let before = stub.seen.lock().unwrap().len();
+    let err = TestCommand::new(
+        &dir.path,
+        &["observe", "--server-url", &stub.url, "--model", "tiny", "--api", "chat", "-o", "ids.out", "ids.jsonl"],
+    )
+    .fails();
+    assert!(err.starts_with("blis-sweep: --api: chat: request 7: sub_requests[0] carries token ids:"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(stub.seen.lock().unwrap().len(), before);
+    assert!(!dir.join("ids.out").exists());
 }

@@ -277,4 +277,18 @@ fn observe_chat_sends_messages_of_the_exact_templated_length() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(stub.seen.lock().unwrap().len(), before);
     assert!(!dir.join("ids.out").exists());
+
+    // A generator's single calls without shared prefixes carry no ids: chat takes them.
+    dir.create(
+        "spec.yaml",
+        "num_requests: 3\nrate: 100\ninput: {kind: uniform, min: 12, max: 30}\noutput: {kind: constant, value: 2}\n",
+    );
+    TestCommand::new(&dir.path, &["generate", "--spec", "spec.yaml", "-o", "g.jsonl"]).stdout();
+    TestCommand::new(&dir.path, &[&args[..], &["-q", "--workload-spec", "spec.yaml"]].concat()).stdout();
+    let mut lens: Vec<u64> = stub.seen.lock().unwrap()[before..].iter().map(|s| s.prompt_len as u64).collect();
+    let mut want: Vec<u64> =
+        rows(&dir.read("g.jsonl")).iter().map(|r| r["sub_requests"][0]["input_tokens"].as_u64().unwrap()).collect();
+    lens.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(lens, want);
 }

@@ -4,8 +4,9 @@
 //! `calibrate` and `fit` read.
 //!
 //! The workload is opened as `run` opens it (a workload JSONL, `--input
-//! FORMAT:PATH`, a TraceV2 pair, a generator spec) and read twice: a first pass validates
-//! every row, so a bad file is refused before anything is sent; the second
+//! FORMAT:PATH`, a TraceV2 pair, a generator spec) and read twice: a first
+//! pass validates every row, so a bad file is refused before anything is
+//! sent (with `--api chat`, a call with token ids too); the second
 //! streams it to the driver (`crate::observe::driver`). The server is asked
 //! for its model first, so an unreachable server or a wrong name is one
 //! clear error, not a file of failed requests. Outputs are written under

@@ -225,9 +225,9 @@ pub(crate) enum Input {
 pub(crate) type Rows<'a> = Box<dyn Iterator<Item = anyhow::Result<Request>> + 'a>;
 
 impl Input {
-    /// First pass over an imported trace or a generator: every row valid, or the first
-    /// error (a LoRA adapter the `deployment` does not serve, where one is
-    /// given); the count and the last arrival, µs.
+    /// First pass over an imported trace or a generator: every row valid,
+    /// or the first error (a LoRA adapter the `deployment` does not serve,
+    /// where one is given); the count and the last arrival, µs.
     pub(crate) fn count(&self, rate_scale: f64, deployment: Option<&Deployment>) -> anyhow::Result<(u64, u64)> {
         let (mut n, mut last) = (0, 0);
         for row in self.rows()? {

@@ -1,5 +1,7 @@
 //! `blis-sweep generate`: a synthetic workload as JSONL, from a spec file
-//! (the same mapping a plan's `workload.generate` holds) or from flags.
+//! (the same mapping a plan's `workload.generate` holds) or from flags. The
+//! spec is read by [`Spec::load`], which `run` and `observe` share
+//! (`--workload-spec`): one generator, whichever command streams it.
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -7,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::atomic;
+use crate::workload::Request;
 use crate::workload::generate::{GenerateError, GenerateSpec, Generator};
 use crate::workload::writer::write_workload_row;
 
@@ -33,6 +36,88 @@ pub(crate) struct GenerateArgs {
     output: Option<PathBuf>,
 }
 
+/// A validated generator and where its spec came from, so that its errors
+/// name the spec file and the key's line, or the flag.
+#[derive(Debug)]
+pub(crate) struct Spec {
+    generator: Generator,
+    /// The spec file's flag, path and text; `None`: from flags alone.
+    file: Option<(&'static str, PathBuf, String)>,
+}
+
+impl Spec {
+    /// The generator of the spec file at `spec` (given as `spec_flag`), with
+    /// `--preset`, `--rate` and `--num-requests` over its keys; or of those
+    /// flags alone (`--rate` and `--num-requests` needed, `--preset`
+    /// chatbot by default).
+    pub(crate) fn load(
+        spec_flag: &'static str,
+        spec: Option<&Path>,
+        preset: Option<String>,
+        rate: Option<f64>,
+        num_requests: Option<u64>,
+    ) -> anyhow::Result<Spec> {
+        let (mut parsed, base, file) = match spec {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+                let parsed: GenerateSpec = crate::yaml::parse_file(path, &text)?;
+                let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+                (parsed, base, Some((spec_flag, path.to_path_buf(), text)))
+            }
+            None => {
+                let (Some(rate), Some(num_requests)) = (rate, num_requests) else {
+                    bail!("give {spec_flag} SPEC.yaml, or --rate and --num-requests (with --preset)");
+                };
+                let parsed = GenerateSpec {
+                    preset: Some(preset.clone().unwrap_or_else(|| "chatbot".to_owned())),
+                    num_requests,
+                    rate,
+                    arrival: None,
+                    input: None,
+                    output: None,
+                    prefix: None,
+                    sessions: None,
+                    agentic: None,
+                    vocab_size: None,
+                };
+                (parsed, PathBuf::from("."), None)
+            }
+        };
+        if file.is_some() {
+            if let Some(p) = preset {
+                parsed.preset = Some(p);
+            }
+            if let Some(r) = rate {
+                parsed.rate = r;
+            }
+            if let Some(n) = num_requests {
+                parsed.num_requests = n;
+            }
+        }
+        let generator = Generator::new(&parsed, &base).map_err(|e| locate(file.as_ref(), &e))?;
+        Ok(Spec { generator, file })
+    }
+
+    /// Why the spec cannot make what was asked, named as its source says.
+    pub(crate) fn error(&self, e: &GenerateError) -> anyhow::Error {
+        locate(self.file.as_ref(), e)
+    }
+
+    /// The requests for `seed`, streamed, each error named (see
+    /// [`Spec::error`]).
+    pub(crate) fn requests(&self, seed: u64) -> impl Iterator<Item = anyhow::Result<Request>> + '_ {
+        self.generator.requests(seed).map(|r| r.map_err(|e| self.error(&e)))
+    }
+}
+
+/// `e` at the spec file's line of its key, or as the flag it came from.
+fn locate(file: Option<&(&'static str, PathBuf, String)>, e: &GenerateError) -> anyhow::Error {
+    match file {
+        Some((_, path, text)) => anyhow::anyhow!("{}: {e}", crate::yaml::locate(path, text, &e.field)),
+        None => anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason),
+    }
+}
+
 pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let output = match &args.output {
         Some(path) => atomic::Named::given("-o", path),
@@ -40,54 +125,12 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     let spec = args.spec.as_deref().map(|path| atomic::Named::given("--spec", path));
     atomic::check_distinct(&[output], spec.as_slice())?;
-    let mut spec_text = String::new();
-    let (mut spec, base) = match &args.spec {
-        Some(path) => {
-            spec_text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-            let spec: GenerateSpec = crate::yaml::parse_file(path, &spec_text)?;
-            (spec, path.parent().unwrap_or(Path::new(".")).to_path_buf())
-        }
-        None => {
-            let (Some(rate), Some(num_requests)) = (args.rate, args.num_requests) else {
-                bail!("give --spec SPEC.yaml, or --rate and --num-requests (with --preset)");
-            };
-            let spec = GenerateSpec {
-                preset: Some(args.preset.clone().unwrap_or_else(|| "chatbot".to_owned())),
-                num_requests,
-                rate,
-                arrival: None,
-                input: None,
-                output: None,
-                prefix: None,
-                sessions: None,
-                agentic: None,
-                vocab_size: None,
-            };
-            (spec, PathBuf::from("."))
-        }
-    };
-    if args.spec.is_some() {
-        if let Some(p) = args.preset {
-            spec.preset = Some(p);
-        }
-        if let Some(r) = args.rate {
-            spec.rate = r;
-        }
-        if let Some(n) = args.num_requests {
-            spec.num_requests = n;
-        }
-    }
-    // Errors name the spec file and the line of the key, or the flag.
-    let fail = |e: GenerateError| match &args.spec {
-        Some(p) => anyhow::anyhow!("{}: {e}", crate::yaml::locate(p, &spec_text, &e.field)),
-        None => anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason),
-    };
-    let generator = Generator::new(&spec, &base).map_err(fail)?;
+    let spec = Spec::load("--spec", args.spec.as_deref(), args.preset, args.rate, args.num_requests)?;
     let mut buf = Vec::with_capacity(1 << 16);
     let mut emit = |out: &mut dyn Write| -> anyhow::Result<()> {
-        for request in generator.requests(args.seed) {
+        for request in spec.requests(args.seed) {
             buf.clear();
-            write_workload_row(&mut buf, &request.map_err(fail)?);
+            write_workload_row(&mut buf, &request?);
             out.write_all(&buf)?;
         }
         Ok(out.flush()?)
@@ -101,8 +144,8 @@ pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<()> {
         None => {
             // Stdout cannot be taken back: a spec that fails part-way (a
             // request beyond the size bounds) must fail before the first row.
-            for request in generator.requests(args.seed) {
-                request.map_err(fail)?;
+            for request in spec.requests(args.seed) {
+                request?;
             }
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());

@@ -27,7 +27,8 @@ pub(crate) struct ImportFlags {
     /// growing context).
     #[arg(long, value_name = "MODE")]
     session_mode: Option<String>,
-    /// Seeds session arrivals and --shuffle-corpus.
+    /// Seeds session arrivals, --shuffle-corpus and (run, observe) the
+    /// generator of --workload-spec.
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
     /// TraceV2 (as blis replay): replay a pool of N sessions at once, closed

@@ -4,8 +4,9 @@
 //! `calibrate` and `fit` read.
 //!
 //! The workload is opened as `run` opens it (a workload JSONL, `--input
-//! FORMAT:PATH`, a TraceV2 pair) and read twice: a first pass validates
-//! every row, so a bad file is refused before anything is sent; the second
+//! FORMAT:PATH`, a TraceV2 pair, a generator spec) and read twice: a first
+//! pass validates every row, so a bad file is refused before anything is
+//! sent (with `--api chat`, a call with token ids too); the second
 //! streams it to the driver (`crate::observe::driver`). The server is asked
 //! for its model first, so an unreachable server or a wrong name is one
 //! clear error, not a file of failed requests. Outputs are written under
@@ -22,12 +23,13 @@ use anyhow::{Context, bail};
 use super::atomic::{self, Named};
 use super::client_args::ClientArgs;
 use super::run::{Input, trace_paths, validate};
-use super::workload_args::{Source, WorkloadArgs};
+use super::workload_args::{Source, WorkloadArgs, pool_client};
 use crate::observe::client::{CallError, Client};
-use crate::observe::driver::{self, DriveError, DriverConfig};
+use crate::observe::driver::{self, Api, CHAT_REFUSES_IDS, DriveError, DriverConfig};
 use crate::observe::server::{CSV_HEADER, scrape_loop, server_info};
 use crate::output::{JsonlWriter, ObservedServer, TraceV2Writer};
 use crate::sim::Tee;
+use crate::workload::NodeKind;
 use crate::workload::import::common::ImportOptions;
 
 /// A call is given up after this long without `--timeout`: ten minutes
@@ -104,14 +106,31 @@ pub(crate) struct ObserveArgs {
     /// Default 600.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// The API the calls go to: completions (/v1/completions, each prompt
+    /// as token ids) or chat (/v1/chat/completions, each prompt one user
+    /// message of the call's exact length once the model's chat template
+    /// wraps it; a workload with token ids is refused).
+    #[arg(long, value_enum, default_value_t = ApiFlag::Completions)]
+    api: ApiFlag,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
 }
 
+/// `--api`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ApiFlag {
+    Completions,
+    Chat,
+}
+
 impl ObserveArgs {
     fn config(&self) -> anyhow::Result<DriverConfig> {
-        Ok(DriverConfig { client: self.sending.client()?, warmup: self.warmup, vocab_size: self.vocab_size })
+        let api = match self.api {
+            ApiFlag::Completions => Api::Completions,
+            ApiFlag::Chat => Api::Chat,
+        };
+        Ok(DriverConfig { client: self.sending.client()?, warmup: self.warmup, vocab_size: self.vocab_size, api })
     }
 
     /// The salt to send, checked as vLLM checks it (`validate_cache_salt`,
@@ -149,7 +168,7 @@ impl ObserveArgs {
 
 pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     check_paths(&args)?;
-    let config = args.config()?;
+    let mut config = args.config()?;
     let timeout = args.timeout()?;
     let cache_salt = args.cache_salt()?;
     let rate_scale = args.sending.rate_scale()?;
@@ -158,19 +177,37 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
     }
     let (rows, input) = match args.workload.source()? {
         Source::File(path) => validate(path, rate_scale, None)?,
+        Source::Generate(spec, seed) => {
+            let input = Input::Generate(spec, seed);
+            (input.count(rate_scale, None)?.0, input)
+        }
         Source::Trace(format, path, data) => {
-            if args.workload.import.options()?.concurrent_sessions.is_some() {
-                bail!("--concurrent-sessions: not built for observe yet; use --concurrency N with --closed-loop");
-            }
             // A real server is sent what the trace says: its adapters by
             // name, its priorities in the body.
             let options =
                 ImportOptions { trace_data: data, adapters: true, priorities: true, ..args.workload.import.options()? };
+            // A pool of sessions is sent as `run` simulates it.
+            if let Some(client) = pool_client(&options, args.sending.concurrency.is_some())? {
+                config.client = client;
+            }
             let input = Input::Import(format, path, options);
             let (n, _) = input.count(rate_scale, None)?;
             (n, input)
         }
     };
+    if config.api == Api::Chat {
+        // Refused before anything is sent, not call by call.
+        for row in input.rows()? {
+            let request = row?;
+            let ids = |n: &crate::workload::SubRequest| matches!(&n.kind, NodeKind::Llm(c) if c.prompt_ids().is_some());
+            if let Some(i) = request.sub_requests.iter().position(ids) {
+                bail!(
+                    "--api: chat: request {}: sub_requests[{i}] carries token ids: {CHAT_REFUSES_IDS}",
+                    request.request_id
+                );
+            }
+        }
+    }
     if args.warmup > 0 && rows <= args.warmup {
         bail!("--warmup: {} requests of {rows} would leave nothing to record", args.warmup);
     }

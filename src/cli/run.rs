@@ -116,6 +116,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut traffic = args.traffic()?;
     let (rows, input) = match args.workload.source()? {
         Source::File(path) => validate(path, traffic.rate_scale, Some(&deployment))?,
+        Source::Generate(spec, seed) => {
+            let input = Input::Generate(spec, seed);
+            (input.count(traffic.rate_scale, Some(&deployment))?.0, input)
+        }
         Source::Trace(format, path, data) => {
             // TraceV2's adapters are served where the engines serve LoRA.
             let adapters = deployment.pools.iter().all(|p| p.engine.lora.is_some());
@@ -213,15 +217,17 @@ pub(crate) enum Input {
     File(PathBuf),
     /// A trace read by an importer, each pass anew.
     Import(ImportFormat, PathBuf, ImportOptions),
+    /// A generator (`--workload-spec`) and its seed, generated each pass anew.
+    Generate(Box<super::generate::Spec>, u64),
 }
 
 /// Requests of a pass over the input.
-pub(crate) type Rows = Box<dyn Iterator<Item = anyhow::Result<Request>>>;
+pub(crate) type Rows<'a> = Box<dyn Iterator<Item = anyhow::Result<Request>> + 'a>;
 
 impl Input {
-    /// First pass over an imported trace: every row valid, or the first
-    /// error (a LoRA adapter the `deployment` does not serve, where one is
-    /// given); the count and the last arrival, µs.
+    /// First pass over an imported trace or a generator: every row valid,
+    /// or the first error (a LoRA adapter the `deployment` does not serve,
+    /// where one is given); the count and the last arrival, µs.
     pub(crate) fn count(&self, rate_scale: f64, deployment: Option<&Deployment>) -> anyhow::Result<(u64, u64)> {
         let (mut n, mut last) = (0, 0);
         for row in self.rows()? {
@@ -238,12 +244,15 @@ impl Input {
         Ok((n, last))
     }
 
-    pub(crate) fn rows(&self) -> anyhow::Result<Rows> {
-        if let Input::Import(format, path, options) = self {
-            let requests = import::open(*format, path, options).map_err(super::import::flag_error)?;
-            return Ok(Box::new(requests.map(|r| r.map_err(anyhow::Error::new))));
-        }
-        let Input::File(path) = self else { unreachable!("returned above") };
+    pub(crate) fn rows(&self) -> anyhow::Result<Rows<'_>> {
+        let path = match self {
+            Input::Import(format, path, options) => {
+                let requests = import::open(*format, path, options).map_err(super::import::flag_error)?;
+                return Ok(Box::new(requests.map(|r| r.map_err(anyhow::Error::new))));
+            }
+            Input::Generate(spec, seed) => return Ok(Box::new(spec.requests(*seed))),
+            Input::File(path) => path,
+        };
         let file = crate::spool::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
         let reader = Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload);
         Ok(Box::new(reader.map(|r| r.map_err(anyhow::Error::new))))
@@ -276,11 +285,8 @@ pub(crate) fn validate(path: &Path, rate_scale: f64, deployment: Option<&Deploym
 /// and runs until the pool drains.
 fn replay_defaults(input: &Input, traffic: &mut Traffic, last_arrival_us: u64, capped: bool) -> anyhow::Result<()> {
     let Input::Import(format, _, options) = input else { return Ok(()) };
-    if let Some(n) = options.concurrent_sessions {
-        if capped {
-            bail!("--concurrent-sessions: the pool is the client; drop --concurrency");
-        }
-        traffic.client = Client::Capped { limit: n };
+    if let Some(client) = super::workload_args::pool_client(options, capped)? {
+        traffic.client = client;
     } else if *format == ImportFormat::TraceV2 && traffic.horizon_us.is_none() {
         traffic.horizon_us = Some(if last_arrival_us == 0 { 600_000_000 } else { last_arrival_us.saturating_mul(2) });
     }
@@ -381,10 +387,10 @@ fn simulate(
         RunError::Sink(e) => anyhow::Error::new(e),
         // The think time is the flag's; any other sum is the input's.
         RunError::Clock(e @ ClockOverflow::ThinkTime { .. }) => anyhow::anyhow!("--think-time: {e}"),
-        RunError::Clock(e) => {
-            let (Input::File(p) | Input::Import(_, p, _)) = &input;
-            anyhow::anyhow!("{}: {e}", p.display())
-        }
+        RunError::Clock(e) => match &input {
+            Input::File(p) | Input::Import(_, p, _) => anyhow::anyhow!("{}: {e}", p.display()),
+            Input::Generate(..) => anyhow::anyhow!("--workload-spec: {e}"),
+        },
     })?;
     // What the TraceV2 pair could not hold, said once the run is done.
     for warning in trace.iter().flat_map(TraceV2Writer::warnings) {

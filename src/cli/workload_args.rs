@@ -1,23 +1,43 @@
 //! The workload flags `run` and `observe` share — a workload JSONL, a trace
-//! in another format (`--input FORMAT:PATH`) or a TraceV2 pair, with the
-//! importers' flags — and what they name.
+//! in another format (`--input FORMAT:PATH`), a TraceV2 pair or a generator
+//! (`--workload-spec`, `--preset`/`--rate`/`--num-requests`: `generate`'s
+//! spec, read by its code), with the importers' flags — and what they name.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
+use super::generate::Spec;
 use super::import::{ImportFlags, parse_input};
+use crate::sim::Client;
+use crate::workload::import::common::ImportOptions;
 use crate::workload::import::{self, ImportFormat};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkloadArgs {
     /// Workload JSONL: one request DAG per line, sorted by arrival_time.
-    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = ["input", "trace_header"], conflicts_with_all = ["input", "trace_header"])]
+    #[arg(value_name = "WORKLOAD.jsonl", required_unless_present_any = GENERATOR_OR_TRACE, conflicts_with_all = GENERATOR_OR_TRACE)]
     pub(crate) workload: Option<PathBuf>,
     /// A trace in another format, read directly: FORMAT:PATH, FORMAT one of
     /// `blis-sweep import --help`'s.
-    #[arg(long, value_name = "FORMAT:PATH", conflicts_with = "trace_header")]
+    #[arg(long, value_name = "FORMAT:PATH", conflicts_with_all = ["trace_header", "workload_spec", "preset", "rate", "num_requests"])]
     pub(crate) input: Option<String>,
+    /// A generator spec (YAML, as `generate --spec` and a plan's
+    /// `workload.generate` take it): its requests, generated as they are
+    /// sent, seeded by --seed.
+    #[arg(long, value_name = "SPEC.yaml", conflicts_with = "trace_header")]
+    pub(crate) workload_spec: Option<PathBuf>,
+    /// Generator: chatbot | summarization | contentgen | multidoc (BLIS's
+    /// lengths), over --workload-spec's preset or alone with --rate and
+    /// --num-requests.
+    #[arg(long, conflicts_with = "trace_header")]
+    pub(crate) preset: Option<String>,
+    /// Generator: mean requests per second (over --workload-spec's rate).
+    #[arg(long, value_name = "PER_S", conflicts_with = "trace_header")]
+    pub(crate) rate: Option<f64>,
+    /// Generator: requests to generate (over --workload-spec's num_requests).
+    #[arg(long, value_name = "N", conflicts_with = "trace_header")]
+    pub(crate) num_requests: Option<u64>,
     /// A BLIS TraceV2 pair, as `blis replay` takes it: its header…
     #[arg(long, value_name = "TRACE.yaml", requires = "trace_data")]
     pub(crate) trace_header: Option<PathBuf>,
@@ -28,10 +48,15 @@ pub(crate) struct WorkloadArgs {
     pub(crate) import: ImportFlags,
 }
 
+/// The flags other than a workload file that name where requests come from.
+const GENERATOR_OR_TRACE: [&str; 6] = ["input", "trace_header", "workload_spec", "preset", "rate", "num_requests"];
+
 /// Where the requests come from, as the flags say.
 pub(crate) enum Source<'a> {
     /// A workload JSONL.
     File(&'a Path),
+    /// A generator, and the seed of its streams.
+    Generate(Box<Spec>, u64),
     /// A trace an importer reads: its format, its path, and a TraceV2's data
     /// file when given apart from its header.
     Trace(ImportFormat, PathBuf, Option<PathBuf>),
@@ -40,6 +65,16 @@ pub(crate) enum Source<'a> {
 impl WorkloadArgs {
     /// The source the flags name.
     pub(crate) fn source(&self) -> anyhow::Result<Source<'_>> {
+        if self.workload_spec.is_some() || self.preset.is_some() || self.rate.is_some() || self.num_requests.is_some() {
+            let spec = Spec::load(
+                "--workload-spec",
+                self.workload_spec.as_deref(),
+                self.preset.clone(),
+                self.rate,
+                self.num_requests,
+            )?;
+            return Ok(Source::Generate(Box::new(spec), self.import.options()?.seed));
+        }
         Ok(match (&self.workload, &self.input, &self.trace_header) {
             (Some(path), ..) => Source::File(path),
             (None, Some(text), _) => {
@@ -47,7 +82,9 @@ impl WorkloadArgs {
                 Source::Trace(format, path, None)
             }
             (None, None, Some(h)) => Source::Trace(ImportFormat::TraceV2, h.clone(), self.trace_data.clone()),
-            (None, None, None) => bail!("give a workload file, --input FORMAT:PATH or --trace-header/--trace-data"),
+            (None, None, None) => {
+                bail!("give a workload file, --input FORMAT:PATH, --trace-header/--trace-data or --workload-spec")
+            }
         })
     }
 
@@ -65,7 +102,22 @@ impl WorkloadArgs {
             ("--input (its TraceV2 data)", beside),
             ("--trace-header", self.trace_header.clone()),
             ("--trace-data", self.trace_data.clone()),
+            ("--workload-spec", self.workload_spec.clone()),
         ];
         Ok(given.into_iter().filter_map(|(flag, path)| Some((flag, path?))).collect())
     }
+}
+
+/// The client of a pool of `--concurrent-sessions N` (a TraceV2 corpus's
+/// sessions, all arriving at 0): `N` requests in flight, first come first
+/// sent, a session admitted as one completes — the simulator's capped client,
+/// and the observe driver's, so `run` and `observe` keep a pool alike. `None`
+/// without a pool. A pool is the client: refused beside `--concurrency`
+/// (`capped`).
+pub(crate) fn pool_client(options: &ImportOptions, capped: bool) -> anyhow::Result<Option<Client>> {
+    let Some(limit) = options.concurrent_sessions else { return Ok(None) };
+    if capped {
+        bail!("--concurrent-sessions: the pool is the client; drop --concurrency");
+    }
+    Ok(Some(Client::Capped { limit }))
 }

@@ -26,6 +26,7 @@
 //! kept. Every network wait is bounded by the per-call timeout, so nothing
 //! hangs. The calls need a tokio runtime with I/O and time enabled.
 
+mod chat;
 mod events;
 mod sse;
 
@@ -69,6 +70,9 @@ pub enum Prompt {
     TokenIds(Vec<u32>),
     /// Text, tokenized by the server.
     Text(String),
+    /// A user message, sent to `/v1/chat/completions` (the `chat` submodule).
+    #[serde(skip)]
+    Chat(String),
 }
 
 /// What one call sends.
@@ -344,7 +348,10 @@ impl Client {
             priority: spec.priority,
             cache_salt: self.cache_salt.as_deref(),
         };
-        let mut req = self.http.post(format!("{}/v1/completions", self.base)).json(&body);
+        let mut req = match &spec.prompt {
+            Prompt::Chat(text) => chat::request(self, spec, text),
+            _ => self.http.post(format!("{}/v1/completions", self.base)).json(&body),
+        };
         for (name, value) in &spec.headers {
             req = req.header(name.as_str(), value.as_str());
         }

@@ -40,6 +40,9 @@ pub trait Endpoint: Send + Sync + 'static {
     fn call(&self, spec: &CallSpec, clock: &Clock) -> impl Future<Output = CallRecord> + Send;
     /// Token ids of a prompt of exactly `len` tokens, chosen by `seed`.
     fn prompt_ids(&self, len: u32, seed: u64) -> impl Future<Output = Result<Vec<u32>, CallError>> + Send;
+    /// A user message whose chat-templated prompt is exactly `len` tokens,
+    /// chosen by `seed`.
+    fn chat_text(&self, len: u32, seed: u64) -> impl Future<Output = Result<String, CallError>> + Send;
 }
 
 impl Endpoint for Client {
@@ -48,6 +51,38 @@ impl Endpoint for Client {
     }
     fn prompt_ids(&self, len: u32, seed: u64) -> impl Future<Output = Result<Vec<u32>, CallError>> + Send {
         Client::prompt_ids(self, len, seed)
+    }
+    fn chat_text(&self, len: u32, seed: u64) -> impl Future<Output = Result<String, CallError>> + Send {
+        Client::chat_text(self, len, seed)
+    }
+}
+
+/// Which OpenAI API the calls go to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/completions`: the prompt as token ids (exact lengths and shared
+    /// prefixes).
+    #[default]
+    Completions,
+    /// `/v1/chat/completions`: the prompt as one user message, of the exact
+    /// length once the chat template wraps it. Calls with token ids cannot
+    /// go (see [`CHAT_REFUSES_IDS`]).
+    Chat,
+}
+
+/// Why a call with token ids is not sent to the chat API: ids decoded to
+/// text tokenize back to other ids (9 of 10 random 50-id prompts came back
+/// 51–56 tokens long on the reference CPU server's tokenizer, measured with
+/// its /detokenize and /tokenize), so neither the prompt's length nor its
+/// shared prefix would be the workload's.
+pub const CHAT_REFUSES_IDS: &str = "the chat API takes text, and token ids decoded to text tokenize back to \
+     other ids and another length; send it with --api completions, or give its length without ids";
+
+/// A prompt of exactly `len` tokens for `api`, chosen by `seed`.
+async fn fetch_prompt<P: Endpoint>(endpoint: &P, api: Api, len: u32, seed: u64) -> Result<Prompt, CallError> {
+    match api {
+        Api::Completions => endpoint.prompt_ids(len, seed).await.map(Prompt::TokenIds),
+        Api::Chat => endpoint.chat_text(len, seed).await.map(Prompt::Chat),
     }
 }
 
@@ -63,6 +98,8 @@ pub struct DriverConfig {
     /// `id mod vocab_size`, so equal prompts stay equal and shared prefixes
     /// shared. `None`: sent as they are.
     pub vocab_size: Option<u32>,
+    /// The API the calls go to.
+    pub api: Api,
 }
 
 /// What an observation did, for the command's summary.
@@ -161,7 +198,7 @@ const LOOKAHEAD: usize = 16;
 
 /// Prompts fetched ahead for a request's llm nodes without token ids (one
 /// entry a node; `None` where none was needed).
-type Prompts = Vec<Option<Result<Vec<u32>, CallError>>>;
+type Prompts = Vec<Option<Result<Prompt, CallError>>>;
 
 /// The next request, read and its prompts on the way.
 struct Next {
@@ -190,6 +227,7 @@ fn read<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
     source: &mut impl Iterator<Item = Result<Request, E>>,
     index: u64,
     endpoint: &Arc<P>,
+    api: Api,
 ) -> Result<Option<Next>, DriveError<E>> {
     let Some(row) = source.next() else { return Ok(None) };
     let request = row.map_err(DriveError::Source)?;
@@ -208,7 +246,7 @@ fn read<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
             let mut out = Vec::with_capacity(wanted.len());
             for w in wanted {
                 out.push(match w {
-                    Some((len, seed)) => Some(endpoint.prompt_ids(len, seed).await),
+                    Some((len, seed)) => Some(fetch_prompt(&*endpoint, api, len, seed).await),
                     None => None,
                 });
             }
@@ -254,7 +292,7 @@ pub async fn drive<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
     let mut read_count = 0;
     let mut refill = |ahead: &mut VecDeque<Next>, read_count: &mut u64| -> Result<(), DriveError<E>> {
         while ahead.len() < LOOKAHEAD {
-            let Some(n) = read(&mut source, *read_count, &endpoint)? else { break };
+            let Some(n) = read(&mut source, *read_count, &endpoint, config.api)? else { break };
             *read_count += 1;
             ahead.push_back(n);
         }
@@ -301,7 +339,7 @@ pub async fn drive<P: Endpoint, E: std::fmt::Debug + std::fmt::Display>(
                     n,
                     prompts,
                     send_us,
-                    config.vocab_size,
+                    (config.vocab_size, config.api),
                 ));
                 summary.sent += 1;
                 summary.max_in_flight = summary.max_in_flight.max(running.len() as u64);
@@ -398,11 +436,12 @@ enum Work {
     },
     Llm {
         call: Box<LlmCall>,
-        prompt: Option<Result<Vec<u32>, CallError>>,
+        prompt: Option<Result<Prompt, CallError>>,
         seed: u64,
         headers: Vec<(String, String)>,
         /// [`DriverConfig::vocab_size`].
         vocab: Option<u32>,
+        api: Api,
     },
 }
 
@@ -413,15 +452,11 @@ async fn run_request<P: Endpoint>(
     next: Next,
     mut prompts: Prompts,
     send_us: u64,
-    vocab: Option<u32>,
+    (vocab, api): (Option<u32>, Api),
 ) -> Done {
     let Next { index, request, .. } = next;
     let n = request.sub_requests.len();
-    let llm_nodes = request.sub_requests.iter().filter(|s| matches!(s.kind, NodeKind::Llm(_))).count();
-    // Several llm calls of one request are a session to the server (a
-    // session-aware router keeps them together).
-    let headers =
-        if llm_nodes > 1 { vec![("x-session-id".to_owned(), request.request_id.to_string())] } else { Vec::new() };
+    let headers = wire_headers(&request);
     let mut pending = vec![0u32; n];
     for node in &request.sub_requests {
         for &j in &node.next {
@@ -442,6 +477,7 @@ async fn run_request<P: Endpoint>(
                 seed: prompt_seed(&request, i),
                 headers: headers.clone(),
                 vocab,
+                api,
             },
         };
         let (endpoint, clock) = (Arc::clone(&endpoint), Arc::clone(&clock));
@@ -488,6 +524,45 @@ async fn run_request<P: Endpoint>(
     Done { index, request, nodes, send_us, end_us: end_us.max(clock.now_us()), mismatches }
 }
 
+/// The session header: not a standard's (llm-d's session-affinity scorer,
+/// llm-d-inference-scheduler `pkg/plugins/scorer/session_affinity.go`, pins
+/// a session by an `llm-d-session` cookie it sets on the first response,
+/// not by a header a client names), the one session-aware routers and
+/// benchmark clients commonly read.
+pub const SESSION_HEADER: &str = "x-session-id";
+
+/// The Gateway API Inference Extension's header naming a request's
+/// InferenceObjective (whose priority its flow control applies): the SLO
+/// class's name is sent, so a cluster with an objective per class
+/// (`critical`, `standard`, …) gives each its priority.
+/// kubernetes-sigs/gateway-api-inference-extension
+/// `pkg/epp/metadata/consts.go`, `ObjectiveKey`.
+pub const OBJECTIVE_HEADER: &str = "x-gateway-inference-objective";
+
+/// The Gateway API Inference Extension's header grouping requests into one
+/// fairness flow (the tenant): same file, `FlowFairnessIDKey`.
+pub const FAIRNESS_HEADER: &str = "x-gateway-inference-fairness-id";
+
+/// What every call of `request` carries in its headers: its session id when
+/// it makes several llm calls (a session-aware router keeps them together),
+/// its SLO class as GIE's objective and its tenant as GIE's fairness id,
+/// where given. (Its class's priority reaches vLLM in the body: the reader
+/// gives each call its class's `vllm_priority` unless the call names one.)
+fn wire_headers(request: &Request) -> Vec<(String, String)> {
+    let llm_nodes = request.sub_requests.iter().filter(|s| matches!(s.kind, NodeKind::Llm(_))).count();
+    let mut headers = Vec::new();
+    if llm_nodes > 1 {
+        headers.push((SESSION_HEADER.to_owned(), request.request_id.to_string()));
+    }
+    if let Some(class) = request.traffic.slo_class {
+        headers.push((OBJECTIVE_HEADER.to_owned(), class.name().to_owned()));
+    }
+    if let Some(tenant) = &request.traffic.tenant {
+        headers.push((FAIRNESS_HEADER.to_owned(), tenant.clone()));
+    }
+    headers
+}
+
 /// Runs one node from `at_us`; the flag says its `usage` was not the
 /// workload's token counts.
 async fn run_node<P: Endpoint>(endpoint: &P, clock: &Clock, work: Work, at_us: u64) -> (NodeOutcome, bool) {
@@ -498,20 +573,21 @@ async fn run_node<P: Endpoint>(endpoint: &P, clock: &Clock, work: Work, at_us: u
             sleep_until(clock, start.saturating_add(duration_us)).await;
             (NodeOutcome { start_us: Some(start), finish_us: Some(clock.now_us()), ..NodeOutcome::default() }, false)
         }
-        Work::Llm { call, prompt, seed, headers, vocab } => {
-            let ids = match prompt {
+        Work::Llm { call, prompt, seed, headers, vocab, api } => {
+            let prompt = match prompt {
                 Some(fetched) => fetched,
                 None => {
                     let given: Option<Vec<u32>> =
                         call.prompt_ids().map(|ids| ids.map(|id| vocab.map_or(id, |v| id % v)).collect());
-                    match given {
-                        Some(ids) => Ok(ids),
-                        None => endpoint.prompt_ids(call.input_tokens, seed).await,
+                    match (given, api) {
+                        (Some(_), Api::Chat) => Err(CallError::Protocol(CHAT_REFUSES_IDS.to_owned())),
+                        (Some(ids), Api::Completions) => Ok(Prompt::TokenIds(ids)),
+                        (None, _) => fetch_prompt(endpoint, api, call.input_tokens, seed).await,
                     }
                 }
             };
-            let ids = match ids {
-                Ok(ids) => ids,
+            let prompt = match prompt {
+                Ok(prompt) => prompt,
                 Err(e) => {
                     let error = NodeError::Server(format!("no prompt of {} tokens: {e}", call.input_tokens));
                     return (
@@ -521,7 +597,7 @@ async fn run_node<P: Endpoint>(endpoint: &P, clock: &Clock, work: Work, at_us: u
                 }
             };
             let spec = CallSpec {
-                prompt: Prompt::TokenIds(ids),
+                prompt,
                 output_tokens: call.output_tokens,
                 priority: (call.priority != 0).then_some(call.priority),
                 headers,

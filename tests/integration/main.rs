@@ -36,6 +36,7 @@ mod load_trend;
 mod lora;
 mod observe;
 mod observe_client;
+mod observe_feat;
 mod observe_server;
 mod pd_properties;
 mod pools;

@@ -1,7 +1,11 @@
 //! `blis-sweep observe` against a stub OpenAI server: a std TcpListener in
 //! the test process answering `/v1/models`, `/tokenize` (one token a word)
 //! and streaming `/v1/completions` (a token every `gap` with continuous
-//! usage), recording when each call arrived and what it carried. The real
+//! usage), recording when each call arrived and what it carried (its
+//! headers and body too). It serves the chat API as a model with a chat
+//! template of [`CHAT_TEMPLATE_TOKENS`] tokens would: `/tokenize` of
+//! `messages`, `/detokenize` (a word an id) and `/v1/chat/completions`.
+//! `observe_feat` shares it. The real
 //! binary drives it; its outputs are read back by the project's own readers.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -14,27 +18,33 @@ use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 
 /// One `/v1/completions` call as the stub saw it.
 #[derive(Debug, Clone)]
-struct Seen {
+pub(crate) struct Seen {
     /// µs after the stub started, when the request was read.
-    at_us: u64,
+    pub(crate) at_us: u64,
     /// µs after the stub started, when its stream ended.
-    end_us: u64,
-    prompt_len: usize,
-    max_tokens: u64,
-    session: Option<String>,
-    /// vLLM's `cache_salt` in the body.
-    cache_salt: Option<String>,
+    pub(crate) end_us: u64,
+    pub(crate) prompt_len: usize,
+    pub(crate) max_tokens: u64,
+    pub(crate) session: Option<String>,
+    /// Every header, its name lowercased.
+    pub(crate) headers: Vec<(String, String)>,
+    /// The request's JSON body.
+    pub(crate) body: serde_json::Value,
 }
 
-struct Stub {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    most_in_flight: Arc<AtomicU64>,
+pub(crate) struct Stub {
+    pub(crate) url: String,
+    pub(crate) seen: Arc<Mutex<Vec<Seen>>>,
+    pub(crate) most_in_flight: Arc<AtomicU64>,
 }
+
+/// Tokens the stub's chat template adds around a user message (the CPU
+/// server's tiny model adds 10: 17 tokens for a 7-token message, measured).
+pub(crate) const CHAT_TEMPLATE_TOKENS: usize = 10;
 
 /// How the stub answers.
 #[derive(Clone, Copy)]
-struct Behaviour {
+pub(crate) struct Behaviour {
     /// Before the first token.
     first: Duration,
     /// Between tokens.
@@ -49,7 +59,7 @@ struct Behaviour {
     vocab: Option<u64>,
 }
 
-const PLAIN: Behaviour = Behaviour {
+pub(crate) const PLAIN: Behaviour = Behaviour {
     first: Duration::from_millis(5),
     gap: Duration::from_millis(10),
     lie_for_len: None,
@@ -58,7 +68,7 @@ const PLAIN: Behaviour = Behaviour {
     vocab: None,
 };
 
-fn start(behaviour: Behaviour) -> Stub {
+pub(crate) fn start(behaviour: Behaviour) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -91,7 +101,7 @@ fn serve(
     }
     let at_us = origin.elapsed().as_micros() as u64;
     let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let (mut length, mut session) = (0usize, None);
+    let (mut length, mut session, mut headers) = (0usize, None, Vec::new());
     loop {
         let mut h = String::new();
         reader.read_line(&mut h).unwrap();
@@ -100,6 +110,7 @@ fn serve(
             break;
         }
         let (k, v) = h.split_once(':').unwrap();
+        headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
         match k.to_ascii_lowercase().as_str() {
             "content-length" => length = v.trim().parse().unwrap(),
             "x-session-id" => session = Some(v.trim().to_owned()),
@@ -133,18 +144,33 @@ fn serve(
             json(&mut stream, serde_json::json!({"object": "list", "data": [{"id": "tiny", "object": "model"}]}))
         }
         "/tokenize" => {
-            let words = body["prompt"].as_str().unwrap().split_whitespace().count();
+            let words = match body["messages"][0]["content"].as_str() {
+                Some(content) => content.split_whitespace().count() + CHAT_TEMPLATE_TOKENS,
+                None => body["prompt"].as_str().unwrap().split_whitespace().count(),
+            };
             json(
                 &mut stream,
                 serde_json::json!({"tokens": (0..words as u64).map(|k| 100 + k).collect::<Vec<_>>(), "count": words}),
             )
         }
-        "/v1/completions" => {
+        "/detokenize" => {
+            let words: Vec<String> = body["tokens"].as_array().unwrap().iter().map(|id| format!("w{id}")).collect();
+            json(&mut stream, serde_json::json!({"prompt": words.join(" ")}))
+        }
+        "/v1/completions" | "/v1/chat/completions" => {
             let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             most.fetch_max(now, Ordering::SeqCst);
-            let prompt_len = body["prompt"].as_array().unwrap().len();
-            let max_tokens = body["max_tokens"].as_u64().unwrap();
-            let ids = body["prompt"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap());
+            let chat = path == "/v1/chat/completions";
+            let no_ids = Vec::new();
+            let (prompt_len, max_tokens, ids) = if chat {
+                let content = body["messages"][0]["content"].as_str().unwrap();
+                let len = content.split_whitespace().count() + CHAT_TEMPLATE_TOKENS;
+                (len, body["max_completion_tokens"].as_u64().unwrap(), no_ids.iter())
+            } else {
+                let ids = body["prompt"].as_array().unwrap();
+                (ids.len(), body["max_tokens"].as_u64().unwrap(), ids.iter())
+            };
+            let ids = ids.map(|v| v.as_u64().unwrap());
             let out_of_vocab = b.vocab.is_some_and(|v| ids.clone().any(|id| id >= v));
             if b.max_len.is_some_and(|m| prompt_len > m) || out_of_vocab {
                 let text = "{\"object\":\"error\",\"message\":\"prompt too long\",\"code\":400}";
@@ -174,8 +200,7 @@ fn serve(
             let _ = write!(stream, "data: [DONE]\n\n");
             let end_us = origin.elapsed().as_micros() as u64;
             in_flight.fetch_sub(1, Ordering::SeqCst);
-            let cache_salt = body["cache_salt"].as_str().map(str::to_owned);
-            seen.lock().unwrap().push(Seen { at_us, end_us, prompt_len, max_tokens, session, cache_salt });
+            seen.lock().unwrap().push(Seen { at_us, end_us, prompt_len, max_tokens, session, headers, body });
         }
         _ => {
             let _ = write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
@@ -183,7 +208,7 @@ fn serve(
     }
 }
 
-fn single(id: u64, arrival: f64, input: u32, output: u32) -> String {
+pub(crate) fn single(id: u64, arrival: f64, input: u32, output: u32) -> String {
     format!(
         "{{\"request_id\":{id},\"arrival_time\":{arrival},\"initial\":[0],\"sub_requests\":[{{\"kind\":\"llm\",\"next\":[],\"input_tokens\":{input},\"output_tokens\":{output}}}]}}\n"
     )
@@ -191,7 +216,7 @@ fn single(id: u64, arrival: f64, input: u32, output: u32) -> String {
 
 /// Slack above an exact bound, µs (a shared 2-core machine; the client's
 /// own timing error is O1's measurement).
-const LATE_US: u64 = 30_000;
+pub(crate) const LATE_US: u64 = 30_000;
 
 #[test]
 fn observe_sends_at_arrivals_and_writes_outputs_the_readers_take() {
@@ -489,7 +514,7 @@ fn observe_salts_the_prefix_cache_once_per_observation() {
     };
     let salts = |stub: &Stub| {
         let mut seen = stub.seen.lock().unwrap();
-        let out: Vec<Option<String>> = seen.iter().map(|s| s.cache_salt.clone()).collect();
+        let out: Vec<Option<String>> = seen.iter().map(|s| s.body["cache_salt"].as_str().map(str::to_owned)).collect();
         seen.clear();
         out
     };

@@ -27,18 +27,22 @@ impl Endpoint for Fake {
     async fn call(&self, spec: &CallSpec, clock: &Clock) -> CallRecord {
         self.calls.lock().unwrap().push(spec.clone());
         let send_us = clock.now_us();
-        let Prompt::TokenIds(ids) = &spec.prompt else { panic!("the driver sends token ids") };
+        let prompt_len = match &spec.prompt {
+            Prompt::TokenIds(ids) => ids.len() as u32,
+            Prompt::Chat(text) => text.split_whitespace().count() as u32 + FAKE_TEMPLATE,
+            Prompt::Text(_) => panic!("the driver sends token ids or chat messages"),
+        };
         tokio::time::sleep(Duration::from_millis(self.first_ms)).await;
         let mut token_times_us = vec![clock.now_us()];
         for _ in 1..spec.output_tokens {
             tokio::time::sleep(Duration::from_millis(self.gap_ms)).await;
             token_times_us.push(clock.now_us());
         }
-        let extra = u32::from(self.wrong_for == Some(ids.len() as u32));
+        let extra = u32::from(self.wrong_for == Some(prompt_len));
         CallRecord {
             send_us,
             token_times_us,
-            prompt_tokens: Some(ids.len() as u32),
+            prompt_tokens: Some(prompt_len),
             completion_tokens: Some(spec.output_tokens + extra),
             error: None,
         }
@@ -47,7 +51,17 @@ impl Endpoint for Fake {
     async fn prompt_ids(&self, len: u32, seed: u64) -> Result<Vec<u32>, CallError> {
         Ok((0..len).map(|k| (seed as u32).wrapping_add(k)).collect())
     }
+
+    async fn chat_text(&self, len: u32, _seed: u64) -> Result<String, CallError> {
+        let Some(words) = len.checked_sub(FAKE_TEMPLATE) else {
+            return Err(CallError::Protocol(format!("{len} is shorter than the template")));
+        };
+        Ok(vec!["w"; words as usize].join(" "))
+    }
 }
+
+/// Tokens the fake's chat template adds to a message.
+const FAKE_TEMPLATE: u32 = 3;
 
 fn llm(next: Vec<u32>, interval: f64, input: u32, output: u32) -> SubRequest {
     SubRequest { next, interval, kind: NodeKind::Llm(LlmCall::new(input, output)), result: None }
@@ -77,6 +91,16 @@ fn observe(
     warmup: u64,
     requests: Vec<Request>,
 ) -> (Vec<FinishedRequest>, ObserveSummary, Arc<Fake>) {
+    observe_api(fake, client, warmup, requests, Api::Completions)
+}
+
+fn observe_api(
+    fake: Fake,
+    client: sim::Client,
+    warmup: u64,
+    requests: Vec<Request>,
+    api: Api,
+) -> (Vec<FinishedRequest>, ObserveSummary, Arc<Fake>) {
     /// Keeps what leaves, checking the order.
     struct Keep(Vec<FinishedRequest>);
     impl Sink for Keep {
@@ -98,7 +122,7 @@ fn observe(
     let fake = Arc::new(fake);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut keep = Keep(Vec::new());
-    let config = DriverConfig { client, warmup, vocab_size: None };
+    let config = DriverConfig { client, warmup, vocab_size: None, api };
     let rows = requests.into_iter().map(Ok::<_, String>);
     let summary = runtime.block_on(drive(Arc::clone(&fake), config, rows, &mut keep)).unwrap();
     (keep.0, summary, fake)
@@ -232,4 +256,90 @@ fn calls_carry_their_token_ids_priority_and_no_session_header_alone() {
     assert_eq!(fetched.len(), 2);
     assert_eq!(fetched[0], fetched[1], "same request id and node, same prompt");
     assert!(matches!(fetched[0], Prompt::TokenIds(ids) if ids.len() == 8));
+}
+
+/// A pool of sessions (`--concurrent-sessions 2`: the corpus's sessions all
+/// at 0, the simulator's capped client): two sessions in flight, a third
+/// admitted only once a whole session (both its turns and the think time
+/// between) completed, not after its first call; each session's calls one
+/// session to the server.
+#[test]
+fn a_session_pool_admits_a_session_as_one_completes() {
+    // Two turns, the second 20 ms after the first's answer (the think time).
+    let session = |id: u64| request(id, 0.0, vec![llm(vec![1], 0.0, 8, 2), llm(vec![], 0.02, 12, 2)]);
+    let requests = (0..4).map(session).collect();
+    let (done, summary, fake) = observe(Fake::new(2, 2), sim::Client::Capped { limit: 2 }, 0, requests);
+    assert_eq!((summary.max_in_flight, summary.completed), (2, 4));
+    let ends: Vec<u64> = done[..2].iter().map(|r| r.finish_us.unwrap()).collect();
+    let first_free = *ends.iter().min().unwrap();
+    for r in &done[2..] {
+        assert!(
+            r.send_us >= first_free,
+            "session {} sent at {} before one completed at {first_free}",
+            r.index,
+            r.send_us
+        );
+        assert!(r.send_us >= done[0].nodes[1].start_us.unwrap().min(done[1].nodes[1].start_us.unwrap()));
+    }
+    assert!(done[1].send_us < LATE, "the first two go at once");
+    assert!(done[2].send_us < first_free + LATE, "and the third as soon as one is done");
+    for r in &done {
+        assert_eq!(r.arrival_us, 0);
+        let turn2 = r.nodes[1].start_us.unwrap();
+        assert!(turn2 >= r.nodes[0].finish_us.unwrap() + 20 * MS, "the second turn follows the think time");
+    }
+    let calls = fake.calls.lock().unwrap();
+    assert_eq!(calls.len(), 8);
+    for id in 0..4 {
+        let of = calls.iter().filter(|c| c.headers == [("x-session-id".to_owned(), id.to_string())]).count();
+        assert_eq!(of, 2, "session {id}'s two turns carry its id");
+    }
+}
+
+/// A request's class and tenant go on the wire as GIE's objective and
+/// fairness-id headers, beside the session id of a multi-call request; a
+/// request with neither carries none.
+#[test]
+fn class_and_tenant_go_as_gateway_headers() {
+    use crate::workload::{SloClass, Traffic};
+    let mut agent = request(3, 0.0, vec![llm(vec![1], 0.0, 8, 2), llm(vec![], 0.0, 8, 2)]);
+    agent.traffic = Traffic { slo_class: Some(SloClass::Batch), tenant: Some("acme".into()), slo_target_us: None };
+    let mut tenant_only = single(4, 0.0, 2);
+    tenant_only.traffic.tenant = Some("zeta".into());
+    let (_, _, fake) = observe(Fake::new(1, 1), sim::Client::OpenLoop, 0, vec![agent, tenant_only, single(5, 0.0, 2)]);
+    let calls = fake.calls.lock().unwrap();
+    let with = |h: &[(&str, &str)]| {
+        let h: Vec<(String, String)> = h.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        calls.iter().filter(|c| c.headers == h).count()
+    };
+    let agent_headers = [
+        (SESSION_HEADER, "3"),
+        ("x-gateway-inference-objective", "batch"),
+        ("x-gateway-inference-fairness-id", "acme"),
+    ];
+    assert_eq!(with(&agent_headers), 2, "{calls:?}");
+    assert_eq!(with(&[(FAIRNESS_HEADER, "zeta")]), 1, "{calls:?}");
+    assert_eq!(with(&[]), 1, "{calls:?}");
+}
+
+/// With the chat API each call is one user message of its exact templated
+/// length; a call with token ids, or one shorter than the template, fails
+/// alone with its reason.
+#[test]
+fn the_chat_api_sends_messages_of_the_exact_templated_length() {
+    let with_ids = LlmCall::for_prompt(vec![5, 6, 7, 8], 2);
+    let ids =
+        request(1, 0.0, vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(with_ids), result: None }]);
+    let short = request(2, 0.0, vec![llm(vec![], 0.0, 2, 2)]);
+    let (done, summary, fake) =
+        observe_api(Fake::new(1, 1), sim::Client::OpenLoop, 0, vec![single(0, 0.0, 3), ids, short], Api::Chat);
+    assert_eq!(done[0].status, RequestStatus::Completed, "{:?}", done[0].nodes);
+    let calls = fake.calls.lock().unwrap();
+    assert_eq!(calls.len(), 1, "only the first was sent");
+    assert_eq!(calls[0].prompt, Prompt::Chat(["w"; 5].join(" ")), "8 tokens: 5 words and the template's 3");
+    let refused = done[1].nodes[0].error.as_ref().unwrap().to_string();
+    assert!(refused.contains("token ids decoded to text"), "{refused}");
+    let short = done[2].nodes[0].error.as_ref().unwrap().to_string();
+    assert!(short.starts_with("no prompt of 2 tokens:") && short.contains("shorter than the template"), "{short}");
+    assert_eq!((summary.completed, summary.failed), (1, 2));
 }

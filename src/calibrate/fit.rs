@@ -245,17 +245,66 @@ pub fn evaluate_all(runs: &[FitRun], c: &Constants) -> Result<Vec<RunErrors>, St
 /// Errors of this many targets and more count (nearly) alike, in [`loss`].
 const CAP: f64 = 20.0;
 
-/// The score of a set of run errors (lower is better).
-pub fn loss(errors: &[RunErrors]) -> f64 {
+/// The measurements a fit scores, each with its accuracy target (the
+/// acceptance criteria's): the error is counted in targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scored {
+    /// Mean E2E, target 3 %.
+    E2eMean,
+    /// Mean ITL (or TPOT where that is what was measured), target 3 %.
+    ItlMean,
+    /// Mean TTFT, target 10 %.
+    TtftMean,
+    /// p99 TTFT, target 25 %.
+    TtftP99,
+}
+
+impl Scored {
+    /// Every measurement, the default.
+    pub const ALL: [Scored; 4] = [Scored::E2eMean, Scored::ItlMean, Scored::TtftMean, Scored::TtftP99];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scored::E2eMean => "e2e_mean",
+            Scored::ItlMean => "itl_mean",
+            Scored::TtftMean => "ttft_mean",
+            Scored::TtftP99 => "ttft_p99",
+        }
+    }
+
+    /// The measurement called `name`.
+    pub fn parse(name: &str) -> Option<Scored> {
+        Scored::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    fn error_and_target(self, e: &RunErrors) -> (Option<f64>, f64) {
+        match self {
+            Scored::E2eMean => (e.e2e_mean, 0.03),
+            Scored::ItlMean => (e.itl_mean, 0.03),
+            Scored::TtftMean => (e.ttft_mean, 0.10),
+            Scored::TtftP99 => (e.ttft_p99, 0.25),
+        }
+    }
+}
+
+/// The score of a set of run errors on the `scored` measurements (lower is
+/// better).
+pub fn loss(errors: &[RunErrors], scored: &[Scored]) -> f64 {
     let per_run = |e: &RunErrors| {
-        let terms = [(e.e2e_mean, 0.03), (e.itl_mean, 0.03), (e.ttft_mean, 0.10), (e.ttft_p99, 0.25)];
         // Over the metrics the run measured. Past 20 targets a term grows
         // only logarithmically: a run that saturates in some corner of the
         // search must not outweigh every other run, yet a search that starts
         // in that corner still sees which way is out (a flat cap left it
         // nowhere to go: fitting a CPU server's linear model from a start
         // that saturated its busier run stopped at that run +78 %).
-        let present: Vec<f64> = terms.iter().filter_map(|&(e, target)| e.map(|e| e / target)).collect();
+        let present: Vec<f64> = scored
+            .iter()
+            .filter_map(|s| {
+                let (e, target) = s.error_and_target(e);
+                e.map(|e| e / target)
+            })
+            .collect();
         if present.is_empty() {
             return 0.0;
         }
@@ -269,8 +318,14 @@ pub fn loss(errors: &[RunErrors]) -> f64 {
 }
 
 /// Fits `params` (keys of `start`, the runs' latency model's constants)
-/// starting from `start`.
-pub fn fit(runs: &[FitRun], start: &Constants, params: &[String], max_evaluations: usize) -> Result<FitResult, String> {
+/// starting from `start`, scoring the `scored` measurements.
+pub fn fit(
+    runs: &[FitRun],
+    start: &Constants,
+    params: &[String],
+    scored: &[Scored],
+    max_evaluations: usize,
+) -> Result<FitResult, String> {
     for p in params {
         if !start.get(p).is_some_and(serde_json::Value::is_number) {
             let names: Vec<&str> = start.keys().map(String::as_str).collect();
@@ -292,7 +347,7 @@ pub fn fit(runs: &[FitRun], start: &Constants, params: &[String], max_evaluation
     let mut score = |x: &[f64]| {
         evaluations += 1;
         // Out-of-range constants (an efficiency above 1) score infinitely badly.
-        evaluate_all(runs, &constants_at(x)).map_or(f64::INFINITY, |errors| loss(&errors))
+        evaluate_all(runs, &constants_at(x)).map_or(f64::INFINITY, |errors| loss(&errors, scored))
     };
     // Zero starts (request_overhead_us) are searched from 1 ms, the order of
     // an HTTP front end's time.
@@ -302,7 +357,7 @@ pub fn fit(runs: &[FitRun], start: &Constants, params: &[String], max_evaluation
     let best = nelder_mead(&mut score, &x0, 0.7, max_evaluations);
     let constants = constants_at(&best);
     let errors = evaluate_all(runs, &constants)?;
-    Ok(FitResult { constants, loss: loss(&errors), runs: errors, evaluations: evaluations + 1 })
+    Ok(FitResult { constants, loss: loss(&errors, scored), runs: errors, evaluations: evaluations + 1 })
 }
 
 /// Minimises `f` from `x0` (initial simplex steps of `step`), stopping after
@@ -365,5 +420,27 @@ mod tests {
         let mut f = |x: &[f64]| (x[0] - 3.0).powi(2) + 2.0 * (x[1] + 1.0).powi(2);
         let x = nelder_mead(&mut f, &[0.0, 0.0], 1.0, 500);
         assert!((x[0] - 3.0).abs() < 1e-2 && (x[1] + 1.0).abs() < 1e-2, "{x:?}");
+    }
+
+    /// Errors count in targets over the measurements scored; past the cap
+    /// they still grow, so a saturated corner is never flat.
+    #[test]
+    fn the_loss_scores_what_it_is_told_and_grows_past_its_cap() {
+        let run = |ttft_p99: f64, e2e: f64| RunErrors {
+            run: "r".into(),
+            ttft_mean: Some(0.10),
+            ttft_p99: Some(ttft_p99),
+            itl_mean: Some(0.0),
+            e2e_mean: Some(e2e),
+            e2e_mape: None,
+        };
+        let all = loss(&[run(0.5, 0.03)], &Scored::ALL);
+        assert!((all - (1.0 + 0.0 + 1.0 + 4.0) / 4.0).abs() < 1e-12, "{all}");
+        let no_tail = [Scored::E2eMean, Scored::ItlMean, Scored::TtftMean];
+        assert!((loss(&[run(0.5, 0.03)], &no_tail) - 2.0 / 3.0).abs() < 1e-12);
+        let (far, farther) = (loss(&[run(0.0, 1.0)], &no_tail), loss(&[run(0.0, 2.0)], &no_tail));
+        assert!(far > 400.0 / 3.0 && farther > far && farther < 410.0 / 3.0, "{far} {farther}");
+        assert_eq!(Scored::parse("ttft_p99"), Some(Scored::TtftP99));
+        assert_eq!(Scored::parse("p99"), None);
     }
 }

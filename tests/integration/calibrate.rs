@@ -231,6 +231,12 @@ fn fit_recovers_a_custom_servers_linear_constants_and_predicts_another_load() {
     }
     let params = "step_us,prefill_token_us,decode_token_us,request_overhead_us";
     let args = ["fit", "--runs", ".", "--experiment", "slow", "--experiment", "fast", "--params", params];
+    let err =
+        TestCommand::new(&dir.path, &[&args[..], &["--score", "e2e_mean,p99", "--out", "f.yaml"]].concat()).fails();
+    assert!(
+        err.contains("--score: unknown measurement `p99`; one of e2e_mean, itl_mean, ttft_mean, ttft_p99"),
+        "{err}"
+    );
     TestCommand::new(&dir.path, &[&args[..], &["--max-evaluations", "200", "--out", "fitted.yaml"]].concat()).stdout();
     let fitted: serde_json::Value = blis_sweep::yaml::parse(&dir.read("fitted.yaml")).unwrap();
     let decode = fitted["decode_token_us"].as_f64().unwrap();

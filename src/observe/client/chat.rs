@@ -160,10 +160,11 @@ mod tests {
             stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
             temperature: 0,
             priority: Some(5),
+            cache_salt: Some("s"),
         };
         assert_eq!(
             serde_json::to_string(&body).unwrap(),
-            r#"{"model":"tiny","messages":[{"role":"user","content":"a b"}],"max_completion_tokens":3,"min_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"temperature":0,"priority":5}"#
+            r#"{"model":"tiny","messages":[{"role":"user","content":"a b"}],"max_completion_tokens":3,"min_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"temperature":0,"priority":5,"cache_salt":"s"}"#
         );
     }
 }

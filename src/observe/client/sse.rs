@@ -149,7 +149,8 @@ mod tests {
         let mut p = SseParser::default();
         let mut out = Vec::new();
         for c in input.chunks(piece) {
-            feed(&mut p, c, &mut out).unwrap();
+            let flow = feed(&mut p, c, &mut out).unwrap();
+            assert_eq!(flow.is_break(), out.last().is_some_and(|d| d == "[DONE]"));
         }
         assert!(!p.is_mid_event());
         out
@@ -168,13 +169,13 @@ mod tests {
     fn multi_line_data_is_joined_and_an_unfinished_event_is_held() {
         let mut p = SseParser::default();
         let mut out = Vec::new();
-        feed(&mut p, b"data: one\ndata: two\n", &mut out).unwrap();
+        assert_eq!(feed(&mut p, b"data: one\ndata: two\n", &mut out), Ok(ControlFlow::Continue(())));
         assert!(out.is_empty());
         assert!(p.is_mid_event());
-        feed(&mut p, b"\nretry: 10\n\n", &mut out).unwrap();
+        assert_eq!(feed(&mut p, b"\nretry: 10\n\n", &mut out), Ok(ControlFlow::Continue(())));
         assert_eq!(out, ["one\ntwo"]);
         assert!(!p.is_mid_event());
-        feed(&mut p, b"data: cut", &mut out).unwrap();
+        assert_eq!(feed(&mut p, b"data: cut", &mut out), Ok(ControlFlow::Continue(())));
         assert!(p.is_mid_event());
         assert_eq!(feed(&mut p, b"\xff\n\n", &mut out), Err(NotUtf8));
     }
@@ -214,12 +215,12 @@ mod tests {
         // the next events reuse instead of allocating.
         let mut p = SseParser::default();
         out.clear();
-        feed(&mut p, b"data: x", &mut out).unwrap();
-        feed(&mut p, b"yz\n\n", &mut out).unwrap();
+        assert_eq!(feed(&mut p, b"data: x", &mut out), Ok(ControlFlow::Continue(())));
+        assert_eq!(feed(&mut p, b"yz\n\n", &mut out), Ok(ControlFlow::Continue(())));
         let (line_cap, data_cap) = (p.line.capacity(), p.data.capacity());
         assert!(line_cap > 0 && data_cap > 0);
-        feed(&mut p, b"data: u", &mut out).unwrap();
-        feed(&mut p, b"v\n\n", &mut out).unwrap();
+        assert_eq!(feed(&mut p, b"data: u", &mut out), Ok(ControlFlow::Continue(())));
+        assert_eq!(feed(&mut p, b"v\n\n", &mut out), Ok(ControlFlow::Continue(())));
         assert_eq!(out, ["xyz", "uv"]);
         assert_eq!((p.line.capacity(), p.data.capacity()), (line_cap, data_cap));
     }

@@ -491,8 +491,8 @@ fn stats(v: &mut [i64]) -> (i64, i64, i64) {
 
 /// Streams in the timing tests: 1,000 (the figure) in an optimised
 /// build; 100 in a debug build, whose unoptimised hyper and serde cost
-/// ~45 µs a token (measured here), so 1,000 streams × 100 tokens/s would
-/// need 4.5 cores. `OBSERVE_CLIENT_STREAMS` sets it for a measurement.
+/// 35–70 µs a token (measured here), so 1,000 streams at a token each
+/// 10 ms would need 3.5–7 cores. `OBSERVE_CLIENT_STREAMS` sets it for a measurement.
 fn timing_streams() -> usize {
     std::env::var("OBSERVE_CLIENT_STREAMS")
         .ok()

@@ -30,12 +30,13 @@ mod chat;
 mod events;
 mod sse;
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use events::{Step, StreamState, truncate};
-use sse::SseParser;
+use sse::{NotUtf8, SseParser};
 
 /// The monotonic origin of a run's times: every stamp is µs since it.
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +132,12 @@ pub enum CallError {
     /// usage, a model it does not serve).
     #[error("{0}")]
     Protocol(String),
+}
+
+impl From<NotUtf8> for CallError {
+    fn from(_: NotUtf8) -> CallError {
+        CallError::Protocol("a stream event is not UTF-8".to_string())
+    }
 }
 
 /// A client of one vLLM server and one served model.
@@ -362,7 +369,6 @@ impl Client {
             return Err(CallError::Http { status: status.as_u16(), body: error_body(&mut resp).await });
         }
         let mut parser = SseParser::default();
-        let mut events = Vec::new();
         loop {
             let chunk = resp.chunk().await;
             // The stamp of every token this chunk completes.
@@ -380,13 +386,16 @@ impl Client {
                 Err(e) if e.is_timeout() => return Err(CallError::Timeout),
                 Err(e) => return Err(CallError::Disconnected(chain(&e))),
             };
-            parser
-                .feed(&bytes, &mut events)
-                .map_err(|_| CallError::Protocol("a stream event is not UTF-8".to_string()))?;
-            for data in events.drain(..) {
-                if state.event(&data, now, &mut rec.token_times_us)? == Step::Done {
-                    return Ok(resp);
-                }
+            // Each event is parsed where it lies in the chunk (or in the
+            // parser's buffer when reads cut it): no allocation per event.
+            let flow = parser.feed(&bytes, |data| {
+                Ok::<_, CallError>(match state.event(data, now, &mut rec.token_times_us)? {
+                    Step::More => ControlFlow::Continue(()),
+                    Step::Done => ControlFlow::Break(()),
+                })
+            })?;
+            if flow.is_break() {
+                return Ok(resp);
             }
         }
     }

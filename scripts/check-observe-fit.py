@@ -4,6 +4,8 @@
     python3 scripts/check-observe-fit.py REPORT.json [LIMIT]
 
 |error| of mean E2E and of mean ITL ≤ LIMIT (default 0.10); mean TTFT is printed, not checked.
+Exits 3 when the prediction misses (a status of its own, so scripts/observe-loop.sh can tell a miss,
+which it re-measures, from a failure).
 Used by scripts/observe-loop.sh after fitting on two observed loads and predicting a third.
 """
 import json
@@ -24,4 +26,4 @@ for metric in ("e2e", "itl", "ttft"):
     )
     if not ok:
         failed.append(metric)
-sys.exit(1 if failed else 0)
+sys.exit(3 if failed else 0)

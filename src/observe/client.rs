@@ -157,6 +157,16 @@ struct CompletionBody<'a> {
     model: &'a str,
     prompt: &'a Prompt,
     max_tokens: u32,
+    #[serde(flatten)]
+    generation: Generation<'a>,
+}
+
+/// What a streamed call sends besides its model, prompt and maximum (whose
+/// names differ between the completions and chat APIs): the output length
+/// forced, a stream with usage on every chunk, greedy sampling, the call's
+/// priority and the observation's cache salt.
+#[derive(Serialize)]
+struct Generation<'a> {
     min_tokens: u32,
     ignore_eos: bool,
     stream: bool,
@@ -166,6 +176,21 @@ struct CompletionBody<'a> {
     priority: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_salt: Option<&'a str>,
+}
+
+impl<'a> Generation<'a> {
+    /// The generation of `spec` by `client`: exactly `spec.output_tokens`.
+    fn of(client: &'a Client, spec: &CallSpec) -> Generation<'a> {
+        Generation {
+            min_tokens: spec.output_tokens,
+            ignore_eos: true,
+            stream: true,
+            stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
+            temperature: 0,
+            priority: spec.priority,
+            cache_salt: client.cache_salt.as_deref(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -347,13 +372,7 @@ impl Client {
             model: &self.model,
             prompt: &spec.prompt,
             max_tokens: spec.output_tokens,
-            min_tokens: spec.output_tokens,
-            ignore_eos: true,
-            stream: true,
-            stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
-            temperature: 0,
-            priority: spec.priority,
-            cache_salt: self.cache_salt.as_deref(),
+            generation: Generation::of(self, spec),
         };
         let mut req = match &spec.prompt {
             Prompt::Chat(text) => chat::request(self, spec, text),
@@ -515,23 +534,19 @@ mod tests {
     #[test]
     fn the_body_is_what_vllm_needs() {
         let p = Prompt::TokenIds(vec![1, 2]);
-        let body = CompletionBody {
-            model: "tiny",
-            prompt: &p,
-            max_tokens: 3,
-            min_tokens: 3,
-            ignore_eos: true,
-            stream: true,
-            stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
-            temperature: 0,
-            priority: None,
-            cache_salt: None,
-        };
+        let client = Client::new("http://127.0.0.1:1", "tiny", Duration::from_secs(1)).unwrap();
+        let spec = CallSpec { prompt: p.clone(), output_tokens: 3, priority: None, headers: Vec::new() };
+        let body =
+            CompletionBody { model: "tiny", prompt: &p, max_tokens: 3, generation: Generation::of(&client, &spec) };
         assert_eq!(
             serde_json::to_string(&body).unwrap(),
             r#"{"model":"tiny","prompt":[1,2],"max_tokens":3,"min_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"temperature":0}"#
         );
-        let salted = CompletionBody { priority: Some(2), cache_salt: Some("s-1"), ..body };
+        let salty = Client::new("http://127.0.0.1:1", "tiny", Duration::from_secs(1))
+            .unwrap()
+            .with_cache_salt(Some("s-1".into()));
+        let spec = CallSpec { priority: Some(2), ..spec };
+        let salted = CompletionBody { generation: Generation::of(&salty, &spec), ..body };
         assert!(serde_json::to_string(&salted).unwrap().ends_with(r#""priority":2,"cache_salt":"s-1"}"#));
         assert_eq!(serde_json::to_string(&Prompt::Text("a".into())).unwrap(), r#""a""#);
     }

@@ -20,22 +20,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CallError, CallSpec, Client, StreamOptions, TokenizeBody};
+use super::{CallError, CallSpec, Client, Generation, TokenizeBody};
 
 #[derive(Serialize)]
 struct ChatBody<'a> {
     model: &'a str,
     messages: [Message<'a>; 1],
     max_completion_tokens: u32,
-    min_tokens: u32,
-    ignore_eos: bool,
-    stream: bool,
-    stream_options: StreamOptions,
-    temperature: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    priority: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cache_salt: Option<&'a str>,
+    #[serde(flatten)]
+    generation: Generation<'a>,
 }
 
 #[derive(Serialize)]
@@ -80,13 +73,7 @@ pub(super) fn request(client: &Client, spec: &CallSpec, text: &str) -> reqwest::
         model: &client.model,
         messages: [Message { role: "user", content: text }],
         max_completion_tokens: spec.output_tokens,
-        min_tokens: spec.output_tokens,
-        ignore_eos: true,
-        stream: true,
-        stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
-        temperature: 0,
-        priority: spec.priority,
-        cache_salt: client.cache_salt.as_deref(),
+        generation: Generation::of(client, spec),
     };
     client.http.post(format!("{}/v1/chat/completions", client.base)).json(&body)
 }
@@ -150,17 +137,20 @@ mod tests {
 
     #[test]
     fn the_chat_body_is_what_vllm_needs() {
+        let client = Client::new("http://127.0.0.1:1", "tiny", std::time::Duration::from_secs(1))
+            .unwrap()
+            .with_cache_salt(Some("s".into()));
+        let spec = CallSpec {
+            prompt: super::super::Prompt::Chat("a b".into()),
+            output_tokens: 3,
+            priority: Some(5),
+            headers: Vec::new(),
+        };
         let body = ChatBody {
             model: "tiny",
             messages: [Message { role: "user", content: "a b" }],
             max_completion_tokens: 3,
-            min_tokens: 3,
-            ignore_eos: true,
-            stream: true,
-            stream_options: StreamOptions { include_usage: true, continuous_usage_stats: true },
-            temperature: 0,
-            priority: Some(5),
-            cache_salt: Some("s"),
+            generation: Generation::of(&client, &spec),
         };
         assert_eq!(
             serde_json::to_string(&body).unwrap(),

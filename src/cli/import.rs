@@ -44,6 +44,18 @@ pub(crate) struct ImportFlags {
 }
 
 impl ImportFlags {
+    /// The first flag given that only an importer reads (sessions of a
+    /// trace), for refusing it beside a workload file or a generator.
+    pub(crate) fn trace_only_flag(&self) -> Option<&'static str> {
+        [
+            ("--concurrent-sessions", self.concurrent_sessions.is_some()),
+            ("--session-rate", self.session_rate.is_some()),
+            ("--session-mode", self.session_mode.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
     pub(crate) fn options(&self) -> anyhow::Result<ImportOptions> {
         let session_mode = self
             .session_mode

@@ -63,8 +63,19 @@ pub(crate) enum Source<'a> {
 }
 
 impl WorkloadArgs {
-    /// The source the flags name.
+    /// The source the flags name; a trace's session flags beside a source
+    /// without sessions are refused, not ignored.
     pub(crate) fn source(&self) -> anyhow::Result<Source<'_>> {
+        let source = self.named_source()?;
+        if let (Source::File(_) | Source::Generate(..), Some(flag)) = (&source, self.import.trace_only_flag()) {
+            bail!(
+                "{flag}: only a trace's sessions are pooled or re-timed (--input FORMAT:PATH or a TraceV2 pair); a workload file's or a generator's requests are capped with --concurrency N"
+            );
+        }
+        Ok(source)
+    }
+
+    fn named_source(&self) -> anyhow::Result<Source<'_>> {
         if self.workload_spec.is_some() || self.preset.is_some() || self.rate.is_some() || self.num_requests.is_some() {
             let spec = Spec::load(
                 "--workload-spec",

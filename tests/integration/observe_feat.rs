@@ -293,3 +293,29 @@ fn observe_chat_sends_messages_of_the_exact_templated_length() {
     want.sort_unstable();
     assert_eq!(lens, want);
 }
+
+/// A trace's session flags beside a workload file or a generator are
+/// refused by run and observe alike (they were silently ignored), naming
+/// the flag and what does cap a file's requests.
+#[test]
+fn session_flags_without_a_trace_are_refused_not_ignored() {
+    let dir = Dir::new("feat-session-flags");
+    dir.create("w.jsonl", &single(0, 0.0, 8, 2));
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    let sources: [&[&str]; 2] = [&["w.jsonl"], &["--preset", "chatbot", "--rate", "1", "--num-requests", "2"]];
+    for source in sources {
+        for (flag, value) in [("--concurrent-sessions", "2"), ("--session-rate", "1"), ("--session-mode", "fixed")] {
+            let run = [&["run", "-s", "s.yaml", "-o", "r.jsonl", flag, value][..], source].concat();
+            let observe = [
+                &["observe", "--server-url", "http://127.0.0.1:9", "--model", "tiny", "-o", "o.jsonl", flag, value][..],
+                source,
+            ]
+            .concat();
+            for args in [run, observe] {
+                let err = TestCommand::new(&dir.path, &args).fails();
+                assert!(err.starts_with(&format!("blis-sweep: {flag}: only a trace's sessions")), "{args:?}: {err}");
+            }
+        }
+    }
+    assert!(!dir.join("r.jsonl").exists() && !dir.join("o.jsonl").exists());
+}

@@ -218,17 +218,19 @@ pub(crate) fn single(id: u64, arrival: f64, input: u32, output: u32) -> String {
 /// own timing error is O1's measurement).
 pub(crate) const LATE_US: u64 = 30_000;
 
+/// `blis-sweep observe --server-url URL --model tiny ARGS…` in `dir`.
+pub(crate) fn observe_cmd(dir: &Dir, url: &str, args: &[&str]) -> TestCommand {
+    let head = ["observe", "--server-url", url, "--model", "tiny"];
+    TestCommand::new(&dir.path, &[&head[..], args].concat())
+}
+
 #[test]
 fn observe_sends_at_arrivals_and_writes_outputs_the_readers_take() {
     let stub = start(PLAIN);
     let dir = Dir::new("observe-open");
     let workload: String = [single(0, 0.0, 8, 4), single(1, 0.1, 12, 4), single(2, 0.2, 8, 3)].concat();
     dir.create("w.jsonl", &workload);
-    let err = TestCommand::new(
-        &dir.path,
-        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl", "--trace-output", "t"],
-    )
-    .output();
+    let err = observe_cmd(&dir, &stub.url, &["w.jsonl", "-o", "r.jsonl", "--trace-output", "t"]).output();
     assert!(err.status.success(), "{}", String::from_utf8_lossy(&err.stderr));
     let summary = String::from_utf8_lossy(&err.stderr);
     assert!(summary.contains("3 recorded: 3 completed, 0 failed"), "{summary}");
@@ -268,23 +270,7 @@ fn observe_caps_requests_in_flight() {
     let stub = start(PLAIN);
     let dir = Dir::new("observe-cap");
     dir.create("w.jsonl", &(0..4).map(|i| single(i, 0.0, 8, 3)).collect::<String>());
-    TestCommand::new(
-        &dir.path,
-        &[
-            "observe",
-            "-q",
-            "--server-url",
-            &stub.url,
-            "--model",
-            "tiny",
-            "w.jsonl",
-            "-o",
-            "r.jsonl",
-            "--concurrency",
-            "2",
-        ],
-    )
-    .stdout();
+    observe_cmd(&dir, &stub.url, &["-q", "w.jsonl", "-o", "r.jsonl", "--concurrency", "2"]).stdout();
     assert_eq!(stub.most_in_flight.load(Ordering::SeqCst), 2);
     let mut seen = stub.seen.lock().unwrap().clone();
     seen.sort_by_key(|s| s.at_us);
@@ -306,23 +292,7 @@ fn observe_runs_a_dag_with_a_tool_wait_and_a_join() {
          {\"kind\":\"llm\",\"next\":[3],\"input_tokens\":9,\"output_tokens\":2},\
          {\"kind\":\"llm\",\"next\":[],\"input_tokens\":10,\"output_tokens\":2}]}\n",
     );
-    TestCommand::new(
-        &dir.path,
-        &[
-            "observe",
-            "-q",
-            "--server-url",
-            &stub.url,
-            "--model",
-            "tiny",
-            "w.jsonl",
-            "-o",
-            "r.jsonl",
-            "--trace-output",
-            "t",
-        ],
-    )
-    .stdout();
+    observe_cmd(&dir, &stub.url, &["-q", "w.jsonl", "-o", "r.jsonl", "--trace-output", "t"]).stdout();
     let seen = stub.seen.lock().unwrap().clone();
     let call = |len: usize| seen.iter().find(|s| s.prompt_len == len).unwrap().clone();
     let (root, branch, join) = (call(8), call(9), call(10));
@@ -342,11 +312,7 @@ fn observe_records_a_usage_mismatch_as_a_failed_request() {
     let stub = start(Behaviour { lie_for_len: Some(12), ..PLAIN });
     let dir = Dir::new("observe-usage");
     dir.create("w.jsonl", &[single(0, 0.0, 8, 2), single(1, 0.0, 12, 2)].concat());
-    let out = TestCommand::new(
-        &dir.path,
-        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
-    )
-    .output();
+    let out = observe_cmd(&dir, &stub.url, &["w.jsonl", "-o", "r.jsonl"]).output();
     assert!(out.status.success());
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(summary.contains("1 completed, 1 failed (1 with usage not the workload's)"), "{summary}");
@@ -365,9 +331,7 @@ fn observe_refuses_an_unreachable_server_and_a_wrong_model_before_writing() {
     // A port nothing listens on: bound, then released.
     let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let url = format!("http://{closed}");
-    let err =
-        TestCommand::new(&dir.path, &["observe", "--server-url", &url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"])
-            .fails();
+    let err = observe_cmd(&dir, &url, &["w.jsonl", "-o", "r.jsonl"]).fails();
     assert!(err.starts_with(&format!("blis-sweep: --server-url: {url}: cannot connect")), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     let stub = start(PLAIN);
@@ -380,11 +344,7 @@ fn observe_refuses_an_unreachable_server_and_a_wrong_model_before_writing() {
     assert_eq!(dir.files(), ["w.jsonl"]);
     // A bad workload is refused before the server is asked anything.
     dir.create("bad.jsonl", "{\"request_id\":0}\n");
-    let err = TestCommand::new(
-        &dir.path,
-        &["observe", "--server-url", &url, "--model", "tiny", "bad.jsonl", "-o", "r.jsonl"],
-    )
-    .fails();
+    let err = observe_cmd(&dir, &url, &["bad.jsonl", "-o", "r.jsonl"]).fails();
     assert!(err.starts_with("blis-sweep: bad.jsonl:1:"), "{err}");
 }
 
@@ -398,11 +358,7 @@ fn observe_records_a_dropped_stream_and_an_http_error_on_their_requests() {
                {\"kind\":\"llm\",\"next\":[1],\"input_tokens\":9,\"output_tokens\":4},\
                {\"kind\":\"llm\",\"next\":[],\"input_tokens\":8,\"output_tokens\":2}]}\n";
     dir.create("w.jsonl", &[single(0, 0.0, 8, 2), cut.to_owned(), single(2, 0.0, 30, 2)].concat());
-    let out = TestCommand::new(
-        &dir.path,
-        &["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
-    )
-    .output();
+    let out = observe_cmd(&dir, &stub.url, &["w.jsonl", "-o", "r.jsonl"]).output();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(summary.contains("3 recorded: 1 completed, 2 failed (0 with usage"), "{summary}");
@@ -422,12 +378,7 @@ fn observe_closed_loop_users_think_between_requests() {
     // Arrivals far apart: a closed loop ignores them.
     dir.create("w.jsonl", &(0..3).map(|i| single(i, 50.0 * i as f64, 8, 2)).collect::<String>());
     let args = ["--closed-loop", "--users", "1", "--think-time", "0.05"];
-    TestCommand::new(
-        &dir.path,
-        &[&["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"][..], &args]
-            .concat(),
-    )
-    .stdout();
+    observe_cmd(&dir, &stub.url, &[&["-q", "w.jsonl", "-o", "r.jsonl"][..], &args].concat()).stdout();
     let mut seen = stub.seen.lock().unwrap().clone();
     seen.sort_by_key(|s| s.at_us);
     assert_eq!(seen.len(), 3);
@@ -452,11 +403,10 @@ fn observe_folds_token_ids_into_the_servers_vocabulary() {
             ids.join(",")
         ),
     );
-    let args = ["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"];
-    TestCommand::new(&dir.path, &args).output();
+    observe_cmd(&dir, &stub.url, &["w.jsonl", "-o", "r.jsonl"]).output();
     let error = rows(&dir.read("r.jsonl"))[0]["sub_requests"][0]["error"].clone();
     assert!(error.as_str().is_some_and(|e| e.contains("400")), "{error}");
-    TestCommand::new(&dir.path, &[&args[..], &["--vocab-size", "100"]].concat()).output();
+    observe_cmd(&dir, &stub.url, &["w.jsonl", "-o", "r.jsonl", "--vocab-size", "100"]).output();
     let row = &rows(&dir.read("r.jsonl"))[0];
     assert!(row["sub_requests"][0].get("error").is_none(), "{row}");
 }
@@ -469,23 +419,9 @@ fn observe_scrapes_metrics_and_records_the_server() {
     let stub = start(PLAIN);
     let dir = Dir::new("observe-metrics");
     dir.create("w.jsonl", &[single(0, 0.0, 8, 4), single(1, 0.05, 8, 4)].concat());
-    let args = [
-        "observe",
-        "--server-url",
-        &stub.url,
-        "--model",
-        "tiny",
-        "w.jsonl",
-        "-o",
-        "r.jsonl",
-        "--trace-output",
-        "t",
-        "--metrics-csv",
-        "m.csv",
-        "--scrape-interval-ms",
-        "20",
-    ];
-    let out = TestCommand::new(&dir.path, &args).output();
+    let args =
+        ["w.jsonl", "-o", "r.jsonl", "--trace-output", "t", "--metrics-csv", "m.csv", "--scrape-interval-ms", "20"];
+    let out = observe_cmd(&dir, &stub.url, &args).output();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = dir.read("m.csv");
     let lines: Vec<&str> = csv.lines().collect();
@@ -507,11 +443,8 @@ fn observe_salts_the_prefix_cache_once_per_observation() {
     let stub = start(PLAIN);
     let dir = Dir::new("observe-salt");
     dir.create("w.jsonl", &[single(0, 0.0, 8, 2), single(1, 0.0, 8, 2)].concat());
-    let observe = |extra: &[&str]| {
-        let mut args = vec!["observe", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"];
-        args.extend_from_slice(extra);
-        TestCommand::new(&dir.path, &args).output()
-    };
+    let observe =
+        |extra: &[&str]| observe_cmd(&dir, &stub.url, &[&["w.jsonl", "-o", "r.jsonl"][..], extra].concat()).output();
     let salts = |stub: &Stub| {
         let mut seen = stub.seen.lock().unwrap();
         let out: Vec<Option<String>> = seen.iter().map(|s| s.body["cache_salt"].as_str().map(str::to_owned)).collect();

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use crate::observe::{CHAT_TEMPLATE_TOKENS, PLAIN, single, start};
+use crate::observe::{CHAT_TEMPLATE_TOKENS, PLAIN, observe_cmd, single, start};
 use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
 
 /// A spec with shared prefixes and multi-turn sessions: the streams a
@@ -106,8 +106,7 @@ fn observe_sends_a_generated_workload() {
     let spec = "num_requests: 4\nrate: 50\ninput: {kind: uniform, min: 4, max: 12}\noutput: {kind: constant, value: 2}\nprefix: {groups: 1, tokens: 4}\n";
     dir.create("spec.yaml", spec);
     TestCommand::new(&dir.path, &["generate", "--spec", "spec.yaml", "--seed", "9", "-o", "w.jsonl"]).stdout();
-    let args = ["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "-o", "r.jsonl"];
-    TestCommand::new(&dir.path, &[&args[..], &["--workload-spec", "spec.yaml", "--seed", "9"]].concat()).stdout();
+    observe_cmd(&dir, &stub.url, &["-q", "-o", "r.jsonl", "--workload-spec", "spec.yaml", "--seed", "9"]).stdout();
     let mut seen = stub.seen.lock().unwrap().clone();
     seen.sort_by_key(|s| s.at_us);
     let sent: Vec<Vec<u64>> = seen
@@ -152,8 +151,7 @@ fn observe_keeps_a_pool_of_sessions_as_run_does() {
         "2",
     ];
     TestCommand::new(&dir.path, &[&["run", "-q", "-s", "s.yaml", "-o", "sim.jsonl"][..], &pool].concat()).stdout();
-    let args = ["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "-o", "real.jsonl"];
-    TestCommand::new(&dir.path, &[&args[..], &pool].concat()).stdout();
+    observe_cmd(&dir, &stub.url, &[&["-q", "-o", "real.jsonl"][..], &pool].concat()).stdout();
     let (sim, real) = (dir.read("sim.jsonl"), dir.read("real.jsonl"));
     assert_eq!(shapes(&real), shapes(&sim), "the same sessions in the same order");
     assert_eq!(shapes(&real).len(), 5);
@@ -175,7 +173,8 @@ fn observe_keeps_a_pool_of_sessions_as_run_does() {
     let first_end = by_session[0].1.min(by_session[1].1);
     assert!(by_session[2].0 + 2_000 >= first_end, "{by_session:?}");
     // A pool is the client: --concurrency beside it is refused.
-    let err = TestCommand::new(&dir.path, &[&args[..], &pool, &["--concurrency", "3"]].concat()).fails();
+    let err = observe_cmd(&dir, &stub.url, &[&["-q", "-o", "real.jsonl"][..], &pool, &["--concurrency", "3"]].concat())
+        .fails();
     assert!(err.starts_with("blis-sweep: --concurrent-sessions: the pool is the client"), "{err}");
 }
 
@@ -200,11 +199,7 @@ fn observe_sends_class_and_tenant_as_priority_and_gateway_headers() {
     ]
     .concat();
     dir.create("w.jsonl", &workload);
-    TestCommand::new(
-        &dir.path,
-        &["observe", "-q", "--server-url", &stub.url, "--model", "tiny", "w.jsonl", "-o", "r.jsonl"],
-    )
-    .stdout();
+    observe_cmd(&dir, &stub.url, &["-q", "w.jsonl", "-o", "r.jsonl"]).stdout();
     let seen = stub.seen.lock().unwrap().clone();
     let call = |len: usize| seen.iter().find(|s| s.prompt_len == len).unwrap().clone();
     let header =
@@ -239,8 +234,8 @@ fn observe_chat_sends_messages_of_the_exact_templated_length() {
     let stub = start(PLAIN);
     let dir = Dir::new("feat-chat");
     dir.create("w.jsonl", &[single(0, 0.0, 15, 3), single(1, 0.0, 6, 2), single(2, 0.0, 10, 2)].concat());
-    let args = ["observe", "--server-url", &stub.url, "--model", "tiny", "--api", "chat", "-o", "r.jsonl"];
-    let out = TestCommand::new(&dir.path, &[&args[..], &["w.jsonl"]].concat()).output();
+    let args = ["--api", "chat", "-o", "r.jsonl"];
+    let out = observe_cmd(&dir, &stub.url, &[&args[..], &["w.jsonl"]].concat()).output();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(summary.contains("3 recorded: 2 completed, 1 failed (0 with usage"), "{summary}");
@@ -269,11 +264,7 @@ fn observe_chat_sends_messages_of_the_exact_templated_length() {
                \"input_tokens\":3,\"output_tokens\":2,\"input_token_ids\":[1,2,3]}]}\n";
     dir.create("ids.jsonl", ids);
     let before = stub.seen.lock().unwrap().len();
-    let err = TestCommand::new(
-        &dir.path,
-        &["observe", "--server-url", &stub.url, "--model", "tiny", "--api", "chat", "-o", "ids.out", "ids.jsonl"],
-    )
-    .fails();
+    let err = observe_cmd(&dir, &stub.url, &["--api", "chat", "-o", "ids.out", "ids.jsonl"]).fails();
     assert!(err.starts_with("blis-sweep: --api: chat: request 7: sub_requests[0] carries token ids:"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(stub.seen.lock().unwrap().len(), before);
@@ -285,7 +276,7 @@ fn observe_chat_sends_messages_of_the_exact_templated_length() {
         "num_requests: 3\nrate: 100\ninput: {kind: uniform, min: 12, max: 30}\noutput: {kind: constant, value: 2}\n",
     );
     TestCommand::new(&dir.path, &["generate", "--spec", "spec.yaml", "-o", "g.jsonl"]).stdout();
-    TestCommand::new(&dir.path, &[&args[..], &["-q", "--workload-spec", "spec.yaml"]].concat()).stdout();
+    observe_cmd(&dir, &stub.url, &[&args[..], &["-q", "--workload-spec", "spec.yaml"]].concat()).stdout();
     let mut lens: Vec<u64> = stub.seen.lock().unwrap()[before..].iter().map(|s| s.prompt_len as u64).collect();
     let mut want: Vec<u64> =
         rows(&dir.read("g.jsonl")).iter().map(|r| r["sub_requests"][0]["input_tokens"].as_u64().unwrap()).collect();

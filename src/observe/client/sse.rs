@@ -36,27 +36,6 @@ fn strip_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-/// The first `\n` in `bytes`, found a 64-bit word at a time (`feed`, then a
-/// byte loop over every byte, was half the client's parsing CPU in a `perf`
-/// profile at 1,000 streams): a word's zero bytes after XOR with `\n` in every byte are
-/// flagged by the classic `(w - 0x01..) & !w & 0x80..` test, exact for the
-/// lowest one, which is the first in a little-endian load.
-fn find_newline(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
-    let mut words = bytes.chunks_exact(8);
-    for (i, word) in words.by_ref().enumerate() {
-        let w = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ NEWLINES;
-        let zeros = w.wrapping_sub(ONES) & !w & HIGHS;
-        if zeros != 0 {
-            return Some(i * 8 + zeros.trailing_zeros() as usize / 8);
-        }
-    }
-    let tail = words.remainder();
-    tail.iter().position(|&b| b == b'\n').map(|p| bytes.len() - tail.len() + p)
-}
-
 impl SseParser {
     /// Consumes `bytes`, handing the data of every event they complete to
     /// `on_data`, in order, until it breaks (the bytes after that event are
@@ -67,7 +46,7 @@ impl SseParser {
         mut on_data: impl FnMut(&str) -> Result<ControlFlow<()>, E>,
     ) -> Result<ControlFlow<()>, E> {
         let mut rest = bytes;
-        while let Some(nl) = find_newline(rest) {
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
             let head = &rest[..nl];
             rest = &rest[nl + 1..];
             // A line wholly inside `bytes` is read in place; one begun by an
@@ -178,28 +157,6 @@ mod tests {
         assert_eq!(feed(&mut p, b"data: cut", &mut out), Ok(ControlFlow::Continue(())));
         assert!(p.is_mid_event());
         assert_eq!(feed(&mut p, b"\xff\n\n", &mut out), Err(NotUtf8));
-    }
-
-    #[test]
-    fn newlines_are_found_where_the_byte_loop_finds_them() {
-        // Every position of one `\n` and of two, in lengths around the word
-        // size, among bytes that differ from `\n` by one bit or are 0x80+.
-        for len in 0..40 {
-            for fill in [b'a', 0x0b, 0x0a ^ 0x80, 0xff, 0x00] {
-                let mut b = vec![fill; len];
-                assert_eq!(find_newline(&b), None);
-                for at in 0..len {
-                    b[at] = b'\n';
-                    assert_eq!(find_newline(&b), Some(at), "len {len} fill {fill} at {at}");
-                    for later in at + 1..len {
-                        b[later] = b'\n';
-                        assert_eq!(find_newline(&b), Some(at));
-                        b[later] = fill;
-                    }
-                    b[at] = fill;
-                }
-            }
-        }
     }
 
     #[test]

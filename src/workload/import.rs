@@ -70,7 +70,7 @@ struct Importer {
 
 /// The importers, in the order messages list them: every format is named,
 /// described and opened here alone.
-const IMPORTERS: [Importer; 5] = [
+const IMPORTERS: &[Importer] = &[
     Importer {
         format: ImportFormat::Mooncake,
         name: "mooncake",

@@ -101,6 +101,8 @@ const TARGETS: &[Target] = &[
         run: report_folder,
     },
     Target { name: "trace-pair", mutable: &["seed.txt"], run: trace_pair },
+    // Importers (`imported`): one target each.
+    Target { name: "import-mooncake", mutable: &["m.jsonl"], run: mooncake },
 ];
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -309,6 +311,36 @@ fn read_back(jsonl: &[u8], what: &str) {
             panic!("{what}: the reader rejects what was written: {e}");
         }
     }
+}
+
+/// An importer's target: `file` of `dir` opened as `format` with
+/// `options`; what it accepts is written as workload JSONL and read back,
+/// and (when small) simulated. Every importer's target is this with its
+/// format, file and options.
+fn imported(dir: &Path, format: ImportFormat, file: &str, options: &ImportOptions) -> bool {
+    let path = dir.join(file);
+    let rows: Result<Vec<Request>, _> = import::open(format, &path, options).and_then(|rows| rows.take(256).collect());
+    match rows {
+        Ok(rows) => {
+            let mut out = Vec::new();
+            for r in &rows {
+                write_workload_row(&mut out, r);
+            }
+            read_back(&out, format.name());
+            if rows.len() <= 64 {
+                simulate(rows);
+            }
+            true
+        }
+        Err(e) => {
+            one_line(&e.to_string(), &dir.display().to_string());
+            false
+        }
+    }
+}
+
+fn mooncake(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Mooncake, "m.jsonl", &ImportOptions::default())
 }
 
 fn tracev2(dir: &Path) -> bool {

@@ -41,6 +41,10 @@ pub(crate) struct ImportFlags {
     /// With --concurrent-sessions: shuffle the corpus first (seeded Fisher–Yates).
     #[arg(long, requires = "concurrent_sessions")]
     shuffle_corpus: bool,
+    /// Weka: replay the main agent alone, leaving its subagents out (BLIS's
+    /// replay, for comparison).
+    #[arg(long)]
+    drop_subagents: bool,
 }
 
 impl ImportFlags {
@@ -51,6 +55,7 @@ impl ImportFlags {
             ("--concurrent-sessions", self.concurrent_sessions.is_some()),
             ("--session-rate", self.session_rate.is_some()),
             ("--session-mode", self.session_mode.is_some()),
+            ("--drop-subagents", self.drop_subagents),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -82,6 +87,7 @@ impl ImportFlags {
             shuffle_corpus: self.shuffle_corpus,
             adapters: false,
             priorities: false,
+            drop_subagents: self.drop_subagents,
         })
     }
 }

@@ -68,6 +68,9 @@ pub struct WorkloadSpec {
     /// TraceV2 pool: shuffle the corpus first (seeded by the run's seed).
     #[serde(default)]
     pub shuffle_corpus: bool,
+    /// Weka: the main agent alone, subagents left out.
+    #[serde(default)]
+    pub drop_subagents: bool,
     /// Ignore arrival times: `concurrency` virtual users.
     #[serde(default)]
     pub closed_loop: bool,

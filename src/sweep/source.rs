@@ -96,6 +96,7 @@ pub(super) fn workload_source(
             ("workload.concurrent_sessions", w.concurrent_sessions.is_some()),
             ("workload.total_sessions", w.total_sessions.is_some()),
             ("workload.shuffle_corpus", w.shuffle_corpus),
+            ("workload.drop_subagents", w.drop_subagents),
         ] {
             if given {
                 return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
@@ -139,6 +140,7 @@ pub(super) fn workload_source(
                 concurrent_sessions: w.concurrent_sessions,
                 total_sessions: w.total_sessions,
                 shuffle_corpus: w.shuffle_corpus,
+                drop_subagents: w.drop_subagents,
                 ..ImportOptions::default()
             };
             WorkloadSource::Import { format, path: base.join(path), options }
@@ -181,6 +183,8 @@ pub(super) fn source_key(
                 Some(n) => format!(":pool{n}:{:?}:{}", options.total_sessions, options.shuffle_corpus),
                 None => String::new(),
             };
+            // Only when set, so other ids stay put.
+            let pool = if options.drop_subagents { format!("{pool}:drop-subagents") } else { pool };
             format!(
                 "import:{}:{:?}:{}:{}{pool}",
                 format.name(),

@@ -13,6 +13,8 @@
 //!   its recorded time).
 //! - [`tracev2`]: BLIS's trace pair (header YAML + data CSV), with its
 //!   session modes.
+//! - [`weka`]: Weka's agentic-coding sessions (the AgentX corpus), each a
+//!   request DAG whose subagents fan out and join ([`weka_dag`]).
 //! - [`llmservingsim_dataset`]: LLMServingSim's request datasets (arrival
 //!   ns, lengths, the prompts' token ids), as the ISPASS'26 artifact ships
 //!   them.
@@ -37,6 +39,8 @@ pub mod measured;
 pub mod mooncake;
 pub mod silicon;
 pub mod tracev2;
+pub mod weka;
+pub(crate) mod weka_dag;
 
 use std::path::Path;
 
@@ -56,6 +60,8 @@ pub enum ImportFormat {
     TraceV2,
     /// See [`llmservingsim_dataset`].
     LlmservingsimDataset,
+    /// See [`weka`].
+    Weka,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -100,6 +106,12 @@ const IMPORTERS: &[Importer] = &[
         name: "llmservingsim-dataset",
         reads: "LLMServingSim's request datasets (JSON lines with token ids)",
         open: |path, _| llmservingsim_dataset::open(path),
+    },
+    Importer {
+        format: ImportFormat::Weka,
+        name: "weka",
+        reads: "Weka/kv-cache-tester agent sessions (JSON lines or files; subagents as DAG branches)",
+        open: weka::open,
     },
 ];
 

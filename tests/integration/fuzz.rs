@@ -103,6 +103,7 @@ const TARGETS: &[Target] = &[
     Target { name: "trace-pair", mutable: &["seed.txt"], run: trace_pair },
     // Importers (`imported`): one target each.
     Target { name: "import-mooncake", mutable: &["m.jsonl"], run: mooncake },
+    Target { name: "import-weka", mutable: &["w.jsonl"], run: weka },
 ];
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -341,6 +342,12 @@ fn imported(dir: &Path, format: ImportFormat, file: &str, options: &ImportOption
 
 fn mooncake(dir: &Path) -> bool {
     imported(dir, ImportFormat::Mooncake, "m.jsonl", &ImportOptions::default())
+}
+
+fn weka(dir: &Path) -> bool {
+    let options = ImportOptions { session_rate: Some(0.5), ..ImportOptions::default() };
+    imported(dir, ImportFormat::Weka, "w.jsonl", &options)
+        && imported(dir, ImportFormat::Weka, "w.jsonl", &ImportOptions { drop_subagents: true, ..options })
 }
 
 fn tracev2(dir: &Path) -> bool {

@@ -53,3 +53,4 @@ mod speculative;
 mod sweep;
 mod sweep_resume;
 mod tables;
+mod weka;

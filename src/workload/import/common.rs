@@ -236,6 +236,8 @@ pub struct ImportOptions {
     /// TraceV2: the `vllm_priority` column is each call's priority (the
     /// engines schedule by priority); else it is read and ignored.
     pub priorities: bool,
+    /// Weka: the main agent alone, its subagents left out (BLIS's replay).
+    pub drop_subagents: bool,
 }
 
 /// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is

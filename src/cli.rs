@@ -16,6 +16,7 @@ macro_rules! say {
     }};
 }
 
+mod agentx;
 mod atomic;
 mod calibrate;
 mod client_args;
@@ -80,6 +81,9 @@ enum Command {
     /// Send a workload to a real vLLM server; record what it did (result JSONL, TraceV2).
     #[command(allow_negative_numbers = true)]
     Observe(observe::ObserveArgs),
+    /// Run an AgentX load (lanes of Weka plays, warm-up, a profile window) on one deployment.
+    #[command(allow_negative_numbers = true)]
+    Agentx(agentx::AgentxArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -101,6 +105,7 @@ pub fn main() -> ExitCode {
         Some(Command::Import(args)) => import::run(args),
         Some(Command::Fit(args)) => fit::run(args),
         Some(Command::Observe(args)) => observe::run(args),
+        Some(Command::Agentx(args)) => agentx::run(args),
         None => match sweep::run(cli.sweep) {
             Ok(sweep::Outcome::AllOk) => Ok(()),
             Ok(sweep::Outcome::SomeFailed) => return ExitCode::from(1),

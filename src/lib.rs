@@ -8,6 +8,7 @@
 //! printing and exit codes.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod agentx;
 pub mod arch;
 mod atomic;
 pub mod calibrate;

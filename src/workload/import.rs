@@ -40,7 +40,7 @@ pub mod mooncake;
 pub mod silicon;
 pub mod tracev2;
 pub mod weka;
-pub(crate) mod weka_dag;
+pub mod weka_dag;
 
 use std::path::Path;
 

@@ -4,6 +4,7 @@
 mod parquet_util;
 mod util;
 
+mod agentx;
 mod autoscale;
 mod calibrate;
 mod capacity;

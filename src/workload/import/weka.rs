@@ -155,7 +155,7 @@ const MAX_BLOCK_TOKENS: i64 = 1 << 16;
 
 /// One session of `file` at `line` (the file's line, or 1 for a `.json`
 /// file), checked.
-pub(crate) fn parse_session(file: &str, line: u64, text: &str) -> Result<Session, ImportError> {
+pub fn parse_session(file: &str, line: u64, text: &str) -> Result<Session, ImportError> {
     let bad = |column: &str, reason: String| ImportError::new(file, line, column, reason);
     let row: TraceRow = serde_json::from_str(text).map_err(|e| {
         let msg = e.to_string();
@@ -249,7 +249,7 @@ fn files(path: &Path) -> Result<Vec<PathBuf>, ImportError> {
 /// Every session of `path`, in file order, each with its file and line.
 /// A `.json` file is one session (pretty-printed, as aiperf's fixtures
 /// are); any other file one session per non-blank line.
-pub(crate) fn sessions(path: &Path) -> impl Iterator<Item = Result<Session, ImportError>> + Send + 'static {
+pub fn sessions(path: &Path) -> impl Iterator<Item = Result<Session, ImportError>> + Send + 'static {
     let files = files(path);
     let (files, first_err) = match files {
         Ok(f) => (f, None),
@@ -289,6 +289,26 @@ pub(crate) fn sessions(path: &Path) -> impl Iterator<Item = Result<Session, Impo
             current = Some((name, reader.lines(), 0));
         }
     })
+}
+
+/// Every session of `path`, for a run that replays them more than once
+/// (AgentX plays); a repeated id is an error naming both lines.
+pub fn load(path: &Path) -> Result<Vec<Session>, ImportError> {
+    let mut seen = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for s in sessions(path) {
+        let s = s?;
+        if let Some((file, line)) = seen.insert(s.id.clone(), (s.file.clone(), s.line)) {
+            return Err(ImportError::new(
+                &s.file,
+                s.line,
+                "id",
+                format!("session `{}` repeats the id of {file}:{line}", s.id),
+            ));
+        }
+        out.push(s);
+    }
+    Ok(out)
 }
 
 /// Streams `path`'s sessions as request DAGs, starting as a Poisson

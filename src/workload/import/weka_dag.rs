@@ -10,7 +10,7 @@ use crate::workload::types::{LlmCall, NodeKind, PromptBlocks, Request, RequestId
 
 /// One recorded call.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Call {
+pub struct Call {
     /// Sent at, s from the session start.
     pub t: f64,
     /// Recorded end: `t + api_time` (`t` without one), s.
@@ -27,7 +27,7 @@ pub(crate) struct Call {
 
 /// A subagent entry: its calls, in file order.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SubagentEntry {
+pub struct SubagentEntry {
     /// Spawned at, s.
     pub t: f64,
     /// Its id in the file.
@@ -38,7 +38,7 @@ pub(crate) struct SubagentEntry {
 
 /// An entry of a session's `requests`, in file order.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Entry {
+pub enum Entry {
     /// A main-agent turn.
     Main(Call),
     /// A subagent.
@@ -47,7 +47,7 @@ pub(crate) enum Entry {
 
 /// A checked session.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Session {
+pub struct Session {
     /// Its id (the request id).
     pub id: String,
     /// Where it was read: file and line, for messages.
@@ -62,12 +62,12 @@ pub(crate) struct Session {
 
 impl Session {
     /// Its main turns.
-    pub(crate) fn main_turns(&self) -> usize {
+    pub fn main_turns(&self) -> usize {
         self.entries.iter().filter(|e| matches!(e, Entry::Main(_))).count()
     }
 
     /// When main turn `k` was sent, s.
-    pub(crate) fn main_turn_t(&self, k: usize) -> Option<f64> {
+    pub fn main_turn_t(&self, k: usize) -> Option<f64> {
         self.entries
             .iter()
             .filter_map(|e| match e {
@@ -78,7 +78,7 @@ impl Session {
     }
 
     /// Its recorded length, s: from the first call sent to the last end.
-    pub(crate) fn duration(&self) -> f64 {
+    pub fn duration(&self) -> f64 {
         let calls = self.entries.iter().flat_map(|e| match e {
             Entry::Main(c) => std::slice::from_ref(c),
             Entry::Subagent(s) => &s.calls[..],
@@ -94,7 +94,7 @@ impl Session {
 
 /// How a session becomes a request.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Build {
+pub struct Build {
     /// The identity namespace of its blocks: sessions (and AgentX plays of
     /// one session) with different salts share no block.
     pub salt: u64,
@@ -105,14 +105,17 @@ pub(crate) struct Build {
     /// Start at this main turn (an AgentX snapshot): earlier turns and the
     /// subagents spawned before it are history, not sent.
     pub start_turn: usize,
-    /// The first this many main turns sent (from `start_turn`) are warm-up:
-    /// one output token, no idle gap before them.
+    /// The first this many main turns sent (from `start_turn`), and the
+    /// subagent calls they spawn, are warm-up: one output token, no idle gap
+    /// before them.
     pub warmup_calls: u32,
 }
 
 /// Node `i` of the DAG being built.
 struct Node {
     call: usize,
+    /// Spawned by a warm-up turn (or one itself): one token, no gap.
+    warmup: bool,
     preds_end: f64,
     next: Vec<u32>,
     interval_s: f64,
@@ -121,7 +124,7 @@ struct Node {
 
 /// `session` as one request arriving at `arrival_s`. Main turns are nodes
 /// `0..` in order (so warm-up calls come first), subagent chains after.
-pub(crate) fn build(session: &Session, arrival_s: f64, b: &Build) -> Request {
+pub fn build(session: &Session, arrival_s: f64, b: &Build) -> Request {
     let mut calls: Vec<&Call> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     // Main turns kept, each with its entry position.
@@ -132,9 +135,11 @@ pub(crate) fn build(session: &Session, arrival_s: f64, b: &Build) -> Request {
         if let Entry::Main(c) = e {
             if seen_main >= b.start_turn {
                 first_kept_pos.get_or_insert(pos);
+                let warmup = main.len() < b.warmup_calls as usize;
                 main.push((pos, nodes.len() as u32));
                 nodes.push(Node {
                     call: calls.len(),
+                    warmup,
                     preds_end: f64::NEG_INFINITY,
                     next: vec![],
                     interval_s: 0.0,
@@ -176,6 +181,7 @@ pub(crate) fn build(session: &Session, arrival_s: f64, b: &Build) -> Request {
                 continue; // history of a snapshot
             }
             let anchor = main.iter().rev().find(|(p, _)| *p < pos).map(|&(_, n)| n as usize);
+            let warmup = anchor.is_some_and(|a| nodes[a].warmup);
             for chain in chains(&sub.calls) {
                 let mut prev: Option<usize> = None;
                 for &ci in &chain {
@@ -194,6 +200,7 @@ pub(crate) fn build(session: &Session, arrival_s: f64, b: &Build) -> Request {
                     };
                     nodes.push(Node {
                         call: calls.len(),
+                        warmup,
                         preds_end: f64::NEG_INFINITY,
                         next: vec![],
                         interval_s,
@@ -218,26 +225,24 @@ pub(crate) fn build(session: &Session, arrival_s: f64, b: &Build) -> Request {
         let m = m as usize;
         nodes[m].interval_s = calls[nodes[m].call].t - nodes[m].preds_end;
     }
-    let warm: Vec<u32> = main.iter().take(b.warmup_calls as usize).map(|&(_, n)| n).collect();
     let mut tail_no = 0u64;
     let sub_requests: Vec<SubRequest> = nodes
         .iter()
-        .enumerate()
-        .map(|(i, n)| {
+        .map(|n| {
             let c = calls[n.call];
-            let warmup = warm.contains(&(i as u32));
             let mut interval_us = crate::workload::seconds_to_us(n.interval_s.max(0.0));
             if let Some(cap) = b.max_think_us {
                 interval_us = interval_us.min(cap);
             }
-            if warmup && i as u32 != warm[0] {
+            // The primer keeps its place; the warm-up after it runs back to back.
+            if n.warmup && !n.root {
                 interval_us = 0;
             }
             let mut next = n.next.clone();
             next.sort_unstable();
             next.dedup();
             tail_no += 1;
-            let output = if warmup { 1 } else { c.output };
+            let output = if n.warmup { 1 } else { c.output };
             SubRequest {
                 next,
                 interval: interval_us as f64 / 1e6,

@@ -23,7 +23,6 @@
 //! start, not start to start.
 
 pub mod plays;
-pub mod spec;
 pub mod window;
 
 use std::sync::Arc;
@@ -33,8 +32,8 @@ use crate::sim::{self, Client, ClockOverflow, RunConfig, RunError, Sink, Tee};
 use crate::workload::import::weka_dag::Session;
 
 pub use self::plays::{Layout, Plays};
-pub use self::spec::{Agentic, AgenticSpec};
 pub use self::window::AgentxReport;
+pub use crate::workload::agentic::{Agentic, AgenticSpec};
 
 /// Why an AgentX run could not be done.
 #[derive(Debug, thiserror::Error)]
@@ -76,14 +75,14 @@ const MAX_WARMUP_HORIZON_US: u64 = 10_000_000_000_000;
 
 /// Runs `agentic` over `corpus` on `config` (its client and horizon are
 /// the run's own), seeded by `seed`; every play goes to `sink` as a
-/// request. Returns what the window measured.
+/// request. Returns what the window measured, and how the run ended.
 pub fn run<L: LatencyModel + Clone>(
     config: &RunConfig<L>,
     corpus: Arc<[Session]>,
     agentic: &Agentic,
     seed: u64,
     sink: &mut dyn Sink,
-) -> Result<AgentxReport, AgentxError> {
+) -> Result<(AgentxReport, sim::RunSummary), AgentxError> {
     check_corpus(&corpus)?;
     let client = Client::ClosedLoop { users: agentic.lanes, think_time_us: 0 };
     let mut horizon = FIRST_WARMUP_HORIZON_US;
@@ -104,8 +103,9 @@ pub fn run<L: LatencyModel + Clone>(
     let (plays, layout) = Plays::new(corpus, agentic, seed);
     let mut profile = window::Profile::new(warmup_end, to_us, layout);
     let run_config = RunConfig { client, horizon_us: Some(to_us + agentic.grace_us), ..config.clone() };
-    sim::run(run_config, plays.map(Ok::<_, std::convert::Infallible>), &mut Tee(&mut profile, sink)).map_err(error)?;
-    Ok(profile.report(agentic.lanes))
+    let end = sim::run(run_config, plays.map(Ok::<_, std::convert::Infallible>), &mut Tee(&mut profile, sink))
+        .map_err(error)?;
+    Ok((profile.report(agentic.lanes), end))
 }
 
 fn error(e: RunError<std::convert::Infallible>) -> AgentxError {

@@ -32,6 +32,7 @@ mod autoscale;
 mod classes;
 mod gateway;
 pub use crate::histogram;
+mod agentx;
 mod kv_offload;
 mod pools;
 mod slo;
@@ -47,6 +48,7 @@ use serde::Serialize;
 
 use crate::sim::{FinishedRequest, RequestStatus, RunSummary};
 use crate::workload::NodeKind;
+pub use agentx::AgentxReport;
 pub use gateway::GatewayMetrics;
 use histogram::Histogram;
 pub use kv_offload::KvOffloadMetrics;
@@ -311,6 +313,7 @@ impl MetricsCollector {
             kv_transfer_p99_ms: transfers.as_ref().map(|t| t.p99_ms),
             pools: self.pools.as_ref().map(|p| p.finish(&end.replicas)).unwrap_or_default(),
             kv_offload: KvOffloadMetrics::from_stats(stats),
+            agentx: None,
             lora_adapter_loads: None,
             spec_decode: SpecDecodeMetrics::of(&stats.spec),
             autoscale: end.autoscale.as_ref().map(|a| AutoscaleMetrics::of(a, end.sim_end_us)),
@@ -503,6 +506,10 @@ pub struct Metrics {
     /// With a CPU tier (`engine.kv_offload`): hits by tier, loads, stores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_offload: Option<KvOffloadMetrics>,
+    /// An AgentX load (`workload.agentic`): its profile window, call by
+    /// call (the rest of these metrics count plays as requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentx: Option<AgentxReport>,
     /// With `engine.lora`: LoRA adapter loads by the tier they came from
     /// (set by [`Metrics::with_lora`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -583,7 +590,7 @@ impl Metrics {
 
 /// The engine features' numbers a runs table carries, as `object.field`
 /// paths into the metrics (the column is the path with `_` for `.`).
-const FEATURE_SCALARS: [(&str, Scalar); 10] = [
+const FEATURE_SCALARS: [(&str, Scalar); 19] = [
     ("kv_offload.hit_rate", Scalar::Number),
     ("kv_offload.cpu_hit_rate", Scalar::Number),
     ("spec_decode.acceptance_rate", Scalar::Number),
@@ -594,6 +601,15 @@ const FEATURE_SCALARS: [(&str, Scalar); 10] = [
     ("autoscale.mean_replicas", Scalar::Number),
     ("autoscale.peak_replicas", Scalar::Count),
     ("autoscale.scale_ups", Scalar::Count),
+    ("agentx.lanes", Scalar::Count),
+    ("agentx.calls", Scalar::Count),
+    ("agentx.ttft_mean_ms", Scalar::Number),
+    ("agentx.ttft_p90_ms", Scalar::Number),
+    ("agentx.itl_mean_ms", Scalar::Number),
+    ("agentx.e2e_mean_ms", Scalar::Number),
+    ("agentx.main_ttft_mean_ms", Scalar::Number),
+    ("agentx.output_tokens_per_sec", Scalar::Number),
+    ("agentx.prefix_reuse", Scalar::Number),
 ];
 
 /// What kind of value a scalar metric is.

@@ -7,6 +7,7 @@
 //! every llm node. Times are seconds in the files and integer microseconds
 //! inside the simulator; conversion happens here, once.
 
+pub mod agentic;
 pub mod generate;
 pub mod import;
 pub mod reader;

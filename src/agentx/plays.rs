@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::spec::Agentic;
+use crate::workload::agentic::Agentic;
 use crate::workload::import::weka_dag::{self, Build, Session};
 use crate::workload::{Request, RequestId};
 

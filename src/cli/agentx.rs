@@ -9,10 +9,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::atomic::{self, AtomicFile};
-use crate::agentx::spec::SnapshotSpec;
 use crate::agentx::{self, AgenticSpec, AgentxError};
 use crate::output::JsonlWriter;
 use crate::scenario;
+use crate::workload::agentic::SnapshotSpec;
 use crate::workload::import::weka;
 
 #[derive(Debug, clap::Args)]
@@ -107,10 +107,12 @@ pub(crate) fn run(args: AgentxArgs) -> anyhow::Result<()> {
     let name = args.output.as_ref().map_or(String::new(), |p| p.display().to_string());
     let report = {
         let mut writer = results.as_mut().map(|f| JsonlWriter::new(f as &mut dyn Write, name.clone()));
-        agentx::run(&deployment.run_config(), corpus, &agentic, args.seed, &mut writer).map_err(|e| match e {
-            AgentxError::Clock(c) => anyhow::anyhow!("{}: {c}", args.corpus.display()),
-            e => anyhow::Error::new(e),
-        })?
+        agentx::run(&deployment.run_config(), corpus, &agentic, args.seed, &mut writer).map(|(r, _)| r).map_err(
+            |e| match e {
+                AgentxError::Clock(c) => anyhow::anyhow!("{}: {c}", args.corpus.display()),
+                e => anyhow::Error::new(e),
+            },
+        )?
     };
     let mut files: Vec<AtomicFile> = results.into_iter().collect();
     let mut json = serde_json::to_string_pretty(&report).context("report")?;
@@ -139,7 +141,7 @@ pub(crate) fn run(args: AgentxArgs) -> anyhow::Result<()> {
             report.ttft_mean_ms,
             report.ttft_p99_ms,
             report.itl_mean_ms,
-            report.output_tokens_per_s,
+            report.output_tokens_per_sec,
             report.prefix_reuse * 100.0
         );
     }

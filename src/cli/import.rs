@@ -88,6 +88,7 @@ impl ImportFlags {
             adapters: false,
             priorities: false,
             drop_subagents: self.drop_subagents,
+            agentic: None,
         })
     }
 }

@@ -16,6 +16,7 @@
 
 use std::collections::HashSet;
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -38,6 +39,7 @@ use crate::metrics::{Metrics, MetricsCollector};
 use crate::output;
 use crate::scenario;
 use crate::sim::{self, FinishedRequest, RunConfig, RunError, Sink};
+use crate::workload::import::weka_dag::Session;
 
 /// How to run a sweep.
 #[derive(Debug, Clone)]
@@ -134,7 +136,26 @@ pub fn run(
     // pool is checked as its corpus: its clones are the corpus's rows again
     // (with integer ids), and its size is a run's own (one too large fails
     // that run, not the sweep, and is not walked here).
+    let mut corpora: Vec<(PathBuf, Arc<[Session]>)> = Vec::new();
     for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
+        if let WorkloadSource::Import { path, options, .. } = source
+            && options.agentic.is_some()
+        {
+            // An AgentX load replays its corpus, read once for every run.
+            if !corpora.iter().any(|(p, _)| p == path) {
+                let corpus: Arc<[Session]> = crate::workload::import::weka::load(path)?.into();
+                crate::agentx::check_corpus(&corpus).map_err(|e| {
+                    crate::workload::import::common::ImportError::new(
+                        &path.display().to_string(),
+                        0,
+                        "requests",
+                        e.to_string(),
+                    )
+                })?;
+                corpora.push((path.clone(), corpus));
+            }
+            continue;
+        }
         if let WorkloadSource::Import { format, path, options } = source {
             let options = crate::workload::import::common::ImportOptions { total_sessions: None, ..options.clone() };
             for request in crate::workload::import::open(*format, path, &options)? {
@@ -178,6 +199,7 @@ pub fn run(
     let cancel = AtomicBool::new(false);
     let ctx = Context {
         plan,
+        corpora,
         opts,
         outputs,
         layout: &layout,
@@ -216,6 +238,8 @@ pub fn run(
 /// What every run of one sweep shares.
 struct Context<'a> {
     plan: &'a Plan,
+    /// The AgentX corpora, each read once.
+    corpora: Vec<(PathBuf, Arc<[Session]>)>,
     opts: &'a SweepOptions,
     outputs: Outputs,
     layout: &'a Layout,
@@ -351,6 +375,21 @@ fn simulate_cell(
         error: None,
         progress: ctx.opts.progress.as_deref(),
     };
+    if let WorkloadSource::Import { path, options, .. } = ctx.plan.workload_of(cell)
+        && let Some(agentic) = &options.agentic
+    {
+        let corpus = ctx.corpora.iter().find(|(p, _)| p == path).map(|(_, c)| c.clone()).expect("read up front");
+        let (report, end) = match crate::agentx::run(&config, corpus, agentic, cell.seed, &mut sink) {
+            Ok(done) => done,
+            Err(crate::agentx::AgentxError::Sink(e)) => {
+                return Err(CellError::Io(sink.error.take().unwrap_or_else(|| io_err(&run_dir)(e))));
+            }
+            Err(e) => return Err(CellError::Failed(format!("workload: {e}"))),
+        };
+        let mut metrics = finish_cell(ctx, &d, sink, &end)?;
+        metrics.0.agentx = Some(report);
+        return Ok(metrics);
+    }
     let requests = ctx.plan.workload_of(cell).requests(cell.seed).map_err(|e| match e {
         OpenError::File(path, e) => CellError::Io(io_err(&path)(e)),
         OpenError::Import(e) => CellError::Failed(e.to_string()),
@@ -377,16 +416,7 @@ fn simulate_cell(
             return Err(CellError::Io(sink.error.take().unwrap_or_else(|| io_err(&run_dir)(e))));
         }
     };
-    if ctx.cancel.load(Ordering::Relaxed) {
-        return Err(CellError::Cancelled);
-    }
-    for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
-        file.commit().map_err(CellError::Io)?;
-    }
-    let (parts, rows, encode_s) = sink.parts.finish().map_err(CellError::Io)?;
-    ctx.rows.fetch_add(rows, Ordering::Relaxed);
-    ctx.encode_ns.fetch_add((encode_s * 1e9) as u64, Ordering::Relaxed);
-    let mut metrics = d.label_metrics(sink.metrics.finish(&end), &end.stats);
+    let (mut metrics, parts) = finish_cell(ctx, &d, sink, &end)?;
     if let WorkloadSource::Import { format: crate::workload::import::ImportFormat::TraceV2, path, options } =
         ctx.plan.workload_of(cell)
     {
@@ -399,4 +429,24 @@ fn simulate_cell(
                 .collect();
     }
     Ok((metrics, parts))
+}
+
+/// A run's files committed and its metrics: what every run does once its
+/// simulation has ended.
+fn finish_cell(
+    ctx: &Context<'_>,
+    d: &scenario::Deployment,
+    mut sink: RunSink<'_>,
+    end: &sim::RunSummary,
+) -> Result<(Metrics, Vec<TmpFile>), CellError> {
+    if ctx.cancel.load(Ordering::Relaxed) {
+        return Err(CellError::Cancelled);
+    }
+    for (file, _) in [sink.results.take(), sink.steps.take()].into_iter().flatten() {
+        file.commit().map_err(CellError::Io)?;
+    }
+    let (parts, rows, encode_s) = sink.parts.finish().map_err(CellError::Io)?;
+    ctx.rows.fetch_add(rows, Ordering::Relaxed);
+    ctx.encode_ns.fetch_add((encode_s * 1e9) as u64, Ordering::Relaxed);
+    Ok((d.label_metrics(sink.metrics.finish(end), &end.stats), parts))
 }

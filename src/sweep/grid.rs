@@ -191,6 +191,21 @@ fn resolve(spec: PlanSpec, file: &Path, text: &str) -> Result<Plan, PlanError> {
             ));
         }
     }
+    if spec.workload.agentic.is_some() {
+        // Its lanes are the load: no other axis of load beside them.
+        let clash = if search.is_some() {
+            Some(("search", "a capacity search over an AgentX load is not built; vary workload.agentic.lanes"))
+        } else if spec.grid.concurrency.iter().any(Option::is_some) {
+            Some(("grid.concurrency", "an AgentX load's lanes are its client; vary workload.agentic.lanes instead"))
+        } else if spec.grid.rate_scale != [1.0] {
+            Some(("grid.rate_scale", "an AgentX load has no arrival rate; vary workload.agentic.lanes instead"))
+        } else {
+            None
+        };
+        if let Some((key, reason)) = clash {
+            return Err(invalid(key, reason.to_owned()));
+        }
+    }
     if let Some(slo) = &spec.slo {
         slo.validate().map_err(|(key, reason)| invalid(&format!("slo.{key}"), reason))?;
     }

@@ -71,6 +71,8 @@ pub struct WorkloadSpec {
     /// Weka: the main agent alone, subagents left out.
     #[serde(default)]
     pub drop_subagents: bool,
+    /// Weka: an AgentX load (lanes of plays, warm-up, a profile window).
+    pub agentic: Option<crate::workload::agentic::AgenticSpec>,
     /// Ignore arrival times: `concurrency` virtual users.
     #[serde(default)]
     pub closed_loop: bool,

@@ -97,6 +97,7 @@ pub(super) fn workload_source(
             ("workload.total_sessions", w.total_sessions.is_some()),
             ("workload.shuffle_corpus", w.shuffle_corpus),
             ("workload.drop_subagents", w.drop_subagents),
+            ("workload.agentic", w.agentic.is_some()),
         ] {
             if given {
                 return Err(invalid(key, "only an imported trace (`import: FORMAT`) takes it".to_owned()));
@@ -134,7 +135,36 @@ pub(super) fn workload_source(
                     return Err(invalid(key, "must be at least 1".to_owned()));
                 }
             }
+            let agentic = match &w.agentic {
+                Some(_) if format != ImportFormat::Weka => {
+                    return Err(invalid(
+                        "workload.agentic",
+                        "an AgentX load plays Weka sessions: give import: weka".to_owned(),
+                    ));
+                }
+                Some(a) => {
+                    for (key, given) in [
+                        ("workload.session_rate", w.session_rate.is_some()),
+                        ("workload.concurrent_sessions", w.concurrent_sessions.is_some()),
+                        ("workload.closed_loop", w.closed_loop),
+                        ("workload.warmup", w.warmup.is_some()),
+                        ("workload.ramp_s", w.ramp_s.is_some()),
+                    ] {
+                        if given {
+                            return Err(invalid(
+                                key,
+                                "an AgentX load sends its own plays (workload.agentic); leave it out".to_owned(),
+                            ));
+                        }
+                    }
+                    let mut resolved = a.resolve().map_err(|(k, r)| invalid(&format!("workload.agentic.{k}"), r))?;
+                    resolved.drop_subagents = w.drop_subagents;
+                    Some(resolved)
+                }
+                None => None,
+            };
             let options = ImportOptions {
+                agentic,
                 session_rate: w.session_rate,
                 session_mode,
                 concurrent_sessions: w.concurrent_sessions,
@@ -185,6 +215,10 @@ pub(super) fn source_key(
             };
             // Only when set, so other ids stay put.
             let pool = if options.drop_subagents { format!("{pool}:drop-subagents") } else { pool };
+            let pool = match &options.agentic {
+                Some(a) => format!("{pool}:agentic{a:?}"),
+                None => pool,
+            };
             format!(
                 "import:{}:{:?}:{}:{}{pool}",
                 format.name(),
@@ -199,12 +233,14 @@ pub(super) fn source_key(
 /// Workload keys a grid override may vary, run by run.
 pub(super) fn is_workload_parameter(key: &str) -> bool {
     key.starts_with("workload.generate.")
+        || key.starts_with("workload.agentic.")
         || [
             "workload.session_rate",
             "workload.session_mode",
             "workload.concurrent_sessions",
             "workload.total_sessions",
             "workload.shuffle_corpus",
+            "workload.drop_subagents",
         ]
         .contains(&key)
 }

@@ -16,6 +16,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::Value;
 
+use crate::parquet_util::read_columns;
 use crate::util::{Dir, TestCommand, rows};
 
 const CASES: u64 = 60;
@@ -117,7 +118,11 @@ fn lanes_hold_whole_trees_and_recycle_with_fresh_identities() {
         let lanes = rng.random_range(1..=5);
         let spec = AgenticSpec {
             lanes,
-            snapshot: if rng.random_bool(0.7) { Some(agentx::spec::SnapshotSpec { min: 0.0, max: 1.0 }) } else { None },
+            snapshot: if rng.random_bool(0.7) {
+                Some(blis_sweep::workload::agentic::SnapshotSpec { min: 0.0, max: 1.0 })
+            } else {
+                None
+            },
             warmup_per_lane: rng.random_range(0..=3),
             profile_s: rng.random_range(5.0..40.0),
             idle_cap_s: if rng.random_bool(0.5) { Some(1.0) } else { None },
@@ -129,7 +134,7 @@ fn lanes_hold_whole_trees_and_recycle_with_fresh_identities() {
         let latency = StepPricer::Linear(Linear::new(&[rng.random_range(100.0..5000.0), 5.0, 20.0]).unwrap());
         let config = RunConfig::aggregated(engine, replicas, RouterConfig::default(), latency);
         let mut out = Plays::default();
-        let report = agentx::run(&config, corpus, &agentic, case, &mut out).unwrap();
+        let (report, _) = agentx::run(&config, corpus, &agentic, case, &mut out).unwrap();
         let end = out.1.as_ref().unwrap().sim_end_us;
         let plays = &out.0;
         let ctx = format!("case {case}: {lanes} lanes, {} plays", plays.len());
@@ -228,4 +233,39 @@ fn agentx_runs_lanes_of_plays_and_reports_the_window() {
     dir.create("one.jsonl", &format!("{one}\n"));
     let err = TestCommand::new(&dir.path, &["agentx", "-s", "s.yaml", "one.jsonl", "--lanes", "1"]).fails();
     assert!(err.contains("one.jsonl: none of the 1 sessions has two main-agent turns"), "{err}");
+}
+
+#[test]
+fn a_plan_sweeps_agentx_lanes_with_and_without_subagents() {
+    let dir = Dir::new("agentx-plan");
+    dir.create("w.jsonl", SESSIONS);
+    dir.create("s.yaml", H100_8B);
+    let plan = "name: agentx\nworkload:\n  import: weka\n  path: w.jsonl\n  agentic: {lanes: 2, profile_s: 120, warmup_per_lane: 2}\n\
+                scenarios: [s.yaml]\ngrid:\n  overrides: {workload.agentic.lanes: [1, 4], workload.drop_subagents: [false, true]}\n\
+                output: out\n";
+    dir.create("plan.yaml", plan);
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let cols =
+        ["agentx_lanes", "agentx_calls", "agentx_ttft_mean_ms", "agentx_main_ttft_mean_ms", "status", "overrides"];
+    let runs = read_columns(&dir.join("out/runs.parquet"), &cols);
+    assert_eq!(runs.len(), 4);
+    for r in &runs {
+        assert_eq!(r[4], "ok", "{r:?}");
+        assert!(r[1].parse::<u64>().unwrap() > 5, "{r:?}");
+        assert!(r[5].contains(&format!("\"workload_agentic_lanes\":{}", r[0])), "{r:?}");
+        if r[5].contains("\"workload_drop_subagents\":true") {
+            assert_eq!(r[2], r[3], "without subagents every call is the main agent's: {r:?}");
+        }
+    }
+    // Each run's metrics carry the window's report.
+    let run_dirs: Vec<_> = std::fs::read_dir(dir.join("out/runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(run_dirs[0].join("metrics.json")).unwrap()).unwrap();
+    assert!(m["agentx"]["warmup_end_s"].as_f64().unwrap() > 0.0, "{m}");
+    // Its lanes are the load: no other axis beside them.
+    dir.create("bad.yaml", &plan.replace("grid:\n", "grid:\n  concurrency: [4]\n").replace("out\n", "out2\n"));
+    let err = TestCommand::new(&dir.path, &["bad.yaml"]).fails();
+    assert!(err.contains("grid.concurrency: an AgentX load's lanes are its client"), "{err}");
+    dir.create("bad2.yaml", &plan.replace("import: weka", "import: mooncake"));
+    let err = TestCommand::new(&dir.path, &["bad2.yaml"]).fails();
+    assert!(err.contains("workload.agentic: an AgentX load plays Weka sessions"), "{err}");
 }

@@ -238,6 +238,9 @@ pub struct ImportOptions {
     pub priorities: bool,
     /// Weka: the main agent alone, its subagents left out (BLIS's replay).
     pub drop_subagents: bool,
+    /// Weka: replayed as an AgentX load (lanes of plays) instead of
+    /// sessions arriving at a rate ([`crate::agentx`] runs it).
+    pub agentic: Option<crate::workload::agentic::Agentic>,
 }
 
 /// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is

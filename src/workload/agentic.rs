@@ -1,5 +1,6 @@
-//! `workload.agentic` (and `run --lanes …`): an AgentX load as aiperf's
-//! `inferencex-agentx-mvp` scenario runs it, its defaults that scenario's.
+//! `workload.agentic` (and `blis-sweep agentx`'s flags): an AgentX load as
+//! aiperf's `inferencex-agentx-mvp` scenario sends it, its defaults that
+//! scenario's. [`crate::agentx`] runs it.
 
 use serde::Deserialize;
 

@@ -68,10 +68,11 @@ pub(super) fn apply(spec: Option<&AutoscaleSpec>, replicas: Option<u32>, pool: &
     if pool.dp > 1 {
         return invalid("autoscale", "dp > 1 (data-parallel ranks of one engine) is not autoscaled; use replicas");
     }
-    if pool.router.affinity == Affinity::Request {
+    if pool.router.affinity != Affinity::Node {
         return invalid(
             "autoscale",
-            "router.affinity: request pins a session to a replica that may drain and stop; use affinity: node",
+            "router.affinity: request and sibling-group pin a session to a replica that may drain and stop; use \
+             affinity: node",
         );
     }
     pool.autoscale = Some(AutoscaleConfig {

@@ -71,7 +71,10 @@ pub(super) fn resolve(replicas: Option<u32>, router: Option<RouterSpec>) -> Resu
     let affinity = match spec.affinity.as_deref() {
         None | Some("node") => Affinity::Node,
         Some("request") => Affinity::Request,
-        Some(other) => return invalid("router.affinity", format!("`{other}`: use `node` or `request`")),
+        Some("sibling-group") => Affinity::SiblingGroup,
+        Some(other) => {
+            return invalid("router.affinity", format!("`{other}`: use `node`, `request` or `sibling-group`"));
+        }
     };
     let refresh_interval_us = match spec.refresh_interval_ms {
         None => 0,

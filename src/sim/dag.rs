@@ -55,12 +55,19 @@ impl<L: LatencyModel> Simulation<L> {
         let NodeKind::Llm(call) = &a.request.sub_requests[node as usize].kind else {
             unreachable!("only llm nodes are routed")
         };
-        let replica = match a.pinned {
+        let pin = match &mut a.siblings {
+            Some(s) => {
+                let g = s.0[node as usize] as usize;
+                &mut s.1[g]
+            }
+            None => &mut a.pinned,
+        };
+        let replica = match *pin {
             Some(r) => r,
             None => {
                 let r = self.cluster.route(now, call);
-                if self.cluster.router.config().affinity == Affinity::Request {
-                    a.pinned = Some(r);
+                if self.cluster.router.config().affinity != Affinity::Node {
+                    *pin = Some(r);
                 }
                 r
             }

@@ -44,6 +44,9 @@ pub(super) struct Active {
     pub(super) unresolved: usize,
     /// With `affinity: request`, the replica its first llm node took.
     pub(super) pinned: Option<u32>,
+    /// With `affinity: sibling-group`: each node's group, and the replica
+    /// each group's first llm node took.
+    pub(super) siblings: Option<Box<(Vec<u32>, Vec<Option<u32>>)>>,
     /// Sent inside the measurement window.
     pub(super) in_window: bool,
 }

@@ -23,6 +23,7 @@ mod env;
 mod env_tests;
 mod hooks;
 mod policy;
+pub(crate) mod siblings;
 
 use std::collections::HashSet;
 
@@ -45,6 +46,9 @@ pub enum Affinity {
     /// Every llm node of a request goes where its first llm node went (an
     /// agent session pinned to a replica).
     Request,
+    /// Each sibling group of a request (the main agent; the subagents one
+    /// turn spawned) goes where its first llm node went ([`siblings`]).
+    SiblingGroup,
 }
 
 /// The router's settings.

@@ -7,6 +7,7 @@ use super::client::Client;
 use super::event::Event;
 use super::outcome::{ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 use super::requests::{Active, NodeProgress};
+use super::router::Affinity;
 use super::simulation::Simulation;
 use crate::latency::LatencyModel;
 use crate::workload::Request;
@@ -208,6 +209,10 @@ impl<L: LatencyModel> Simulation<L> {
             let at = self.later(send_us, t, || ClockOverflow::Timeout);
             self.queue.push(at, Event::Timeout { slot, generation });
         }
+        let siblings = (self.cluster.router.config().affinity == Affinity::SiblingGroup).then(|| {
+            let (group, n) = super::router::siblings::sibling_groups(&request.sub_requests);
+            Box::new((group, vec![None; n as usize]))
+        });
         self.requests.active[slot as usize] = Some(Active {
             index: self.requests.next_index,
             generation,
@@ -218,6 +223,7 @@ impl<L: LatencyModel> Simulation<L> {
             progress,
             unresolved: n,
             pinned: None,
+            siblings,
             in_window,
         });
         self.requests.next_index += 1;

@@ -269,3 +269,44 @@ fn a_plan_sweeps_agentx_lanes_with_and_without_subagents() {
     let err = TestCommand::new(&dir.path, &["bad2.yaml"]).fails();
     assert!(err.contains("workload.agentic: an AgentX load plays Weka sessions"), "{err}");
 }
+
+#[test]
+fn sibling_group_affinity_keeps_each_agent_on_one_replica() {
+    let dir = Dir::new("agentx-siblings");
+    dir.create("w.jsonl", SESSIONS);
+    let cluster = |affinity: &str| {
+        format!("{H100_8B}replicas: 4\nrouter: {{policy: round-robin, affinity: {affinity}}}\n")
+            .replace("name: h100-8b", "name: c")
+    };
+    dir.create("node.yaml", &cluster("node"));
+    dir.create("siblings.yaml", &cluster("sibling-group"));
+    let run = |s: &str| {
+        let args = ["run", "-q", "-s", s, "--input", "weka:w.jsonl", "--session-rate", "0.05", "-o", "r.jsonl"];
+        TestCommand::new(&dir.path, &[&args[..], &["--metrics", "m.json"]].concat()).stdout();
+        let m: Value = serde_json::from_str(&dir.read("m.json")).unwrap();
+        (rows(&dir.read("r.jsonl")), m["kv_cache_hit_rate"].as_f64().unwrap())
+    };
+    let (pinned, pinned_hits) = run("siblings.yaml");
+    let sessions = rows(SESSIONS);
+    for (r, s) in pinned.iter().zip(&sessions) {
+        let nodes = r["sub_requests"].as_array().unwrap();
+        let replica = |i: usize| nodes[i]["replica"].as_u64().unwrap();
+        let mains = s["requests"].as_array().unwrap().iter().filter(|e| e["type"] != "subagent").count();
+        assert!((0..mains).all(|i| replica(i) == replica(0)), "{}: the main agent on one replica", s["id"]);
+        // Each subagent's chain (one call after another) stays on one replica.
+        for (i, n) in nodes.iter().enumerate().skip(mains) {
+            for j in n["next"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize) {
+                if j > i {
+                    assert_eq!(replica(j), replica(i), "{}: chain node {i} → {j}", s["id"]);
+                }
+            }
+        }
+    }
+    let (_, spread_hits) = run("node.yaml");
+    assert!(pinned_hits > spread_hits + 0.2, "pinned {pinned_hits} vs round-robin per call {spread_hits}");
+    let err = TestCommand::new(&dir.path, &["agentx", "-s", "bad.yaml", "w.jsonl", "--lanes", "1"]).fails();
+    assert!(err.contains("bad.yaml"), "{err}");
+    dir.create("bad.yaml", &cluster("siblings"));
+    let err = TestCommand::new(&dir.path, &["agentx", "-s", "bad.yaml", "w.jsonl", "--lanes", "1"]).fails();
+    assert!(err.contains("router.affinity: `siblings`: use `node`, `request` or `sibling-group`"), "{err}");
+}

@@ -56,10 +56,7 @@ impl<L: LatencyModel> Simulation<L> {
             unreachable!("only llm nodes are routed")
         };
         let pin = match &mut a.siblings {
-            Some(s) => {
-                let g = s.0[node as usize] as usize;
-                &mut s.1[g]
-            }
+            Some(s) => &mut s.replica[s.group[node as usize] as usize],
             None => &mut a.pinned,
         };
         let replica = match *pin {

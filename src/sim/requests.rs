@@ -46,9 +46,18 @@ pub(super) struct Active {
     pub(super) pinned: Option<u32>,
     /// With `affinity: sibling-group`: each node's group, and the replica
     /// each group's first llm node took.
-    pub(super) siblings: Option<Box<(Vec<u32>, Vec<Option<u32>>)>>,
+    pub(super) siblings: Option<Box<SiblingPins>>,
     /// Sent inside the measurement window.
     pub(super) in_window: bool,
+}
+
+/// `affinity: sibling-group`'s state of one request.
+#[derive(Debug)]
+pub(super) struct SiblingPins {
+    /// Each node's sibling group.
+    pub(super) group: Vec<u32>,
+    /// The replica each group's first llm node took.
+    pub(super) replica: Vec<Option<u32>>,
 }
 
 /// A node's wait for its predecessors.

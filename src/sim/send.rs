@@ -6,7 +6,7 @@
 use super::client::Client;
 use super::event::Event;
 use super::outcome::{ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
-use super::requests::{Active, NodeProgress};
+use super::requests::{Active, NodeProgress, SiblingPins};
 use super::router::Affinity;
 use super::simulation::Simulation;
 use crate::latency::LatencyModel;
@@ -211,7 +211,7 @@ impl<L: LatencyModel> Simulation<L> {
         }
         let siblings = (self.cluster.router.config().affinity == Affinity::SiblingGroup).then(|| {
             let (group, n) = super::router::siblings::sibling_groups(&request.sub_requests);
-            Box::new((group, vec![None; n as usize]))
+            Box::new(SiblingPins { group, replica: vec![None; n as usize] })
         });
         self.requests.active[slot as usize] = Some(Active {
             index: self.requests.next_index,

@@ -270,13 +270,29 @@ pub(super) fn measurement(w: &super::plan::WorkloadSpec) -> Result<crate::sim::M
 /// [`crate::hash::hash64`] of a file's bytes, read in 64 KiB pieces (never whole); a
 /// pipe or FIFO through its copy ([`crate::spool`]), which the runs read.
 fn hash_file(path: &Path) -> std::io::Result<u64> {
+    let mut h = Fnv64::new();
+    if path.is_dir() {
+        // A folder of traces (weka's): its files' names and contents, by name.
+        let mut names: Vec<PathBuf> =
+            std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        names.sort();
+        for name in names.iter().filter(|p| p.is_file()) {
+            h.update(name.file_name().unwrap_or_default().as_encoded_bytes());
+            hash_into(&mut h, name)?;
+        }
+    } else {
+        hash_into(&mut h, path)?;
+    }
+    Ok(h.finish())
+}
+
+fn hash_into(h: &mut Fnv64, path: &Path) -> std::io::Result<()> {
     use std::io::Read;
     let mut file = crate::spool::open(path)?;
     let mut buf = vec![0u8; 1 << 16];
-    let mut h = Fnv64::new();
     loop {
         match file.read(&mut buf) {
-            Ok(0) => return Ok(h.finish()),
+            Ok(0) => return Ok(()),
             Ok(n) => h.update(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

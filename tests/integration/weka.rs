@@ -227,3 +227,18 @@ fn bad_sessions_are_named_by_file_line_and_field() {
         TestCommand::new(&dir.path, &["import", "weka", "d.jsonl", "-o", "o.jsonl", "--session-rate", "1"]).fails();
     assert!(err.contains("session_0000") && err.contains("repeats"), "{err}");
 }
+
+#[test]
+fn a_plan_imports_a_folder_of_sessions() {
+    let dir = Dir::new("weka-plan-folder");
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import/weka/aiperf");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    let plan = format!(
+        "name: f\nworkload: {{import: weka, path: {}, session_rate: 1}}\nscenarios: [s.yaml]\noutput: out\n",
+        from.display()
+    );
+    dir.create("plan.yaml", &plan);
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).stdout();
+    let runs = crate::parquet_util::read_columns(&dir.join("out/runs.parquet"), &["status", "completed_requests"]);
+    assert_eq!(runs, vec![vec!["ok".to_owned(), "2".to_owned()]]);
+}

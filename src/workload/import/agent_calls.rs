@@ -33,10 +33,7 @@
 
 use std::path::Path;
 
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
-
-use super::common::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
+use super::common::{ImportError, ImportOptions, PoissonStarts, Requests, SessionMode, open_file, tokens};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// Time to the first token assumed for the hosted model that served the
@@ -71,29 +68,10 @@ impl Call {
 /// session as the stream is consumed).
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
     let file = path.display().to_string();
-    let rate = options.session_rate.ok_or_else(|| {
-        ImportError::new(
-            &file,
-            0,
-            "session_rate",
-            "agent-calls needs a session rate (sessions started per second: --session-rate, or session_rate in a \
-             plan); its sessions were recorded days apart",
-        )
-    })?;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(ImportError::new(&file, 0, "session_rate", format!("{rate} must be a positive number")));
-    }
+    let mut poisson = PoissonStarts::new(options, &file, "agent-calls", "its sessions were recorded days apart")?;
+    let rate = poisson.rate();
     let sessions = read(path)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed);
-    let mut t = 0.0f64;
-    let starts: Vec<f64> = sessions
-        .iter()
-        .map(|_| {
-            let start = t;
-            t += -(1.0 - rng.random::<f64>()).ln() / rate;
-            (start * 1e6).round() / 1e6
-        })
-        .collect();
+    let starts: Vec<f64> = sessions.iter().map(|_| poisson.next_start()).collect();
     // A slow rate pushes the last sessions past the clock (1e-9/s: 10^9 s
     // apart; 1e-320/s: an infinite gap). Refused here, naming the rate,
     // rather than written as arrivals the reader rejects (or `null`).

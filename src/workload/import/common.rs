@@ -252,6 +252,51 @@ pub struct ImportOptions {
 /// (10^8 once asked for 8.8 GB up front and aborted), hence the bound.
 pub const MAX_POOL_SESSIONS: u32 = 1_000_000;
 
+/// Session starts as a Poisson process at `options.session_rate`
+/// (seeded by `options.seed`), for traces whose sessions carry no start
+/// times of one run (agent-calls, weka).
+pub(super) struct PoissonStarts {
+    rate: f64,
+    rng: rand_xoshiro::Xoshiro256PlusPlus,
+    next_s: f64,
+}
+
+impl PoissonStarts {
+    /// The starts for `format`'s `file`, or why there are none: no rate
+    /// (`why` says why the format needs one) or not a positive one.
+    pub(super) fn new(options: &ImportOptions, file: &str, format: &str, why: &str) -> Result<Self, ImportError> {
+        use rand::SeedableRng;
+        let rate = options.session_rate.ok_or_else(|| {
+            ImportError::new(
+                file,
+                0,
+                "session_rate",
+                format!(
+                    "{format} needs a session rate (sessions started per second: --session-rate, or session_rate in a \
+                     plan); {why}"
+                ),
+            )
+        })?;
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(ImportError::new(file, 0, "session_rate", format!("{rate} must be a positive number")));
+        }
+        Ok(PoissonStarts { rate, rng: rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(options.seed), next_s: 0.0 })
+    }
+
+    /// The rate, sessions per second.
+    pub(super) fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// The next session's start, s (the first at 0), to the µs.
+    pub(super) fn next_start(&mut self) -> f64 {
+        use rand::RngExt;
+        let start = self.next_s;
+        self.next_s += -(1.0 - self.rng.random::<f64>()).ln() / self.rate;
+        (start * 1e6).round() / 1e6
+    }
+}
+
 /// A row an importer cannot take. Fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}{}: {column}: {reason}", if *line == 0 { String::new() } else { format!(":{line}") })]

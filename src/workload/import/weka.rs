@@ -36,33 +36,29 @@
 
 use std::path::{Path, PathBuf};
 
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 
-use super::common::{ImportError, ImportOptions, Requests, open_file};
+use super::common::{ImportError, ImportOptions, PoissonStarts, Requests, open_file};
 use super::weka_dag::{self, Build, Call, Session, SubagentEntry};
 
 /// One session as the file has it (aiperf's `WekaTrace` schema, from
 /// kv-cache-tester: unknown keys are errors).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+// Every key is read (unknown ones are errors); a replay uses some.
+#[allow(dead_code)]
 struct TraceRow {
     id: String,
     #[serde(default)]
-    #[allow(dead_code)]
     models: Vec<String>,
     block_size: i64,
     hash_id_scope: String,
     #[serde(default)]
-    #[allow(dead_code)]
     tool_tokens: i64,
     #[serde(default)]
-    #[allow(dead_code)]
     system_tokens: i64,
     requests: Vec<Entry>,
     #[serde(default)]
-    #[allow(dead_code)]
     totals: Option<serde_json::Value>,
 }
 
@@ -90,6 +86,8 @@ enum InnerEntry {
 /// replay does not use).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+// Every key is read (unknown ones are errors); a replay uses some.
+#[allow(dead_code)]
 struct CallRow {
     t: f64,
     #[serde(default)]
@@ -101,51 +99,40 @@ struct CallRow {
     #[serde(default)]
     hash_ids: Vec<i64>,
     #[serde(default)]
-    #[allow(dead_code)]
     input_types: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)]
     output_types: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)]
     stop: String,
     #[serde(default)]
     api_time: Option<f64>,
     #[serde(default)]
-    #[allow(dead_code)]
     think_time: Option<f64>,
     #[serde(default)]
-    #[allow(dead_code)]
     ttft: Option<f64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+// Every key is read (unknown ones are errors); a replay uses some.
+#[allow(dead_code)]
 struct SubagentRow {
     t: f64,
     agent_id: String,
-    #[allow(dead_code)]
     subagent_type: String,
     #[serde(default)]
-    #[allow(dead_code)]
     duration_ms: Option<i64>,
     #[serde(default)]
-    #[allow(dead_code)]
     total_tokens: Option<i64>,
     #[serde(default)]
-    #[allow(dead_code)]
     tool_use_count: Option<i64>,
-    #[allow(dead_code)]
     status: String,
     requests: Vec<InnerEntry>,
     #[serde(default)]
-    #[allow(dead_code)]
     models: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)]
     tool_tokens: i64,
     #[serde(default)]
-    #[allow(dead_code)]
     system_tokens: i64,
 }
 
@@ -315,21 +302,8 @@ pub fn load(path: &Path) -> Result<Vec<Session>, ImportError> {
 /// process at `options.session_rate`.
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
     let file = path.display().to_string();
-    let rate = options.session_rate.ok_or_else(|| {
-        ImportError::new(
-            &file,
-            0,
-            "session_rate",
-            "weka needs a session rate (sessions started per second: --session-rate, or session_rate in a plan); \
-             its sessions carry no start times",
-        )
-    })?;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(ImportError::new(&file, 0, "session_rate", format!("{rate} must be a positive number")));
-    }
+    let mut starts = PoissonStarts::new(options, &file, "weka", "its sessions carry no start times")?;
     let build = Build { drop_subagents: options.drop_subagents, max_think_us: None, ..Build::default() };
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed);
-    let mut start = 0.0f64;
     let mut seen = std::collections::HashMap::new();
     let mut index = 0u64;
     let mut sessions = sessions(path);
@@ -346,16 +320,15 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
                 format!("session `{}` repeats the id of {first_file}:{first_line}", session.id),
             )));
         }
-        let arrival = (start * 1e6).round() / 1e6;
+        let arrival = starts.next_start();
         if crate::workload::checked_seconds_to_us(arrival).is_err() {
             return Some(Err(ImportError::new(
                 &session.file,
                 session.line,
                 "session_rate",
-                format!("{rate:e} sessions/s starts this session past the simulator's clock"),
+                format!("{:e} sessions/s starts this session past the simulator's clock", starts.rate()),
             )));
         }
-        start += -(1.0 - rng.random::<f64>()).ln() / rate;
         let request = weka_dag::build(&session, arrival, &Build { salt: index, ..build });
         index += 1;
         Some(Ok(request))

@@ -16,6 +16,11 @@
 //! - [`llmservingsim_dataset`]: LLMServingSim's request datasets (arrival
 //!   ns, lengths, the prompts' token ids), as the ISPASS'26 artifact ships
 //!   them.
+//! - [`vllm_bench`]: `vllm bench serve --save-detailed` result files (also a
+//!   per-token baseline for `calibrate`, through `convert vllm-bench`).
+//! - [`sharegpt`]: ShareGPT conversations, each a session of chained calls.
+//! - [`csv`]: a plain CSV of arrival, input and output tokens (sessions and
+//!   shared-prefix groups optional).
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
 //! calibration matrix) come in through [`measured`], the one list of their
@@ -30,13 +35,16 @@ pub mod blis_eval;
 pub mod blis_trainval;
 pub mod blis_vllm_h100;
 pub mod common;
+pub mod csv;
 pub mod ispass26;
 pub mod llmservingsim;
 pub mod llmservingsim_dataset;
 pub mod measured;
 pub mod mooncake;
+pub mod sharegpt;
 pub mod silicon;
 pub mod tracev2;
+pub mod vllm_bench;
 
 use std::path::Path;
 
@@ -56,6 +64,12 @@ pub enum ImportFormat {
     TraceV2,
     /// See [`llmservingsim_dataset`].
     LlmservingsimDataset,
+    /// See [`vllm_bench`].
+    VllmBench,
+    /// See [`sharegpt`].
+    Sharegpt,
+    /// See [`csv`].
+    Csv,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -100,6 +114,24 @@ const IMPORTERS: &[Importer] = &[
         name: "llmservingsim-dataset",
         reads: "LLMServingSim's request datasets (JSON lines with token ids)",
         open: |path, _| llmservingsim_dataset::open(path),
+    },
+    Importer {
+        format: ImportFormat::VllmBench,
+        name: "vllm-bench",
+        reads: "`vllm bench serve --save-result --save-detailed` result JSON (lengths, TTFTs, ITLs)",
+        open: vllm_bench::open,
+    },
+    Importer {
+        format: ImportFormat::Sharegpt,
+        name: "sharegpt",
+        reads: "ShareGPT conversations (a JSON array), each a session of chained calls",
+        open: sharegpt::open,
+    },
+    Importer {
+        format: ImportFormat::Csv,
+        name: "csv",
+        reads: "a plain CSV: arrival, input_tokens, output_tokens[, session, prefix, prefix_tokens]",
+        open: csv::open,
     },
 ];
 

@@ -103,6 +103,9 @@ const TARGETS: &[Target] = &[
     Target { name: "trace-pair", mutable: &["seed.txt"], run: trace_pair },
     // Importers (`imported`): one target each.
     Target { name: "import-mooncake", mutable: &["m.jsonl"], run: mooncake },
+    Target { name: "import-vllm-bench", mutable: &["b.json"], run: vllm_bench },
+    Target { name: "import-sharegpt", mutable: &["c.json"], run: sharegpt },
+    Target { name: "import-csv", mutable: &["t.csv"], run: csv_rows },
 ];
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -341,6 +344,18 @@ fn imported(dir: &Path, format: ImportFormat, file: &str, options: &ImportOption
 
 fn mooncake(dir: &Path) -> bool {
     imported(dir, ImportFormat::Mooncake, "m.jsonl", &ImportOptions::default())
+}
+
+fn vllm_bench(dir: &Path) -> bool {
+    imported(dir, ImportFormat::VllmBench, "b.json", &ImportOptions::default())
+}
+
+fn sharegpt(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Sharegpt, "c.json", &ImportOptions { session_rate: Some(1.0), ..Default::default() })
+}
+
+fn csv_rows(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Csv, "t.csv", &ImportOptions::default())
 }
 
 fn tracev2(dir: &Path) -> bool {

@@ -74,6 +74,10 @@ fn a_vllm_bench_result_is_replayed_and_calibrated_per_request() {
     let args = ["run", "-q", "-s", "s.yaml", "--input", "vllm-bench:result.json", "-o", "d.jsonl"];
     TestCommand::new(&dir.path, &[&args[..], &["--metrics", "m.json"]].concat()).stdout();
     assert_eq!(dir.read("m.json"), direct);
+    // `import` writes the same workload and says what it assumed.
+    let said = TestCommand::new(&dir.path, &["import", "vllm-bench", "result.json", "-o", "w.jsonl"]).output();
+    assert!(String::from_utf8_lossy(&said.stderr).contains("note: 1 of 6 requests failed"));
+    assert_eq!(dir.read("w.jsonl"), dir.read("out/result.workload.jsonl"));
     // Without --scenario no scenario is written, and that is said.
     let out =
         TestCommand::new(&dir.path, &["convert", "vllm-bench", "--data", "result.json", "--out", "bare"]).output();

@@ -28,9 +28,10 @@
 //!   think time: none is recorded). Only `closed-loop` replay.
 //!
 //! The array is read element by element as the run consumes it (the V3
-//! file is 670 MB); an error names the line its element starts on.
+//! file is 670 MB), never whole; an error names the line its element
+//! starts on.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use rand::{RngExt, SeedableRng};
@@ -96,9 +97,8 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
             ),
         ));
     }
-    let mut text = String::new();
-    open_file(path)?.read_to_string(&mut text).map_err(|e| ImportError::new(&file, 1, "file", e.to_string()))?;
-    let mut elements = Elements { file: file.clone(), text, pos: 0, line: 1, index: 0, done: false };
+    let reader = Counting { inner: open_file(path)?, newlines: 0 };
+    let mut elements = Elements { file: file.clone(), reader, index: 0, done: false };
     elements.open()?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed);
     let mut t = 0.0f64;
@@ -188,43 +188,81 @@ fn session(file: &str, line: u64, c: &Conversation) -> Result<Vec<SubRequest>, I
         .collect())
 }
 
-/// The elements of the top-level array, one at a time, with their index
-/// and the line each starts on.
+/// A reader that counts the line ends it has passed on.
+struct Counting<R> {
+    inner: R,
+    newlines: u64,
+}
+
+impl<R: BufRead> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.newlines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> Counting<R> {
+    /// The next byte, not consumed.
+    fn peek(&mut self) -> std::io::Result<Option<u8>> {
+        Ok(self.inner.fill_buf()?.first().copied())
+    }
+
+    fn consume(&mut self, byte: u8) {
+        self.newlines += u64::from(byte == b'\n');
+        self.inner.consume(1);
+    }
+}
+
+/// The elements of the top-level array, one at a time as the run reads
+/// them (memory stays flat however long the file), with their index and
+/// the line each starts on.
 struct Elements {
     file: String,
-    text: String,
-    pos: usize,
-    line: u64,
+    reader: Counting<std::io::BufReader<crate::spool::Input>>,
     index: u64,
     done: bool,
 }
 
 impl Elements {
-    /// Moves past white space, counting lines.
-    fn skip_space(&mut self) {
-        let rest = &self.text[self.pos..];
-        let n = rest.len() - rest.trim_start_matches([' ', '\t', '\r', '\n']).len();
-        self.line += rest[..n].bytes().filter(|&b| b == b'\n').count() as u64;
-        self.pos += n;
+    fn line(&self) -> u64 {
+        self.reader.newlines + 1
     }
 
     fn error(&self, column: &str, reason: impl Into<String>) -> ImportError {
-        ImportError::new(&self.file, self.line, column, reason)
+        ImportError::new(&self.file, self.line(), column, reason)
+    }
+
+    /// The next byte after white space, not consumed.
+    fn next_byte(&mut self) -> Result<Option<u8>, ImportError> {
+        loop {
+            match self.reader.peek().map_err(|e| self.error("file", e.to_string()))? {
+                Some(b @ (b' ' | b'\t' | b'\r' | b'\n')) => self.reader.consume(b),
+                other => return Ok(other),
+            }
+        }
     }
 
     /// Reads the opening `[`.
     fn open(&mut self) -> Result<(), ImportError> {
-        self.skip_space();
-        if !self.text[self.pos..].starts_with('[') {
+        if self.next_byte()? != Some(b'[') {
             return Err(self.error("json", "not a JSON array of conversations"));
         }
-        self.pos += 1;
-        self.skip_space();
-        if self.text[self.pos..].starts_with(']') {
-            self.pos += 1;
-            self.done = true;
+        self.reader.consume(b'[');
+        if self.next_byte()? == Some(b']') {
+            self.reader.consume(b']');
+            self.end()?;
         }
         Ok(())
+    }
+
+    /// After the closing `]`: nothing but white space.
+    fn end(&mut self) -> Result<(), ImportError> {
+        self.done = true;
+        match self.next_byte()? {
+            None => Ok(()),
+            Some(_) => Err(self.error("json", "text after the array")),
+        }
     }
 
     fn next(&mut self) -> Option<Result<(u64, u64, Conversation), ImportError>> {
@@ -239,34 +277,26 @@ impl Elements {
     }
 
     fn element(&mut self) -> Result<(u64, u64, Conversation), ImportError> {
-        self.skip_space();
-        let (start, line) = (self.pos, self.line);
-        let mut stream = serde_json::Deserializer::from_str(&self.text[start..]).into_iter::<Conversation>();
-        let conversation = match stream.next() {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => {
-                let msg = e.to_string();
-                let column = match msg.strip_prefix("missing field `") {
-                    Some(rest) => rest.split('`').next().unwrap_or("json").to_owned(),
-                    None => "json".to_owned(),
-                };
-                return Err(ImportError::new(&self.file, line + e.line().max(1) as u64 - 1, &column, msg));
-            }
-            None => return Err(self.error("json", "the array ends without `]`")),
-        };
-        let end = start + stream.byte_offset();
-        self.line += self.text[start..end].bytes().filter(|&b| b == b'\n').count() as u64;
-        self.pos = end;
-        self.skip_space();
-        match self.text[self.pos..].chars().next() {
-            Some(',') => self.pos += 1,
-            Some(']') => {
-                self.pos += 1;
-                self.skip_space();
-                if self.pos < self.text.len() {
-                    return Err(self.error("json", "text after the array"));
-                }
-                self.done = true;
+        if self.next_byte()?.is_none() {
+            return Err(self.error("json", "the array ends without `]`"));
+        }
+        let line = self.line();
+        // serde_json reads an object to its closing `}` and not a byte
+        // further, so the separator after it is still there.
+        let mut de = serde_json::Deserializer::from_reader(&mut self.reader);
+        let conversation = serde::Deserialize::deserialize(&mut de).map_err(|e| {
+            let msg = e.to_string();
+            let column = match msg.strip_prefix("missing field `") {
+                Some(rest) => rest.split('`').next().unwrap_or("json").to_owned(),
+                None => "json".to_owned(),
+            };
+            ImportError::new(&self.file, line + e.line().max(1) as u64 - 1, &column, msg)
+        })?;
+        match self.next_byte()? {
+            Some(b',') => self.reader.consume(b','),
+            Some(b']') => {
+                self.reader.consume(b']');
+                self.end()?;
             }
             _ => return Err(self.error("json", "expected `,` or `]` after a conversation")),
         }

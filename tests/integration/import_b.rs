@@ -39,6 +39,8 @@ fn a_vllm_bench_result_is_replayed_and_calibrated_per_request() {
     // Sent at 100.0, 100.25, 100.5, 100.75 (after 0.05 s waiting for a
     // slot), 101.25; request 4 failed.
     assert_eq!(arrivals(&workload), [0.0, 0.25, 0.5, 0.7, 1.25]);
+    // The baseline's rows at their sends, as a capped client's results.
+    assert_eq!(arrivals(&baseline), [0.0, 0.25, 0.5, 0.75, 1.25]);
     let ids: Vec<u64> = baseline.iter().map(|r| r["request_id"].as_u64().unwrap()).collect();
     assert_eq!(ids, [0, 1, 2, 3, 5]);
     // The measured TTFT and ITLs, per token.
@@ -69,6 +71,9 @@ fn a_vllm_bench_result_is_replayed_and_calibrated_per_request() {
     let e2e = &r["metrics"]["e2e"]["workload_level"]["real_mean"];
     assert!((e2e.as_f64().unwrap() - 115_400.0).abs() < 1e-6, "{e2e}");
     assert!(r["metrics"]["itl"]["request_level"]["mape"].as_f64().is_some());
+    // The real run: first send at 0, last done at 1.25 + 0.072 s.
+    let runtime = r["throughput"]["real_runtime_sec"].as_f64().unwrap();
+    assert!((runtime - 1.322).abs() < 1e-9, "{runtime}");
     // `run --input` reads the same requests and applies the cap itself.
     let direct = dir.read("m.json");
     let args = ["run", "-q", "-s", "s.yaml", "--input", "vllm-bench:result.json", "-o", "d.jsonl"];

@@ -15,7 +15,9 @@
 //!   hits (the default `random` dataset's prompts share none either).
 //! - Arrival: from `start_times` where the file has them — the send time
 //!   less `queue_times` (the client's own wait for a slot, which the
-//!   simulator's capped client replays), from the earliest request. Else a
+//!   simulator's capped client replays), from the earliest request; in the
+//!   baseline, the send time (as a capped client's result rows have it: the
+//!   measured latencies count from the send). Else a
 //!   fresh draw of vLLM's own arrival process, seeded: gaps exponential at
 //!   `request_rate` (`burstiness` 1, a Poisson process) or gamma with shape
 //!   `burstiness` and mean `1 / request_rate` (vLLM's `get_request`); the
@@ -160,8 +162,8 @@ fn read(path: &Path, seed: u64) -> Result<Bench, ImportError> {
         super::common::seconds_in(s).map_err(at)
     };
     let max_concurrency = cap(&file, line, &object)?;
-    let arrivals = arrivals(&file, line, &object, n, start_times, queue_times, seed)?;
-    let mut notes = vec![arrivals.1.clone()];
+    let timing = arrivals(&file, line, &object, n, start_times, queue_times, seed)?;
+    let mut notes = vec![timing.note.clone()];
     let (mut workload, mut baseline) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut failed, mut spread_count) = (0usize, 0usize);
     for i in 0..n {
@@ -204,13 +206,15 @@ fn read(path: &Path, seed: u64) -> Result<Bench, ImportError> {
             }
             spread(ttft, e2e, output)
         };
-        let arrival = arrivals.0[i];
+        let (arrival, send) = (timing.arrival[i], timing.send[i]);
         // The file has no prompts: lengths only.
         let request = one_call(i as u64, arrival, LlmCall::new(input, output));
-        let mut measured = request.clone();
+        // A baseline row arrives at its send, as a capped client's result
+        // rows do (its latencies count from there).
+        let mut measured = one_call(i as u64, send, LlmCall::new(input, output));
         measured.sub_requests[0].result = Some(NodeResult { token_latency, error: None, replica: None });
         workload.push((arrival, request));
-        baseline.push((arrival, measured));
+        baseline.push((send, measured));
     }
     // Arrival order, index order among equal arrivals (a stable sort).
     workload.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -239,7 +243,15 @@ fn read(path: &Path, seed: u64) -> Result<Bench, ImportError> {
     })
 }
 
-/// Every request's arrival, s, and how they were found.
+/// When the requests arrived at the client and when it sent them, s from
+/// the first arrival, and how that was found.
+struct Timing {
+    arrival: Vec<f64>,
+    send: Vec<f64>,
+    note: String,
+}
+
+/// Every request's [`Timing`].
 fn arrivals(
     file: &str,
     line: u64,
@@ -248,27 +260,33 @@ fn arrivals(
     start_times: Option<&Vec<serde_json::Value>>,
     queue_times: Option<&Vec<serde_json::Value>>,
     seed: u64,
-) -> Result<(Vec<f64>, String), ImportError> {
+) -> Result<Timing, ImportError> {
     let bad = |key: &str, reason: String| ImportError::new(file, line, key, reason);
     let number = |key: &str, i: usize, v: &serde_json::Value| -> Result<f64, ImportError> {
         v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| bad(&format!("{key}[{i}]"), format!("{v} is not a time")))
     };
     if let Some(starts) = start_times {
-        let mut t = Vec::with_capacity(n);
+        let (mut arrival, mut send) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for (i, s) in starts.iter().enumerate() {
             let queued = match queue_times.map(|q| &q[i]) {
                 None | Some(serde_json::Value::Null) => 0.0,
                 Some(v) => number("queue_times", i, v)?,
             };
-            t.push(number("start_times", i, s)? - queued);
+            if queued < 0.0 {
+                return Err(bad(&format!("queue_times[{i}]"), format!("{queued} is negative")));
+            }
+            let sent = number("start_times", i, s)?;
+            send.push(sent);
+            arrival.push(sent - queued);
         }
-        let origin = t.iter().copied().fold(f64::INFINITY, f64::min);
-        for (i, x) in t.iter_mut().enumerate() {
-            *x -= origin;
-            crate::workload::checked_seconds_to_us(*x).map_err(|e| bad(&format!("start_times[{i}]"), e))?;
+        let origin = arrival.iter().copied().fold(f64::INFINITY, f64::min);
+        for (i, (a, s)) in arrival.iter_mut().zip(&mut send).enumerate() {
+            (*a, *s) = (*a - origin, *s - origin);
+            crate::workload::checked_seconds_to_us(*s).map_err(|e| bad(&format!("start_times[{i}]"), e))?;
         }
         let how = if queue_times.is_some() { "start_times less queue_times" } else { "start_times" };
-        return Ok((t, format!("arrivals: the recorded send times ({how}), from the first")));
+        let note = format!("arrivals: the recorded ones ({how}), from the first; the baseline's at the sends");
+        return Ok(Timing { arrival, send, note });
     }
     if object.get("ramp_up_strategy").is_some_and(|v| !v.is_null()) {
         return Err(bad(
@@ -284,7 +302,8 @@ fn arrivals(
         Some(v) => v.as_f64().filter(|r| *r > 0.0).ok_or_else(|| bad("request_rate", format!("{v} is not a rate")))?,
     };
     if rate.is_infinite() {
-        return Ok((vec![0.0; n], "arrivals: all at 0 (request_rate inf)".to_owned()));
+        let note = "arrivals: all at 0 (request_rate inf)".to_owned();
+        return Ok(Timing { arrival: vec![0.0; n], send: vec![0.0; n], note });
     }
     let burstiness = match object.get("burstiness") {
         None | Some(serde_json::Value::Null) => 1.0,
@@ -308,7 +327,9 @@ fn arrivals(
         t += gamma.sample(&mut rng);
     }
     let process = if burstiness == 1.0 { "Poisson".to_owned() } else { format!("gamma, burstiness {burstiness}") };
-    Ok((out, format!("arrivals: drawn ({process}) at request_rate {rate}/s, seed {seed}: the file has no start_times")))
+    let note =
+        format!("arrivals: drawn ({process}) at request_rate {rate}/s, seed {seed}: the file has no start_times");
+    Ok(Timing { arrival: out.clone(), send: out, note })
 }
 
 #[cfg(test)]
@@ -343,6 +364,9 @@ mod tests {
         assert_eq!(ids, ["0", "1", "2", "3", "5"]);
         let arrivals: Vec<f64> = b.workload.iter().map(|r| r.arrival_time).collect();
         assert_eq!(arrivals, [0.0, 0.25, 0.5, 0.7, 1.25]);
+        // The baseline's rows arrive at their sends.
+        let sends: Vec<f64> = b.baseline.iter().map(|r| r.arrival_time).collect();
+        assert_eq!(sends, [0.0, 0.25, 0.5, 0.75, 1.25]);
         let lens: Vec<(u32, u32)> =
             b.workload.iter().map(|r| (node(r).0.input_tokens, node(r).0.output_tokens)).collect();
         assert_eq!(lens, [(12, 4), (20, 3), (8, 5), (16, 2), (10, 3)]);

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::atomic;
-use crate::workload::import::common::Converted;
+use crate::workload::import::common::{Converted, baseline_jsonl};
 use crate::workload::import::measured;
-use crate::workload::import::{blis_trainval, silicon};
+use crate::workload::import::{blis_trainval, silicon, vllm_bench};
 use crate::workload::writer::write_workload_row;
 
 #[derive(Debug, clap::Args)]
@@ -74,6 +74,30 @@ enum Source {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+    /// A `vllm bench serve --save-result --save-detailed` result file: its
+    /// requests (lengths; arrivals from its start times, else drawn at its
+    /// request rate) and their measured TTFT and ITLs per token, the
+    /// baseline `calibrate --real` reads. The file names the model only:
+    /// give the deployment with --scenario to have NAME.scenario.yaml
+    /// written (else none is).
+    VllmBench {
+        /// The result JSON.
+        #[arg(long, value_name = "FILE")]
+        data: PathBuf,
+        /// The deployment the benchmark ran against, copied as
+        /// NAME.scenario.yaml (checked to load).
+        #[arg(long, value_name = "S.yaml")]
+        scenario: Option<PathBuf>,
+        /// The outputs' name; default: the file's name without `.json`.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Seeds the arrivals drawn where the file has no start times.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        seed: u64,
+        /// Output folder.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 /// One converted run, as written: its workload, scenario and, where the
@@ -81,7 +105,8 @@ enum Source {
 struct Replay {
     name: String,
     workload: Vec<crate::workload::Request>,
-    scenario_yaml: String,
+    /// None where the source does not name the deployment.
+    scenario_yaml: Option<String>,
     baseline: Option<Vec<u8>>,
     notes: Vec<String>,
 }
@@ -104,7 +129,7 @@ fn write(out: &Path, runs: &[Replay]) -> anyhow::Result<()> {
         let files = [
             Some(("workload.jsonl", workload)),
             r.baseline.clone().map(|b| ("baseline.jsonl", b)),
-            Some(("scenario.yaml", r.scenario_yaml.clone().into_bytes())),
+            r.scenario_yaml.clone().map(|s| ("scenario.yaml", s.into_bytes())),
         ];
         for (suffix, bytes) in files.into_iter().flatten() {
             let path = out.join(format!("{}.{suffix}", r.name));
@@ -136,7 +161,7 @@ fn trainval(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
             Ok(r) => runs.push(Replay {
                 name,
                 workload: r.workload,
-                scenario_yaml: r.scenario_yaml,
+                scenario_yaml: Some(r.scenario_yaml),
                 baseline: None,
                 notes: r.notes,
             }),
@@ -164,9 +189,45 @@ fn silicon(data: &Path, names: Vec<String>) -> anyhow::Result<Vec<Replay>> {
                 r.warmups.len()
             ));
         }
-        runs.push(Replay { name, workload: r.workload, scenario_yaml: r.scenario_yaml, baseline: None, notes });
+        runs.push(Replay { name, workload: r.workload, scenario_yaml: Some(r.scenario_yaml), baseline: None, notes });
     }
     Ok(runs)
+}
+
+/// A `vllm bench serve` result file: its workload, per-token baseline and,
+/// given one, the deployment.
+fn vllm_bench(data: &Path, scenario: Option<&Path>, name: Option<String>, seed: u64) -> anyhow::Result<Replay> {
+    let name = match name {
+        Some(n) => n,
+        None => {
+            let file = data.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            file.strip_suffix(".json").unwrap_or(&file).to_owned()
+        }
+    };
+    if name.is_empty() || name.contains(['/', '\\']) {
+        anyhow::bail!("--name: `{name}` is not a file name");
+    }
+    let bench = vllm_bench::convert(data, seed)?;
+    let mut notes = bench.notes;
+    let scenario_yaml = match scenario {
+        Some(path) => {
+            crate::scenario::load(path).with_context(|| format!("--scenario {}", path.display()))?;
+            Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("--scenario: {}: cannot read", path.display()))?,
+            )
+        }
+        None => {
+            notes.push(
+                "no scenario written: the result file names the model only; replay with `run -s` your deployment \
+                 (or give --scenario)"
+                    .to_owned(),
+            );
+            None
+        }
+    };
+    let baseline = Some(baseline_jsonl(&bench.baseline));
+    Ok(Replay { name, workload: bench.workload, scenario_yaml, baseline, notes })
 }
 
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
@@ -175,6 +236,9 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
         Source::Llmservingsim { data, run, out } => (measured::Source::Llmservingsim, data, run, out),
         Source::BlisTrainval { data, experiment, out } => return write(&out, &trainval(&data, experiment)?),
         Source::Silicon { data, row, out } => return write(&out, &silicon(&data, row)?),
+        Source::VllmBench { data, scenario, name, seed, out } => {
+            return write(&out, &[vllm_bench(&data, scenario.as_deref(), name, seed)?]);
+        }
     };
     let names = if names.is_empty() { measured::list(source, &data)? } else { names };
     let mut runs = Vec::with_capacity(names.len());
@@ -185,7 +249,7 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<()> {
         if let Some(t) = c.client_timeout_s {
             notes.push(format!("replay with `blis-sweep run --timeout {t}`, the real client's timeout"));
         }
-        runs.push(Replay { name, workload: c.workload, scenario_yaml: c.scenario_yaml, baseline, notes });
+        runs.push(Replay { name, workload: c.workload, scenario_yaml: Some(c.scenario_yaml), baseline, notes });
     }
     write(&out, &runs)
 }

@@ -154,5 +154,10 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         let reuse = import::mooncake::block_reuse(&args.path)?;
         say!("  block reuse: {:.1} % of hash ids were seen in an earlier request", reuse * 100.0);
     }
+    if format == ImportFormat::VllmBench {
+        for note in import::vllm_bench::convert(&args.path, options.seed)?.notes {
+            say!("  note: {note}");
+        }
+    }
     Ok(())
 }

@@ -23,7 +23,7 @@ use anyhow::{Context, bail};
 use super::atomic::{self, Named};
 use super::client_args::ClientArgs;
 use super::run::{Input, trace_paths, validate};
-use super::workload_args::{Source, WorkloadArgs, pool_client};
+use super::workload_args::{Source, WorkloadArgs, trace_client};
 use crate::observe::client::{CallError, Client};
 use crate::observe::driver::{self, Api, CHAT_REFUSES_IDS, DriveError, DriverConfig};
 use crate::observe::server::{CSV_HEADER, scrape_loop, server_info};
@@ -186,8 +186,8 @@ pub(crate) fn run(args: ObserveArgs) -> anyhow::Result<()> {
             // name, its priorities in the body.
             let options =
                 ImportOptions { trace_data: data, adapters: true, priorities: true, ..args.workload.import.options()? };
-            // A pool of sessions is sent as `run` simulates it.
-            if let Some(client) = pool_client(&options, args.sending.concurrency.is_some())? {
+            // A pool of sessions (a benchmark's cap) is sent as `run` simulates it.
+            if let Some(client) = trace_client(format, &path, &options, args.sending.concurrency.is_some())? {
                 config.client = client;
             }
             let input = Input::Import(format, path, options);

@@ -284,8 +284,8 @@ pub(crate) fn validate(path: &Path, rate_scale: f64, deployment: Option<&Deploym
 /// concurrent sessions is sent by a client that admits that many at a time
 /// and runs until the pool drains.
 fn replay_defaults(input: &Input, traffic: &mut Traffic, last_arrival_us: u64, capped: bool) -> anyhow::Result<()> {
-    let Input::Import(format, _, options) = input else { return Ok(()) };
-    if let Some(client) = super::workload_args::pool_client(options, capped)? {
+    let Input::Import(format, path, options) = input else { return Ok(()) };
+    if let Some(client) = super::workload_args::trace_client(*format, path, options, capped)? {
         traffic.client = client;
     } else if *format == ImportFormat::TraceV2 && traffic.horizon_us.is_none() {
         traffic.horizon_us = Some(if last_arrival_us == 0 { 600_000_000 } else { last_arrival_us.saturating_mul(2) });

@@ -125,10 +125,29 @@ impl WorkloadArgs {
 /// and the observe driver's, so `run` and `observe` keep a pool alike. `None`
 /// without a pool. A pool is the client: refused beside `--concurrency`
 /// (`capped`).
-pub(crate) fn pool_client(options: &ImportOptions, capped: bool) -> anyhow::Result<Option<Client>> {
+fn pool_client(options: &ImportOptions, capped: bool) -> anyhow::Result<Option<Client>> {
     let Some(limit) = options.concurrent_sessions else { return Ok(None) };
     if capped {
         bail!("--concurrent-sessions: the pool is the client; drop --concurrency");
     }
     Ok(Some(Client::Capped { limit }))
+}
+
+/// The client an imported trace brings, where the command line gives none
+/// (`capped`: `--concurrency`): a TraceV2 pool's ([`pool_client`]), or a
+/// `vllm bench serve` result's `--max-concurrency`. `run` and `observe`
+/// send a trace alike.
+pub(crate) fn trace_client(
+    format: ImportFormat,
+    path: &Path,
+    options: &ImportOptions,
+    capped: bool,
+) -> anyhow::Result<Option<Client>> {
+    if let Some(client) = pool_client(options, capped)? {
+        return Ok(Some(client));
+    }
+    if format == ImportFormat::VllmBench && !capped {
+        return Ok(crate::workload::import::vllm_bench::max_concurrency(path)?.map(|limit| Client::Capped { limit }));
+    }
+    Ok(None)
 }

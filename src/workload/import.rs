@@ -18,6 +18,11 @@
 //! - [`llmservingsim_dataset`]: LLMServingSim's request datasets (arrival
 //!   ns, lengths, the prompts' token ids), as the ISPASS'26 artifact ships
 //!   them.
+//! - [`vllm_bench`]: `vllm bench serve --save-detailed` result files (also a
+//!   per-token baseline for `calibrate`, through `convert vllm-bench`).
+//! - [`sharegpt`]: ShareGPT conversations, each a session of chained calls.
+//! - [`csv`]: a plain CSV of arrival, input and output tokens (sessions and
+//!   shared-prefix groups optional).
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
 //! calibration matrix) come in through [`measured`], the one list of their
@@ -32,13 +37,16 @@ pub mod blis_eval;
 pub mod blis_trainval;
 pub mod blis_vllm_h100;
 pub mod common;
+pub mod csv;
 pub mod ispass26;
 pub mod llmservingsim;
 pub mod llmservingsim_dataset;
 pub mod measured;
 pub mod mooncake;
+pub mod sharegpt;
 pub mod silicon;
 pub mod tracev2;
+pub mod vllm_bench;
 pub mod weka;
 pub mod weka_dag;
 
@@ -62,6 +70,12 @@ pub enum ImportFormat {
     LlmservingsimDataset,
     /// See [`weka`].
     Weka,
+    /// See [`vllm_bench`].
+    VllmBench,
+    /// See [`sharegpt`].
+    Sharegpt,
+    /// See [`csv`].
+    Csv,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -112,6 +126,24 @@ const IMPORTERS: &[Importer] = &[
         name: "weka",
         reads: "Weka/kv-cache-tester agent sessions (JSON lines or files; subagents as DAG branches)",
         open: weka::open,
+    },
+    Importer {
+        format: ImportFormat::VllmBench,
+        name: "vllm-bench",
+        reads: "`vllm bench serve --save-result --save-detailed` result JSON (lengths, TTFTs, ITLs)",
+        open: vllm_bench::open,
+    },
+    Importer {
+        format: ImportFormat::Sharegpt,
+        name: "sharegpt",
+        reads: "ShareGPT conversations (a JSON array), each a session of chained calls",
+        open: sharegpt::open,
+    },
+    Importer {
+        format: ImportFormat::Csv,
+        name: "csv",
+        reads: "a plain CSV: arrival, input_tokens, output_tokens[, session, prefix, prefix_tokens]",
+        open: csv::open,
     },
 ];
 

@@ -104,6 +104,9 @@ const TARGETS: &[Target] = &[
     // Importers (`imported`): one target each.
     Target { name: "import-mooncake", mutable: &["m.jsonl"], run: mooncake },
     Target { name: "import-weka", mutable: &["w.jsonl"], run: weka },
+    Target { name: "import-vllm-bench", mutable: &["b.json"], run: vllm_bench },
+    Target { name: "import-sharegpt", mutable: &["c.json"], run: sharegpt },
+    Target { name: "import-csv", mutable: &["t.csv"], run: csv_rows },
 ];
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -348,6 +351,18 @@ fn weka(dir: &Path) -> bool {
     let options = ImportOptions { session_rate: Some(0.5), ..ImportOptions::default() };
     imported(dir, ImportFormat::Weka, "w.jsonl", &options)
         && imported(dir, ImportFormat::Weka, "w.jsonl", &ImportOptions { drop_subagents: true, ..options })
+}
+
+fn vllm_bench(dir: &Path) -> bool {
+    imported(dir, ImportFormat::VllmBench, "b.json", &ImportOptions::default())
+}
+
+fn sharegpt(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Sharegpt, "c.json", &ImportOptions { session_rate: Some(1.0), ..Default::default() })
+}
+
+fn csv_rows(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Csv, "t.csv", &ImportOptions::default())
 }
 
 fn tracev2(dir: &Path) -> bool {

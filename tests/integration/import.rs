@@ -186,8 +186,8 @@ fn bad_rows_name_file_line_and_column() {
     let err =
         TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "agent-calls:g.csv", "-o", "r.jsonl"]).fails();
     assert!(err.contains("session_rate"), "{err}");
-    let err = TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "sharegpt:x", "-o", "r.jsonl"]).fails();
-    assert!(err.contains("unknown format `sharegpt`; available: mooncake, azure, agent-calls, tracev2"), "{err}");
+    let err = TestCommand::new(&dir.path, &["run", "-s", "s.yaml", "--input", "nosuch:x", "-o", "r.jsonl"]).fails();
+    assert!(err.contains("unknown format `nosuch`; available: mooncake, azure, agent-calls, tracev2"), "{err}");
 }
 
 #[test]

@@ -35,28 +35,34 @@ impl Converted {
     /// The baseline as result JSONL (the format `calibrate --real` reads):
     /// each request's measured latencies, from its send.
     pub fn baseline_jsonl(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for r in &self.baseline {
-            let result = r.sub_requests[0].result.as_ref().expect("baselines carry results");
-            let times: Vec<u64> = result
-                .token_latency
-                .iter()
-                .scan(0.0f64, |t, &l| {
-                    *t += l;
-                    Some((*t * 1e6).round() as u64)
-                })
-                .collect();
-            crate::workload::writer::write_result_row(&mut out, r, &mut |_| {
-                Some(crate::workload::writer::NodeTokens {
-                    start_us: 0,
-                    token_times_us: &times,
-                    replica: None,
-                    error: None,
-                })
-            });
-        }
-        out
+        baseline_jsonl(&self.baseline)
     }
+}
+
+/// Requests carrying measured latencies as result JSONL (the format
+/// `calibrate --real` reads): each request's latencies, from its send.
+pub fn baseline_jsonl(baseline: &[Request]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in baseline {
+        let result = r.sub_requests[0].result.as_ref().expect("baselines carry results");
+        let times: Vec<u64> = result
+            .token_latency
+            .iter()
+            .scan(0.0f64, |t, &l| {
+                *t += l;
+                Some((*t * 1e6).round() as u64)
+            })
+            .collect();
+        crate::workload::writer::write_result_row(&mut out, r, &mut |_| {
+            Some(crate::workload::writer::NodeTokens {
+                start_us: 0,
+                token_times_us: &times,
+                replica: None,
+                error: None,
+            })
+        });
+    }
+    out
 }
 
 /// Input data that cannot be converted. Fatal.

@@ -1,0 +1,323 @@
+//! `csv`: a plain CSV with a header row, for traces that come from nowhere
+//! in particular. Columns (any order; any other is an error naming it):
+//! - `arrival`: seconds from the run's start (a decimal number ≥ 0), kept as
+//!   given; rows may come in any order.
+//! - `input_tokens`, `output_tokens`: the prompt's full length and the
+//!   tokens generated, each ≥ 1.
+//! - `session` (optional): rows with the same non-empty value are one
+//!   conversation, in file order, their arrivals not decreasing. A row of a
+//!   session sends the conversation so far: its prompt starts with the
+//!   previous row's prompt then output (as much of them as its
+//!   `input_tokens` holds), so the prefix cache finds them; new tokens fill
+//!   the rest.
+//! - `prefix` and `prefix_tokens` (optional, together): rows naming the same
+//!   non-empty `prefix` group start their prompts with the same
+//!   `prefix_tokens` tokens (a shared system prompt: the group's token ids,
+//!   as far as each row's count goes). A later row of a session already
+//!   starts with its session's prefix, so it may name only that one.
+//!
+//! Sessions (`--session-mode`): `closed-loop` (default) makes each session
+//! one request DAG at its first row's arrival whose calls chain: row `j`
+//! waits, after row `j − 1`'s reply, the gap between their recorded arrivals
+//! (the whole gap is taken as think time: the file has no service times, so
+//! a simulated session lasts its calls' service times longer than
+//! recorded). `fixed-accumulate` sends every row at its own arrival, with
+//! the same prompts. A row without a session is a one-call request at its
+//! arrival in either mode. Requests are numbered from 0 in arrival order
+//! (file order among equal arrivals).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::common::{ImportError, ImportOptions, Requests, SessionMode, fresh_tokens, open_file, tokens};
+use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+
+/// The columns this format reads, required first.
+const COLUMNS: [&str; 6] = ["arrival", "input_tokens", "output_tokens", "session", "prefix", "prefix_tokens"];
+
+/// One row.
+#[derive(Debug, Clone)]
+struct Row {
+    line: u64,
+    arrival_s: f64,
+    input: u32,
+    output: u32,
+    /// The prefix group's key and its token count.
+    prefix: Option<(String, u32)>,
+}
+
+/// Reads `path` whole (rows are grouped by session and sorted by arrival).
+pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
+    let file = path.display().to_string();
+    let mode = options.session_mode.unwrap_or(SessionMode::ClosedLoop);
+    if mode == SessionMode::Fixed {
+        return Err(ImportError::new(
+            &file,
+            0,
+            "session_mode",
+            "csv sessions grow their context: replay them closed-loop (the default) or fixed-accumulate",
+        ));
+    }
+    let units = read(path)?;
+    let mut requests: Vec<(u64, Request)> = Vec::new();
+    for (k, rows) in units.iter().enumerate() {
+        let (prompts, outputs) = token_ids(k as u64, rows);
+        let calls = rows.iter().zip(prompts.into_iter().zip(outputs)).map(|(r, (prompt, output))| {
+            LlmCall::new(r.input, r.output).with_input_ids(prompt).with_output_ids(output)
+        });
+        if mode == SessionMode::ClosedLoop {
+            let nodes: Vec<SubRequest> = calls
+                .enumerate()
+                .map(|(j, call)| SubRequest {
+                    next: if j + 1 < rows.len() { vec![j as u32 + 1] } else { vec![] },
+                    interval: if j == 0 { 0.0 } else { gap_s(&rows[j - 1], &rows[j]) },
+                    kind: NodeKind::Llm(call),
+                    result: None,
+                })
+                .collect();
+            let request = Request {
+                traffic: Default::default(),
+                request_id: RequestId::Int(0),
+                arrival_time: rows[0].arrival_s,
+                initial: vec![0],
+                sub_requests: nodes,
+            };
+            requests.push((rows[0].line, request));
+        } else {
+            for (r, call) in rows.iter().zip(calls) {
+                requests.push((r.line, super::common::one_call(0, r.arrival_s, call)));
+            }
+        }
+    }
+    requests.sort_by(|a, b| a.1.arrival_time.total_cmp(&b.1.arrival_time).then(a.0.cmp(&b.0)));
+    Ok(Box::new(requests.into_iter().enumerate().map(|(i, (_, mut r))| {
+        r.request_id = RequestId::Int(i as u64);
+        Ok(r)
+    })))
+}
+
+/// The recorded gap between two rows of a session, s, to the µs.
+fn gap_s(before: &Row, after: &Row) -> f64 {
+    ((after.arrival_s - before.arrival_s) * 1e6).round() / 1e6
+}
+
+/// The rows of `path`: each session's rows together (sessions in order of
+/// their first row), a row without a session alone.
+fn read(path: &Path) -> Result<Vec<Vec<Row>>, ImportError> {
+    let file = path.display().to_string();
+    let mut reader = ::csv::Reader::from_reader(open_file(path)?);
+    let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
+    let mut at_column: [Option<usize>; 6] = [None; 6];
+    for (c, name) in headers.iter().enumerate() {
+        let name = name.trim();
+        let Some(k) = COLUMNS.iter().position(|&known| known == name) else {
+            return Err(ImportError::new(
+                &file,
+                1,
+                name,
+                format!("unknown column; the columns are {}", COLUMNS.join(", ")),
+            ));
+        };
+        if at_column[k].replace(c).is_some() {
+            return Err(ImportError::new(&file, 1, name, "named twice"));
+        }
+    }
+    for (k, name) in COLUMNS.iter().enumerate().take(3) {
+        if at_column[k].is_none() {
+            return Err(ImportError::new(&file, 1, name, "missing column"));
+        }
+    }
+    match (at_column[4], at_column[5]) {
+        (Some(_), None) => return Err(ImportError::new(&file, 1, "prefix", "needs a prefix_tokens column")),
+        (None, Some(_)) => return Err(ImportError::new(&file, 1, "prefix_tokens", "needs a prefix column")),
+        _ => {}
+    }
+    let mut units: Vec<Vec<Row>> = Vec::new();
+    let mut session_unit: HashMap<String, usize> = HashMap::new();
+    for (i, record) in reader.records().enumerate() {
+        let line = i as u64 + 2;
+        let at = |column: &str, reason: String| ImportError::new(&file, line, column, reason);
+        let record = record.map_err(|e| at("csv", e.to_string()))?;
+        let field = |k: usize| at_column[k].map_or("", |c| record.get(c).unwrap_or("").trim());
+        let count = |k: usize, min: i64| -> Result<u32, ImportError> {
+            let v: i64 = field(k).parse().map_err(|_| at(COLUMNS[k], format!("`{}` is not a count", field(k))))?;
+            tokens(v, min).map_err(|e| at(COLUMNS[k], e))
+        };
+        let arrival_s: f64 =
+            field(0).parse().map_err(|_| at("arrival", format!("`{}` is not a number of seconds", field(0))))?;
+        if arrival_s < 0.0 {
+            return Err(at("arrival", format!("{arrival_s} is negative")));
+        }
+        crate::workload::checked_seconds_to_us(arrival_s).map_err(|e| at("arrival", e))?;
+        let input = count(1, 1)?;
+        let output = count(2, 1)?;
+        let prefix = match field(4) {
+            "" if field(5).is_empty() || field(5) == "0" => None,
+            "" => return Err(at("prefix_tokens", format!("{} given without a prefix group", field(5)))),
+            group => {
+                let n = count(5, 1)?;
+                if n > input {
+                    return Err(at("prefix_tokens", format!("{n} is more than the row's {input} input tokens")));
+                }
+                Some((group.to_owned(), n))
+            }
+        };
+        let row = Row { line, arrival_s, input, output, prefix };
+        let session = field(3);
+        if session.is_empty() {
+            units.push(vec![row]);
+            continue;
+        }
+        let Some(&k) = session_unit.get(session) else {
+            session_unit.insert(session.to_owned(), units.len());
+            units.push(vec![row]);
+            continue;
+        };
+        let (first, last) = (&units[k][0], units[k].last().expect("a session has a row"));
+        if arrival_s < last.arrival_s {
+            return Err(at(
+                "arrival",
+                format!(
+                    "{arrival_s} is before session {session}'s previous row (line {}, {})",
+                    last.line, last.arrival_s
+                ),
+            ));
+        }
+        if let Some((group, _)) = &row.prefix
+            && first.prefix.as_ref().map(|p| &p.0) != Some(group)
+        {
+            return Err(at(
+                "prefix",
+                format!(
+                    "{group}: a later row of session {session} starts with the session's context (line {}'s prefix \
+                     group, if any), so it names that group or none",
+                    first.line
+                ),
+            ));
+        }
+        units[k].push(row);
+    }
+    Ok(units)
+}
+
+/// A stream of token ids for prefix group `name`: FNV-1a of its bytes with
+/// the top bit set, so no group shares a stream with a unit (numbered from 0).
+fn group_stream(name: &str) -> u64 {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    hash | 1 << 63
+}
+
+/// Every row's prompt and output token ids for unit `k` (a session or a
+/// lone row).
+fn token_ids(k: u64, rows: &[Row]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    let mut drawn = 0u64;
+    let mut draw = |n: usize| -> Vec<u32> {
+        let ids: Vec<u32> = fresh_tokens(k, drawn, n).collect();
+        drawn += n as u64;
+        ids
+    };
+    let mut prompts: Vec<Vec<u32>> = Vec::with_capacity(rows.len());
+    let mut outputs: Vec<Vec<u32>> = Vec::with_capacity(rows.len());
+    for (j, r) in rows.iter().enumerate() {
+        let len = r.input as usize;
+        let mut prompt: Vec<u32> = if j == 0 {
+            r.prefix
+                .as_ref()
+                .map_or_else(Vec::new, |(group, n)| fresh_tokens(group_stream(group), 0, *n as usize).collect())
+        } else {
+            prompts[j - 1].iter().chain(&outputs[j - 1]).take(len).copied().collect()
+        };
+        let rest = len - prompt.len();
+        prompt.extend(draw(rest));
+        prompts.push(prompt);
+        outputs.push(draw(r.output as usize));
+    }
+    (prompts, outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = include_str!("../../../tests/data/import/csv/trace.csv");
+
+    fn open_str(text: &str, mode: Option<SessionMode>) -> Result<Vec<Request>, ImportError> {
+        let dir = std::env::temp_dir().join(format!("blis-csv-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let path = dir.join(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string());
+        std::fs::write(&path, text).unwrap();
+        let options = ImportOptions { session_mode: mode, ..Default::default() };
+        let r = open(&path, &options).and_then(|rows| rows.collect());
+        let _ = std::fs::remove_file(&path);
+        r
+    }
+
+    fn calls(r: &Request) -> Vec<&LlmCall> {
+        r.sub_requests
+            .iter()
+            .map(|n| match &n.kind {
+                NodeKind::Llm(c) => c,
+                NodeKind::ToolCall { .. } => panic!("no tool calls"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fixture_groups_sessions_and_prefixes() {
+        let requests = open_str(FIXTURE, None).unwrap();
+        // Rows (line: arrival, in, out, session, prefix/tokens):
+        //  2: 0.0  100 20 a  sys/64     3: 0.5  50 10 -  sys/32
+        //  4: 2.0  150 30 a  -          5: 1.0  40 5  b  -
+        //  6: 3.5  200 10 b  -          7: 0.25 30 3  -  -
+        // Requests by arrival: a (0.0), row 7 (0.25), row 3 (0.5), b (1.0).
+        let arrivals: Vec<f64> = requests.iter().map(|r| r.arrival_time).collect();
+        assert_eq!(arrivals, [0.0, 0.25, 0.5, 1.0]);
+        let shape: Vec<Vec<(u32, u32)>> =
+            requests.iter().map(|r| calls(r).iter().map(|c| (c.input_tokens, c.output_tokens)).collect()).collect();
+        assert_eq!(shape, [vec![(100, 20), (150, 30)], vec![(30, 3)], vec![(50, 10)], vec![(40, 5), (200, 10)]]);
+        // Think time: the recorded gap between a session's rows.
+        assert_eq!(requests[0].sub_requests[1].interval, 2.0);
+        assert_eq!(requests[3].sub_requests[1].interval, 2.5);
+        assert_eq!(requests[0].sub_requests[0].next, vec![1]);
+        let ids = |r: usize, n: usize| calls(&requests[r])[n].input_token_ids.clone().unwrap();
+        let out = |r: usize, n: usize| calls(&requests[r])[n].output_token_ids.clone().unwrap();
+        // Session a's second prompt: its first prompt, its first output, new.
+        assert_eq!(&ids(0, 1)[..100], &ids(0, 0)[..]);
+        assert_eq!(&ids(0, 1)[100..120], &out(0, 0)[..]);
+        // Group sys: rows 2 and 3 share the shorter count, 32 tokens, only.
+        assert_eq!(ids(0, 0)[..32], ids(2, 0)[..32]);
+        assert_ne!(ids(0, 0)[32..50], ids(2, 0)[32..]);
+        // Row 7 has no group: nothing in common with row 3.
+        assert_ne!(ids(1, 0)[..30], ids(2, 0)[..30]);
+    }
+
+    #[test]
+    fn fixed_accumulate_sends_each_row_at_its_arrival() {
+        let requests = open_str(FIXTURE, Some(SessionMode::FixedAccumulate)).unwrap();
+        let arrivals: Vec<f64> = requests.iter().map(|r| r.arrival_time).collect();
+        assert_eq!(arrivals, [0.0, 0.25, 0.5, 1.0, 2.0, 3.5]);
+        let dag = open_str(FIXTURE, None).unwrap();
+        // Row 4 (session a's second call): the same prompt either way.
+        assert_eq!(calls(&requests[4])[0].input_token_ids, calls(&dag[0])[1].input_token_ids);
+        assert!(open_str(FIXTURE, Some(SessionMode::Fixed)).is_err());
+    }
+
+    #[test]
+    fn bad_headers_and_rows_are_named() {
+        let e = open_str("arrival,input_tokens\n0,1\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str(), e.reason.as_str()), (1, "output_tokens", "missing column"));
+        let e = open_str("arrival,input_tokens,output_tokens,model\n0,1,1,x\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (1, "model"), "{e}");
+        let e = open_str("arrival,input_tokens,output_tokens\n0,1,1\n1,0,1\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (3, "input_tokens"), "{e}");
+        let e = open_str("arrival,input_tokens,output_tokens,session\n1,1,1,s\n0.5,1,1,s\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (3, "arrival"), "{e}");
+        let e = open_str("arrival,input_tokens,output_tokens,prefix,prefix_tokens\n0,10,1,p,11\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (2, "prefix_tokens"), "{e}");
+        let e = open_str("arrival,input_tokens,output_tokens,prefix\n0,10,1,p\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (1, "prefix"), "{e}");
+        let e = open_str("arrival,input_tokens,output_tokens\n-1,10,1\n", None).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (2, "arrival"), "{e}");
+    }
+}

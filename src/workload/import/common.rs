@@ -398,8 +398,36 @@ pub(super) fn tokens(v: i64, min: i64) -> Result<u32, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// `text` written to a scratch file and opened by `open` with `options`:
+    /// an importer's unit tests on inline inputs.
+    pub(in crate::workload::import) fn open_text(
+        open: fn(&Path, &ImportOptions) -> Result<Requests, ImportError>,
+        text: &str,
+        options: &ImportOptions,
+    ) -> Result<Vec<Request>, ImportError> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!("blis-import-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string());
+        std::fs::write(&path, text).unwrap();
+        let r = open(&path, options).and_then(|rows| rows.collect());
+        let _ = std::fs::remove_file(&path);
+        r
+    }
+
+    /// A request's llm calls (it has no tool calls).
+    pub(in crate::workload::import) fn llm_calls(r: &Request) -> Vec<&LlmCall> {
+        r.sub_requests
+            .iter()
+            .map(|n| match &n.kind {
+                NodeKind::Llm(c) => c,
+                NodeKind::ToolCall { .. } => panic!("no tool calls"),
+            })
+            .collect()
+    }
 
     #[test]
     fn spreading_keeps_ttft_and_e2e() {

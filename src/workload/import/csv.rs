@@ -242,26 +242,11 @@ mod tests {
     const FIXTURE: &str = include_str!("../../../tests/data/import/csv/trace.csv");
 
     fn open_str(text: &str, mode: Option<SessionMode>) -> Result<Vec<Request>, ImportError> {
-        let dir = std::env::temp_dir().join(format!("blis-csv-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let path = dir.join(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string());
-        std::fs::write(&path, text).unwrap();
         let options = ImportOptions { session_mode: mode, ..Default::default() };
-        let r = open(&path, &options).and_then(|rows| rows.collect());
-        let _ = std::fs::remove_file(&path);
-        r
+        super::super::common::tests::open_text(open, text, &options)
     }
 
-    fn calls(r: &Request) -> Vec<&LlmCall> {
-        r.sub_requests
-            .iter()
-            .map(|n| match &n.kind {
-                NodeKind::Llm(c) => c,
-                NodeKind::ToolCall { .. } => panic!("no tool calls"),
-            })
-            .collect()
-    }
+    use super::super::common::tests::llm_calls as calls;
 
     #[test]
     fn the_fixture_groups_sessions_and_prefixes() {

@@ -34,10 +34,9 @@
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
-
-use super::common::{ImportError, ImportOptions, MAX_TOKENS, Requests, SessionMode, fresh_tokens, open_file};
+use super::common::{
+    ImportError, ImportOptions, MAX_TOKENS, PoissonStarts, Requests, SessionMode, fresh_tokens, open_file,
+};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// Characters per token of the estimate: OpenAI's published rule of thumb
@@ -74,18 +73,7 @@ fn text_ids(text: &str, n: usize) -> impl Iterator<Item = u32> {
 /// Streams `path`'s sessions.
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
     let file = path.display().to_string();
-    let rate = options.session_rate.ok_or_else(|| {
-        ImportError::new(
-            &file,
-            0,
-            "session_rate",
-            "sharegpt needs a session rate (conversations started per second: --session-rate, or session_rate in a \
-             plan); ShareGPT records no times",
-        )
-    })?;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(ImportError::new(&file, 0, "session_rate", format!("{rate} must be a positive number")));
-    }
+    let mut starts = PoissonStarts::new(options, &file, "sharegpt", "ShareGPT records no times")?;
     if let Some(mode) = options.session_mode.filter(|&m| m != SessionMode::ClosedLoop) {
         return Err(ImportError::new(
             &file,
@@ -100,8 +88,6 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
     let reader = Counting { inner: open_file(path)?, newlines: 0 };
     let mut elements = Elements { file: file.clone(), reader, index: 0, done: false };
     elements.open()?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed);
-    let mut t = 0.0f64;
     Ok(Box::new(std::iter::from_fn(move || {
         loop {
             let (index, line, conversation) = match elements.next()? {
@@ -115,16 +101,15 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
             if nodes.is_empty() {
                 continue;
             }
-            let start = (t * 1e6).round() / 1e6;
+            let start = starts.next_start();
             if let Err(e) = crate::workload::checked_seconds_to_us(start) {
                 return Some(Err(ImportError::new(
                     &file,
                     line,
                     "session_rate",
-                    format!("{rate:e} sessions/s starts conversation {index} at {start:e} s: {e}"),
+                    format!("{:e} sessions/s starts conversation {index} at {start:e} s: {e}", starts.rate()),
                 )));
             }
-            t += -(1.0 - rng.random::<f64>()).ln() / rate;
             return Some(Ok(Request {
                 traffic: Default::default(),
                 request_id: RequestId::Int(index),
@@ -313,26 +298,11 @@ mod tests {
     const FIXTURE: &str = include_str!("../../../tests/data/import/sharegpt/conversations.json");
 
     fn open_str(text: &str, seed: u64) -> Result<Vec<Request>, ImportError> {
-        let dir = std::env::temp_dir().join(format!("blis-sharegpt-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let path = dir.join(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string());
-        std::fs::write(&path, text).unwrap();
         let options = ImportOptions { session_rate: Some(2.0), seed, ..Default::default() };
-        let r = open(&path, &options).and_then(|rows| rows.collect());
-        let _ = std::fs::remove_file(&path);
-        r
+        super::super::common::tests::open_text(open, text, &options)
     }
 
-    fn calls(r: &Request) -> Vec<&LlmCall> {
-        r.sub_requests
-            .iter()
-            .map(|n| match &n.kind {
-                NodeKind::Llm(c) => c,
-                NodeKind::ToolCall { .. } => panic!("no tool calls"),
-            })
-            .collect()
-    }
+    use super::super::common::tests::llm_calls as calls;
 
     #[test]
     fn the_fixture_becomes_chained_sessions() {

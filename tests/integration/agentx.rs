@@ -185,17 +185,7 @@ fn lanes_hold_whole_trees_and_recycle_with_fresh_identities() {
     assert!(checked_recycled > 100, "recycled plays checked: {checked_recycled}");
 }
 
-const SESSIONS: &str = include_str!("../data/import/weka/sessions.jsonl");
-
-const H100_8B: &str = "\
-name: h100-8b
-model: Llama-3.1-8B
-hardware: H100
-engine:
-  max_num_seqs: 64
-  max_num_batched_tokens: 8192
-latency_model: {kind: linear, beta: [5000, 60, 300]}
-";
+use crate::weka::{H100_8B, SESSIONS};
 
 #[test]
 fn agentx_runs_lanes_of_plays_and_reports_the_window() {

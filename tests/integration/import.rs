@@ -160,18 +160,7 @@ fn bad_rows_name_file_line_and_column() {
         ),
         ("agent-calls", "g.csv", AGENTS.replace(",1,1,250,", ",1,2,250,"), "g.csv:3: prev_output_appears_in_input: "),
     ];
-    for (format, file, text, prefix) in cases {
-        dir.create(file, &text);
-        let input = format!("{format}:{file}");
-        let err = TestCommand::new(
-            &dir.path,
-            &["run", "-s", "s.yaml", "--input", &input, "--session-rate", "1", "-o", "r.jsonl"],
-        )
-        .fails();
-        assert!(err.starts_with(&format!("blis-sweep: {prefix}")), "{format}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(!dir.join("r.jsonl").exists());
-    }
+    bad_rows_are_named(&dir, &cases);
     // TraceV2: a bad value in the data, an unknown key in the header.
     dir.create("t.yaml", TRACE_HEADER);
     dir.create("t.csv", &TRACE_DATA.replace("s1,1,g1,64,true,20,", "s1,1,g1,64,true,x,"));
@@ -535,4 +524,22 @@ fn a_plan_sweeps_the_size_of_a_session_pool() {
     );
     let err = TestCommand::new(&dir.path, &["-q", "bad.yaml"]).fails();
     assert!(err.contains("grid.concurrency: a pool of concurrent_sessions"), "{err}");
+}
+
+/// Each (format, file, text, message prefix): the text as that file, run
+/// with `--input FORMAT:FILE` on `s.yaml`, fails with one line starting
+/// `blis-sweep: PREFIX` and writes no results.
+pub(crate) fn bad_rows_are_named(dir: &Dir, cases: &[(&str, &str, String, &str)]) {
+    for (format, file, text, prefix) in cases {
+        dir.create(file, text);
+        let input = format!("{format}:{file}");
+        let err = TestCommand::new(
+            &dir.path,
+            &["run", "-s", "s.yaml", "--input", &input, "--session-rate", "1", "-o", "r.jsonl"],
+        )
+        .fails();
+        assert!(err.starts_with(&format!("blis-sweep: {prefix}")), "{format}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!dir.join("r.jsonl").exists());
+    }
 }

@@ -168,18 +168,7 @@ fn bad_input_names_file_line_and_column() {
             "c.json:2: conversations[1].from: ",
         ),
     ];
-    for (format, file, text, prefix) in cases {
-        dir.create(file, &text);
-        let input = format!("{format}:{file}");
-        let err = TestCommand::new(
-            &dir.path,
-            &["run", "-s", "s.yaml", "--input", &input, "--session-rate", "1", "-o", "r.jsonl"],
-        )
-        .fails();
-        assert!(err.starts_with(&format!("blis-sweep: {prefix}")), "{format}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(!dir.join("r.jsonl").exists());
-    }
+    crate::import::bad_rows_are_named(&dir, &cases);
     dir.create("b.json", BENCH);
     let err = TestCommand::new(
         &dir.path,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, latencies_us, rows};
 
-const SESSIONS: &str = include_str!("../data/import/weka/sessions.jsonl");
+pub(crate) const SESSIONS: &str = include_str!("../data/import/weka/sessions.jsonl");
 
 /// The file's own account of a session, read straight from its JSON.
 struct Expected {
@@ -134,7 +134,7 @@ fn an_unbounded_cache_hits_what_the_hash_ids_reuse() {
 
 /// Llama-3.1-8B on one H100 with its full KV cache (the sessions' prompts
 /// reach 85k tokens).
-const H100_8B: &str = "\
+pub(crate) const H100_8B: &str = "\
 name: h100-8b
 model: Llama-3.1-8B
 hardware: H100

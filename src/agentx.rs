@@ -42,7 +42,7 @@ pub enum AgentxError {
     #[error("{0}")]
     Corpus(String),
     /// The warm-up did not end in the simulator's time.
-    #[error("the warm-up did not end within {0} s of simulated time (a warm-up call that never finishes?)")]
+    #[error("the warm-up did not end within {0} s of simulated time (a deployment that cannot serve the corpus?)")]
     WarmupNeverEnds(u64),
     /// A sum of times passed the simulator's clock.
     #[error("{0}")]
@@ -70,8 +70,10 @@ pub fn check_corpus(corpus: &[Session]) -> Result<(), AgentxError> {
 /// quadruples it.
 const FIRST_WARMUP_HORIZON_US: u64 = 60_000_000;
 
-/// The longest warm-up looked for: 10^7 s (four months simulated).
-const MAX_WARMUP_HORIZON_US: u64 = 10_000_000_000_000;
+/// The longest warm-up looked for: a day simulated (InferenceX's warm-up
+/// grace is 1,800 s; one that takes a day is a deployment that cannot serve
+/// the corpus, and simulating further only costs time).
+const MAX_WARMUP_HORIZON_US: u64 = 86_400_000_000;
 
 /// Runs `agentic` over `corpus` on `config` (its client and horizon are
 /// the run's own), seeded by `seed`; every play goes to `sink` as a

@@ -104,6 +104,7 @@ const TARGETS: &[Target] = &[
     // Importers (`imported`): one target each.
     Target { name: "import-mooncake", mutable: &["m.jsonl"], run: mooncake },
     Target { name: "import-weka", mutable: &["w.jsonl"], run: weka },
+    Target { name: "agentx", mutable: &["plan.yaml", "w.jsonl"], run: agentx_plan },
     Target { name: "import-vllm-bench", mutable: &["b.json"], run: vllm_bench },
     Target { name: "import-sharegpt", mutable: &["c.json"], run: sharegpt },
     Target { name: "import-csv", mutable: &["t.csv"], run: csv_rows },
@@ -363,6 +364,44 @@ fn sharegpt(dir: &Path) -> bool {
 
 fn csv_rows(dir: &Path) -> bool {
     imported(dir, ImportFormat::Csv, "t.csv", &ImportOptions::default())
+}
+
+/// An AgentX plan: loaded, its corpus read, and (when small) each of its
+/// loads run on the harness's deployment: never more plays out than lanes.
+fn agentx_plan(dir: &Path) -> bool {
+    let plan = match grid::load(&dir.join("plan.yaml")) {
+        Ok(p) => p,
+        Err(e) => {
+            one_line(&e.to_string(), &dir.display().to_string());
+            return false;
+        }
+    };
+    for source in std::iter::once(&plan.workload).chain(&plan.workloads) {
+        let blis_sweep::sweep::source::WorkloadSource::Import { path, options, .. } = source else { continue };
+        let Some(agentic) = &options.agentic else { continue };
+        let corpus = match blis_sweep::workload::import::weka::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                one_line(&e.to_string(), &dir.display().to_string());
+                return false;
+            }
+        };
+        if blis_sweep::agentx::check_corpus(&corpus).is_err() || agentic.profile_us > 60_000_000 || agentic.lanes > 4 {
+            continue;
+        }
+        let config = deployment().run_config();
+        match blis_sweep::agentx::run(&config, corpus.into(), agentic, 1, &mut None::<Rows>) {
+            Ok((report, end)) => {
+                assert!(report.max_plays_in_flight <= u64::from(agentic.lanes), "{report:?}");
+                assert!(
+                    end.sim_end_us <= (report.warmup_end_s * 1e6) as u64 + agentic.profile_us + agentic.grace_us + 1
+                );
+            }
+            Err(blis_sweep::agentx::AgentxError::Clock(_) | blis_sweep::agentx::AgentxError::WarmupNeverEnds(_)) => {}
+            Err(e) => panic!("an AgentX run failed: {e}"),
+        }
+    }
+    true
 }
 
 fn tracev2(dir: &Path) -> bool {

@@ -16,6 +16,8 @@
 //! - [`llmservingsim_dataset`]: LLMServingSim's request datasets (arrival
 //!   ns, lengths, the prompts' token ids), as the ISPASS'26 artifact ships
 //!   them.
+//! - [`inference_perf`]: an inference-perf config's `shared_prefix` run, the
+//!   generator the BLIS training runs replay too.
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
 //! calibration matrix) come in through [`measured`], the one list of their
@@ -30,6 +32,7 @@ pub mod blis_eval;
 pub mod blis_trainval;
 pub mod blis_vllm_h100;
 pub mod common;
+pub mod inference_perf;
 pub mod ispass26;
 pub mod llmservingsim;
 pub mod llmservingsim_dataset;
@@ -56,6 +59,8 @@ pub enum ImportFormat {
     TraceV2,
     /// See [`llmservingsim_dataset`].
     LlmservingsimDataset,
+    /// See [`inference_perf`].
+    InferencePerf,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -100,6 +105,12 @@ const IMPORTERS: &[Importer] = &[
         name: "llmservingsim-dataset",
         reads: "LLMServingSim's request datasets (JSON lines with token ids)",
         open: |path, _| llmservingsim_dataset::open(path),
+    },
+    Importer {
+        format: ImportFormat::InferencePerf,
+        name: "inference-perf",
+        reads: "an inference-perf config YAML (shared_prefix data, constant/poisson stages), its requests generated",
+        open: inference_perf::open,
     },
 ];
 

@@ -41,6 +41,10 @@ pub(crate) struct ImportFlags {
     /// With --concurrent-sessions: shuffle the corpus first (seeded Fisher–Yates).
     #[arg(long, requires = "concurrent_sessions")]
     shuffle_corpus: bool,
+    /// Session traces (otel): cap each think time between a session's calls
+    /// at S seconds (0 = uncapped; otel's default 15).
+    #[arg(long, value_name = "S")]
+    max_think_time: Option<f64>,
 }
 
 impl ImportFlags {
@@ -51,6 +55,7 @@ impl ImportFlags {
             ("--concurrent-sessions", self.concurrent_sessions.is_some()),
             ("--session-rate", self.session_rate.is_some()),
             ("--session-mode", self.session_mode.is_some()),
+            ("--max-think-time", self.max_think_time.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -82,6 +87,7 @@ impl ImportFlags {
             shuffle_corpus: self.shuffle_corpus,
             adapters: false,
             priorities: false,
+            max_think_time: self.max_think_time,
         })
     }
 }
@@ -93,6 +99,7 @@ pub(crate) fn flag_error(e: ImportError) -> anyhow::Error {
     let flag = match e.column.as_str() {
         "session_rate" => "--session-rate",
         "total_sessions" => "--total-sessions",
+        "max_think_time" => "--max-think-time",
         _ => return anyhow::Error::new(e),
     };
     anyhow::anyhow!("{flag}: {} ({})", e.reason, e.file)

@@ -93,6 +93,7 @@ pub(super) fn workload_source(
         for (key, given) in [
             ("workload.session_rate", w.session_rate.is_some()),
             ("workload.session_mode", w.session_mode.is_some()),
+            ("workload.max_think_time", w.max_think_time.is_some()),
             ("workload.concurrent_sessions", w.concurrent_sessions.is_some()),
             ("workload.total_sessions", w.total_sessions.is_some()),
             ("workload.shuffle_corpus", w.shuffle_corpus),
@@ -139,6 +140,7 @@ pub(super) fn workload_source(
                 concurrent_sessions: w.concurrent_sessions,
                 total_sessions: w.total_sessions,
                 shuffle_corpus: w.shuffle_corpus,
+                max_think_time: w.max_think_time,
                 ..ImportOptions::default()
             };
             WorkloadSource::Import { format, path: base.join(path), options }
@@ -181,8 +183,10 @@ pub(super) fn source_key(
                 Some(n) => format!(":pool{n}:{:?}:{}", options.total_sessions, options.shuffle_corpus),
                 None => String::new(),
             };
+            // Only when given, so other ids stay put.
+            let think = options.max_think_time.map_or(String::new(), |s| format!(":think{s}"));
             format!(
-                "import:{}:{:?}:{}:{}{pool}",
+                "import:{}:{:?}:{}:{}{pool}{think}",
                 format.name(),
                 options.session_rate,
                 options.session_mode.map_or("default", SessionMode::name),
@@ -231,9 +235,20 @@ pub(super) fn measurement(w: &super::plan::WorkloadSpec) -> Result<crate::sim::M
 /// pipe or FIFO through its copy ([`crate::spool`]), which the runs read.
 fn hash_file(path: &Path) -> std::io::Result<u64> {
     use std::io::Read;
+    let mut h = Fnv64::new();
+    if path.is_dir() {
+        // A folder trace (otel, servegen): its files' names and contents, by name.
+        let mut entries: Vec<std::path::PathBuf> =
+            std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
+        entries.sort();
+        for p in entries.iter().filter(|p| p.is_file()) {
+            h.update(p.file_name().map_or(&[][..], |n| n.as_encoded_bytes()));
+            h.update(&hash_file(p)?.to_le_bytes());
+        }
+        return Ok(h.finish());
+    }
     let mut file = crate::spool::open(path)?;
     let mut buf = vec![0u8; 1 << 16];
-    let mut h = Fnv64::new();
     loop {
         match file.read(&mut buf) {
             Ok(0) => return Ok(h.finish()),

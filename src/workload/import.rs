@@ -18,6 +18,8 @@
 //!   them.
 //! - [`inference_perf`]: an inference-perf config's `shared_prefix` run, the
 //!   generator the BLIS training runs replay too.
+//! - [`otel`]: OpenTelemetry GenAI spans, each session a request DAG whose
+//!   overlapping calls run in parallel.
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
 //! calibration matrix) come in through [`measured`], the one list of their
@@ -38,6 +40,7 @@ pub mod llmservingsim;
 pub mod llmservingsim_dataset;
 pub mod measured;
 pub mod mooncake;
+pub mod otel;
 pub mod silicon;
 pub mod tracev2;
 
@@ -61,6 +64,8 @@ pub enum ImportFormat {
     LlmservingsimDataset,
     /// See [`inference_perf`].
     InferencePerf,
+    /// See [`otel`].
+    Otel,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -111,6 +116,12 @@ const IMPORTERS: &[Importer] = &[
         name: "inference-perf",
         reads: "an inference-perf config YAML (shared_prefix data, constant/poisson stages), its requests generated",
         open: inference_perf::open,
+    },
+    Importer {
+        format: ImportFormat::Otel,
+        name: "otel",
+        reads: "OpenTelemetry GenAI spans (OTLP JSON, span lists, JSON lines; a file or a folder), sessions as request DAGs",
+        open: otel::open,
     },
 ];
 

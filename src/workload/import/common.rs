@@ -236,6 +236,9 @@ pub struct ImportOptions {
     /// TraceV2: the `vllm_priority` column is each call's priority (the
     /// engines schedule by priority); else it is read and ignored.
     pub priorities: bool,
+    /// Session traces: the longest think time between a session's calls,
+    /// seconds (0 = uncapped; `None`: the format's default).
+    pub max_think_time: Option<f64>,
 }
 
 /// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is

@@ -20,6 +20,8 @@
 //!   generator the BLIS training runs replay too.
 //! - [`otel`]: OpenTelemetry GenAI spans, each session a request DAG whose
 //!   overlapping calls run in parallel.
+//! - [`servegen`]: ServeGen's per-client windows (rate, arrival pattern,
+//!   length PMFs), generated into requests as ServeGen's own generator does.
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
 //! calibration matrix) come in through [`measured`], the one list of their
@@ -41,6 +43,7 @@ pub mod llmservingsim_dataset;
 pub mod measured;
 pub mod mooncake;
 pub mod otel;
+pub mod servegen;
 pub mod silicon;
 pub mod tracev2;
 
@@ -66,6 +69,8 @@ pub enum ImportFormat {
     InferencePerf,
     /// See [`otel`].
     Otel,
+    /// See [`servegen`].
+    Servegen,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -122,6 +127,12 @@ const IMPORTERS: &[Importer] = &[
         name: "otel",
         reads: "OpenTelemetry GenAI spans (OTLP JSON, span lists, JSON lines; a file or a folder), sessions as request DAGs",
         open: otel::open,
+    },
+    Importer {
+        format: ImportFormat::Servegen,
+        name: "servegen",
+        reads: "ServeGen's client data (a folder of chunk-<id>-trace.csv + -dataset.json, or one trace), generated at its rates",
+        open: servegen::open,
     },
 ];
 

@@ -137,6 +137,14 @@ impl SharedPrefixRun {
         if self.stages.is_empty() {
             return bad("stages", "no load stages".to_owned());
         }
+        // A Poisson stage draws a count for every second: as many draws as
+        // requests a replay holds.
+        if self.load == Load::Poisson && span > MAX_REQUESTS {
+            return bad(
+                "stages",
+                format!("poisson stages of {span} s in all exceed {MAX_REQUESTS} s (one draw a second)"),
+            );
+        }
         // Arrivals fall within the stages: they must fit the simulator's clock.
         if let Err(reason) = crate::workload::checked_seconds_to_us(span) {
             return bad("stages", format!("in all {reason}"));
@@ -152,6 +160,23 @@ impl SharedPrefixRun {
         } else {
             total * (f64::from(self.system_prompt_len) + f64::from(self.question_len))
         };
+        if self.multi_turn {
+            // A user's last round carries its whole conversation.
+            let rounds = (total / pool as f64).ceil();
+            let last = f64::from(self.system_prompt_len)
+                + rounds * f64::from(self.question_len)
+                + (rounds - 1.0).max(0.0) * f64::from(self.output_len);
+            if last > f64::from(super::common::MAX_TOKENS) {
+                return bad(
+                    "stages",
+                    format!(
+                        "a user's last round would carry {last:.0} prompt tokens (at most {} a call): fewer rounds per \
+                         user (more users, a lower rate or a shorter stage)",
+                        super::common::MAX_TOKENS
+                    ),
+                );
+            }
+        }
         if total > MAX_REQUESTS || tokens > MAX_PROMPT_TOKENS {
             return bad(
                 "stages",
@@ -200,63 +225,61 @@ impl SharedPrefixRun {
     /// The requests, in arrival order, and each stage's `[start, end)`.
     pub(super) fn requests(&self, seed: u64) -> (Vec<Request>, Vec<(f64, f64)>) {
         let (sends, stages) = self.schedule(seed);
+        ((0..self.count(&sends)).map(|i| self.request(i, &sends)).collect(), stages)
+    }
+
+    /// How many requests `sends` make: one per send, or (multi-turn) one
+    /// per user who sends.
+    fn count(&self, sends: &[f64]) -> u64 {
+        let pool = self.groups * self.prompts_per_group;
+        if self.multi_turn { pool.min(sends.len() as u64) } else { sends.len() as u64 }
+    }
+
+    /// Request `i` of `sends` (built one at a time: memory stays flat).
+    fn request(&self, i: u64, sends: &[f64]) -> Request {
         let pool = self.groups * self.prompts_per_group;
         let system = |group: u64| token_ids(group, self.system_prompt_len as usize);
         if !self.multi_turn {
-            let requests = sends
-                .iter()
-                .enumerate()
-                .map(|(k, &at)| {
-                    let prompt = k as u64 % pool;
-                    let ids: Vec<u32> = system(prompt % self.groups)
-                        .chain(token_ids(MAX_POOL + prompt, self.question_len as usize))
-                        .collect();
-                    llm_request(RequestId::Int(k as u64), at, ids, self.output_len, None)
-                })
-                .collect();
-            return (requests, stages);
+            let prompt = i % pool;
+            let ids: Vec<u32> =
+                system(prompt % self.groups).chain(token_ids(MAX_POOL + prompt, self.question_len as usize)).collect();
+            return llm_request(RequestId::Int(i), sends[i as usize], ids, self.output_len, None);
         }
-        let users = pool.min(sends.len() as u64);
-        let requests = (0..users)
-            .map(|u| {
-                // A user's own questions and answers: one stream, drawn in turn.
-                let stream = 2 * MAX_POOL + u;
-                let mut drawn = 0u64;
-                let mut draw = |n: u32| -> Vec<u32> {
-                    let ids = fresh_tokens(stream, drawn, n as usize).collect();
-                    drawn += u64::from(n);
-                    ids
-                };
-                let mut context: Vec<u32> = system(u % self.groups).collect();
-                let rounds: Vec<usize> = (u as usize..sends.len()).step_by(pool as usize).collect();
-                let nodes = rounds
-                    .iter()
-                    .enumerate()
-                    .map(|(r, &k)| {
-                        context.extend(draw(self.question_len));
-                        let output = draw(self.output_len);
-                        let call = LlmCall::new(context.len() as u32, self.output_len)
-                            .with_input_ids(context.clone())
-                            .with_output_ids(output.clone());
-                        context.extend(output);
-                        SubRequest {
-                            next: if r + 1 < rounds.len() { vec![r as u32 + 1] } else { vec![] },
-                            interval: if r == 0 { 0.0 } else { round_us(sends[k] - sends[rounds[r - 1]]) },
-                            kind: NodeKind::Llm(call),
-                            result: None,
-                        }
-                    })
-                    .collect();
-                Request {
-                    traffic: Default::default(),
-                    request_id: RequestId::Int(u),
-                    arrival_time: round_us(sends[u as usize]),
-                    initial: vec![0],
-                    sub_requests: nodes,
+        // User i's own questions and answers: one stream, drawn in turn.
+        let stream = 2 * MAX_POOL + i;
+        let mut drawn = 0u64;
+        let mut draw = |n: u32| -> Vec<u32> {
+            let ids = fresh_tokens(stream, drawn, n as usize).collect();
+            drawn += u64::from(n);
+            ids
+        };
+        let mut context: Vec<u32> = system(i % self.groups).collect();
+        let rounds: Vec<usize> = (i as usize..sends.len()).step_by(pool as usize).collect();
+        let nodes = rounds
+            .iter()
+            .enumerate()
+            .map(|(r, &k)| {
+                context.extend(draw(self.question_len));
+                let output = draw(self.output_len);
+                let call = LlmCall::new(context.len() as u32, self.output_len)
+                    .with_input_ids(context.clone())
+                    .with_output_ids(output.clone());
+                context.extend(output);
+                SubRequest {
+                    next: if r + 1 < rounds.len() { vec![r as u32 + 1] } else { vec![] },
+                    interval: if r == 0 { 0.0 } else { round_us(sends[k] - sends[rounds[r - 1]]) },
+                    kind: NodeKind::Llm(call),
+                    result: None,
                 }
             })
             .collect();
-        (requests, stages)
+        Request {
+            traffic: Default::default(),
+            request_id: RequestId::Int(i),
+            arrival_time: round_us(sends[i as usize]),
+            initial: vec![0],
+            sub_requests: nodes,
+        }
     }
 }
 
@@ -396,8 +419,8 @@ struct StageSpec {
 /// Reads the config at `path` and builds its requests, seeded by the run.
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
     let (run, _) = read(path)?;
-    let (requests, _) = run.requests(options.seed);
-    Ok(Box::new(requests.into_iter().map(Ok)))
+    let (sends, _) = run.schedule(options.seed);
+    Ok(Box::new((0..run.count(&sends)).map(move |i| Ok(run.request(i, &sends)))))
 }
 
 /// The config at `path`, resolved, and its text.

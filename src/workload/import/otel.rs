@@ -52,6 +52,14 @@ use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// Think-time cap when none is given: BLIS's `--max-think-time` default.
 pub const DEFAULT_MAX_THINK_S: f64 = 15.0;
+/// The most LLM calls one session may have: placing a call among the ones
+/// before it keeps a bit set of them per call (n²/8 bytes: 32 MiB here).
+/// Agent sessions are far shorter (at most 44 calls in
+/// `lmcache-agent-trace/agent_calls.csv`).
+const MAX_SESSION_CALLS: usize = 1 << 14;
+/// The most prompt and output tokens one session's calls may carry in all:
+/// its token ids are built in memory (2^28 ids: 1 GiB).
+const MAX_SESSION_TOKENS: u64 = 1 << 28;
 
 /// One LLM span.
 #[derive(Debug, Clone)]
@@ -96,6 +104,27 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
         })?;
     }
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    if let Some((name, calls)) = sessions
+        .iter()
+        .find(|s| s.1.iter().map(|c| u64::from(c.input) + u64::from(c.output)).sum::<u64>() > MAX_SESSION_TOKENS)
+    {
+        let c = &calls[0];
+        return Err(ImportError::new(
+            &names[c.file],
+            c.line,
+            "gen_ai.usage.input_tokens",
+            format!("{name}'s calls carry more than {MAX_SESSION_TOKENS} tokens in all (a session is built in memory)"),
+        ));
+    }
+    if let Some((name, calls)) = sessions.iter().find(|s| s.1.len() > MAX_SESSION_CALLS) {
+        let c = &calls[MAX_SESSION_CALLS];
+        return Err(ImportError::new(
+            &names[c.file],
+            c.line,
+            "session_id",
+            format!("{name} has {} LLM calls, more than a session may ({MAX_SESSION_CALLS})", calls.len()),
+        ));
+    }
     for (_, calls) in &mut sessions {
         calls.sort_by(|a, b| a.start_us.cmp(&b.start_us).then(a.span_id.cmp(&b.span_id)).then(a.order.cmp(&b.order)));
     }
@@ -464,36 +493,44 @@ fn session_dag(k: u64, start_s: f64, calls: &[Call], max_think_s: f64) -> Reques
     let cap_us = if max_think_s > 0.0 { (max_think_s * 1e6).round() as i64 } else { i64::MAX };
     // Each call's ancestors, for the preds: what ended before it began, less
     // what those already follow.
-    let mut ancestors: Vec<Vec<bool>> = Vec::with_capacity(n);
+    // (Bit sets of the calls before each: n²/8 bytes, see MAX_SESSION_CALLS.)
+    let words = n.div_ceil(64);
+    let mut ancestors: Vec<Vec<u64>> = Vec::with_capacity(n);
     let mut preds: Vec<Vec<usize>> = Vec::with_capacity(n);
     for (j, c) in calls.iter().enumerate() {
         let ended: Vec<usize> = (0..j).filter(|&i| calls[i].end_us <= c.start_us).collect();
-        let mut covered = vec![false; n];
+        let mut covered = vec![0u64; words];
         for &e in &ended {
-            for (a, &is) in ancestors[e].iter().enumerate() {
-                covered[a] |= is;
+            for (w, &bits) in covered.iter_mut().zip(&ancestors[e]) {
+                *w |= bits;
             }
         }
-        let p: Vec<usize> = ended.iter().copied().filter(|&e| !covered[e]).collect();
-        let mut mine = covered;
+        let p: Vec<usize> = ended.iter().copied().filter(|&e| covered[e / 64] & (1 << (e % 64)) == 0).collect();
         for &e in &p {
-            mine[e] = true;
+            covered[e / 64] |= 1 << (e % 64);
         }
-        ancestors.push(mine);
+        ancestors.push(covered);
         preds.push(p);
     }
     // Prompts: the context of the longest predecessor, then fresh tokens.
     let mut drawn = 0u64;
-    let mut prompts: Vec<Vec<u32>> = Vec::with_capacity(n);
-    let mut outputs: Vec<Vec<u32>> = Vec::with_capacity(n);
     let mut nodes: Vec<SubRequest> = Vec::with_capacity(n);
+    fn ids(node: &SubRequest) -> (&[u32], &[u32]) {
+        match &node.kind {
+            NodeKind::Llm(c) => {
+                (c.input_token_ids.as_deref().unwrap_or(&[]), c.output_token_ids.as_deref().unwrap_or(&[]))
+            }
+            NodeKind::ToolCall { .. } => (&[], &[]),
+        }
+    }
     let mut initial = Vec::new();
     let t0 = calls[0].start_us;
     for (j, c) in calls.iter().enumerate() {
         let len = c.input as usize;
         let mut prompt = Vec::with_capacity(len);
-        if let Some(&p) = preds[j].iter().max_by_key(|&&p| (prompts[p].len() + outputs[p].len(), p)) {
-            prompt.extend(prompts[p].iter().chain(&outputs[p]).take(len));
+        if let Some(&p) = preds[j].iter().max_by_key(|&&p| (calls[p].input + calls[p].output, p)) {
+            let (input, output) = ids(&nodes[p]);
+            prompt.extend(input.iter().chain(output).take(len));
         }
         let fresh = len - prompt.len();
         prompt.extend(fresh_tokens(k, drawn, fresh));
@@ -513,13 +550,9 @@ fn session_dag(k: u64, start_s: f64, calls: &[Call], max_think_s: f64) -> Reques
         nodes.push(SubRequest {
             next: Vec::new(),
             interval: interval_us as f64 / 1e6,
-            kind: NodeKind::Llm(
-                LlmCall::new(c.input, c.output).with_input_ids(prompt.clone()).with_output_ids(output.clone()),
-            ),
+            kind: NodeKind::Llm(LlmCall::new(c.input, c.output).with_input_ids(prompt).with_output_ids(output)),
             result: None,
         });
-        prompts.push(prompt);
-        outputs.push(output);
     }
     Request {
         traffic: Default::default(),

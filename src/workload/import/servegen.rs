@@ -46,7 +46,7 @@ use crate::workload::types::LlmCall;
 const DEFAULT_WINDOW_S: u64 = 600;
 /// The most requests one client's window may ask for (`rate × window`): the
 /// window's times are drawn at once.
-const MAX_WINDOW_REQUESTS: f64 = (1u64 << 24) as f64;
+const MAX_WINDOW_REQUESTS: f64 = (1u64 << 20) as f64;
 /// How far a PMF may sum from 1 (ServeGen's own check, `np.isclose(sum, 1,
 /// atol=1e-6)`).
 const PMF_TOLERANCE: f64 = 1e-6;

@@ -103,6 +103,9 @@ const TARGETS: &[Target] = &[
     Target { name: "trace-pair", mutable: &["seed.txt"], run: trace_pair },
     // Importers (`imported`): one target each.
     Target { name: "import-mooncake", mutable: &["m.jsonl"], run: mooncake },
+    Target { name: "import-inference-perf", mutable: &["c.yaml"], run: inference_perf },
+    Target { name: "import-otel", mutable: &["t.json"], run: otel },
+    Target { name: "import-servegen", mutable: &["chunk-1-trace.csv", "chunk-1-dataset.json"], run: servegen },
 ];
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -341,6 +344,18 @@ fn imported(dir: &Path, format: ImportFormat, file: &str, options: &ImportOption
 
 fn mooncake(dir: &Path) -> bool {
     imported(dir, ImportFormat::Mooncake, "m.jsonl", &ImportOptions::default())
+}
+
+fn inference_perf(dir: &Path) -> bool {
+    imported(dir, ImportFormat::InferencePerf, "c.yaml", &ImportOptions::default())
+}
+
+fn otel(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Otel, "t.json", &ImportOptions::default())
+}
+
+fn servegen(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Servegen, "chunk-1-trace.csv", &ImportOptions::default())
 }
 
 fn tracev2(dir: &Path) -> bool {

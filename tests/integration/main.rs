@@ -30,6 +30,7 @@ mod gateway_properties;
 mod golden;
 mod hardening;
 mod import;
+mod import_a;
 mod ispass;
 mod kv_offload;
 mod load_trend;

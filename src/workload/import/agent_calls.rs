@@ -33,9 +33,6 @@
 
 use std::path::Path;
 
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
-
 use super::common::{ImportError, ImportOptions, Requests, SessionMode, open_file, tokens};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
@@ -84,16 +81,7 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
         return Err(ImportError::new(&file, 0, "session_rate", format!("{rate} must be a positive number")));
     }
     let sessions = read(path)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed);
-    let mut t = 0.0f64;
-    let starts: Vec<f64> = sessions
-        .iter()
-        .map(|_| {
-            let start = t;
-            t += -(1.0 - rng.random::<f64>()).ln() / rate;
-            (start * 1e6).round() / 1e6
-        })
-        .collect();
+    let starts = super::common::poisson_starts(sessions.len(), rate, options.seed);
     // A slow rate pushes the last sessions past the clock (1e-9/s: 10^9 s
     // apart; 1e-320/s: an infinite gap). Refused here, naming the rate,
     // rather than written as arrivals the reader rejects (or `null`).

@@ -319,6 +319,21 @@ pub(super) fn fresh_tokens(stream: u64, from: u64, n: usize) -> impl Iterator<It
     })
 }
 
+/// Start times of `n` sessions started as a Poisson process at `rate` per
+/// second (seeded), the first at 0, rounded to the µs clock.
+pub(super) fn poisson_starts(n: usize, rate: f64, seed: u64) -> Vec<f64> {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut t = 0.0f64;
+    (0..n)
+        .map(|_| {
+            let start = t;
+            t += -(1.0 - rng.random::<f64>()).ln() / rate;
+            (start * 1e6).round() / 1e6
+        })
+        .collect()
+}
+
 /// A one-node request: one llm call.
 pub(super) fn one_call(id: u64, arrival_s: f64, call: crate::workload::types::LlmCall) -> Request {
     Request {

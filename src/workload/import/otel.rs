@@ -43,8 +43,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::Value;
 
 use super::common::{ImportError, ImportOptions, Requests, SessionMode, fresh_tokens, tokens};
@@ -149,16 +147,7 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(ImportError::new(&shown, 0, "session_rate", format!("{rate} must be a positive number")));
             }
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed);
-            let mut t = 0.0f64;
-            let starts: Vec<f64> = sessions
-                .iter()
-                .map(|_| {
-                    let start = t;
-                    t += -(1.0 - rng.random::<f64>()).ln() / rate;
-                    (start * 1e6).round() / 1e6
-                })
-                .collect();
+            let starts = super::common::poisson_starts(sessions.len(), rate, options.seed);
             if let Some(&last) = starts.last()
                 && (!last.is_finite() || last > crate::workload::types::MAX_TIME_S / 2.0)
             {

@@ -357,12 +357,9 @@ fn read_dataset(path: &Path) -> Result<BTreeMap<u64, Data>, ImportError> {
             let s = v.as_str().ok_or_else(|| at(key, "not a string of a PMF".to_owned()))?;
             parse_pmf(s).map_err(|reason| at(key, reason))
         };
-        match (pmf("input_tokens")?, pmf("output_tokens")?) {
-            (Some(input), Some(output)) => {
-                out.insert(start, Data { input, output });
-            }
-            // ServeGen skips a window with an empty field.
-            _ => {}
+        // ServeGen skips a window with an empty field.
+        if let (Some(input), Some(output)) = (pmf("input_tokens")?, pmf("output_tokens")?) {
+            out.insert(start, Data { input, output });
         }
     }
     Ok(out)

@@ -348,11 +348,11 @@ struct SharedPrefixSpec {
     #[serde(default = "ten", alias = "num_users_per_system_prompt")]
     num_prompts_per_group: u64,
     #[serde(default = "hundred")]
-    system_prompt_len: u32,
+    system_prompt_len: Length,
     #[serde(default = "fifty")]
-    question_len: u32,
+    question_len: Length,
     #[serde(default = "fifty")]
-    output_len: u32,
+    output_len: Length,
     #[serde(default)]
     enable_multi_turn_chat: bool,
     /// inference-perf's own prompt seed; the replay's ids are seeded by the run.
@@ -362,15 +362,24 @@ struct SharedPrefixSpec {
     multimodal: Option<IgnoredAny>,
 }
 
+/// A length: a token count, or one of inference-perf's distributions (a
+/// mapping), which the replay refuses by name.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Length {
+    Fixed(u32),
+    Other(serde_json::Value),
+}
+
 // inference-perf's `SharedPrefix` defaults (config/datagen/config.py).
 fn ten() -> u64 {
     10
 }
-fn hundred() -> u32 {
-    100
+fn hundred() -> Length {
+    Length::Fixed(100)
 }
-fn fifty() -> u32 {
-    50
+fn fifty() -> Length {
+    Length::Fixed(50)
 }
 
 #[derive(Deserialize)]
@@ -489,12 +498,19 @@ fn read(path: &Path) -> Result<(SharedPrefixRun, String), ImportError> {
             ));
         }
     }
+    let length = |field: &str, l: &Length| match l {
+        Length::Fixed(n) => Ok(*n),
+        Length::Other(v) => Err(at(
+            &format!("data.shared_prefix.{field}"),
+            format!("`{v}` is not replayed: give a fixed token count (length distributions are not)"),
+        )),
+    };
     let run = SharedPrefixRun {
         groups: p.num_groups,
         prompts_per_group: p.num_prompts_per_group,
-        system_prompt_len: p.system_prompt_len,
-        question_len: p.question_len,
-        output_len: p.output_len,
+        system_prompt_len: length("system_prompt_len", &p.system_prompt_len)?,
+        question_len: length("question_len", &p.question_len)?,
+        output_len: length("output_len", &p.output_len)?,
         multi_turn: p.enable_multi_turn_chat,
         load: kind,
         interval_s: load.interval,

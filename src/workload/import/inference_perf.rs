@@ -635,6 +635,11 @@ mod tests {
                 6,
                 "extra",
             ),
+            (
+                "data:\n  type: shared_prefix\n  shared_prefix:\n    output_len: {mean: 5}\nload:\n  stages: [{rate: 1, duration: 1}]\n",
+                4,
+                "data.shared_prefix.output_len",
+            ),
         ] {
             let p = dir.join("c.yaml");
             std::fs::write(&p, text).unwrap();

@@ -45,6 +45,10 @@ pub(crate) struct ImportFlags {
     /// replay, for comparison).
     #[arg(long)]
     drop_subagents: bool,
+    /// Session traces (otel): cap each think time between a session's calls
+    /// at S seconds (0 = uncapped; otel's default 15).
+    #[arg(long, value_name = "S")]
+    max_think_time: Option<f64>,
 }
 
 impl ImportFlags {
@@ -56,6 +60,7 @@ impl ImportFlags {
             ("--session-rate", self.session_rate.is_some()),
             ("--session-mode", self.session_mode.is_some()),
             ("--drop-subagents", self.drop_subagents),
+            ("--max-think-time", self.max_think_time.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -89,6 +94,7 @@ impl ImportFlags {
             priorities: false,
             drop_subagents: self.drop_subagents,
             agentic: None,
+            max_think_time: self.max_think_time,
         })
     }
 }
@@ -100,6 +106,7 @@ pub(crate) fn flag_error(e: ImportError) -> anyhow::Error {
     let flag = match e.column.as_str() {
         "session_rate" => "--session-rate",
         "total_sessions" => "--total-sessions",
+        "max_think_time" => "--max-think-time",
         _ => return anyhow::Error::new(e),
     };
     anyhow::anyhow!("{flag}: {} ({})", e.reason, e.file)

@@ -61,6 +61,8 @@ pub struct WorkloadSpec {
     /// Importers: `fixed`, `closed-loop` or `fixed-accumulate` (default:
     /// the format's).
     pub session_mode: Option<String>,
+    /// Session traces (otel): the longest think time, seconds (0 = uncapped).
+    pub max_think_time: Option<f64>,
     /// TraceV2: a pool of this many sessions at once (the runs' client).
     pub concurrent_sessions: Option<u32>,
     /// TraceV2 pool: sessions in all, the corpus cloned to fill.

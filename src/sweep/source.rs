@@ -93,6 +93,7 @@ pub(super) fn workload_source(
         for (key, given) in [
             ("workload.session_rate", w.session_rate.is_some()),
             ("workload.session_mode", w.session_mode.is_some()),
+            ("workload.max_think_time", w.max_think_time.is_some()),
             ("workload.concurrent_sessions", w.concurrent_sessions.is_some()),
             ("workload.total_sessions", w.total_sessions.is_some()),
             ("workload.shuffle_corpus", w.shuffle_corpus),
@@ -171,6 +172,7 @@ pub(super) fn workload_source(
                 total_sessions: w.total_sessions,
                 shuffle_corpus: w.shuffle_corpus,
                 drop_subagents: w.drop_subagents,
+                max_think_time: w.max_think_time,
                 ..ImportOptions::default()
             };
             WorkloadSource::Import { format, path: base.join(path), options }
@@ -219,8 +221,10 @@ pub(super) fn source_key(
                 Some(a) => format!("{pool}:agentic{a:?}"),
                 None => pool,
             };
+            // Only when given, so other ids stay put.
+            let think = options.max_think_time.map_or(String::new(), |s| format!(":think{s}"));
             format!(
-                "import:{}:{:?}:{}:{}{pool}",
+                "import:{}:{:?}:{}:{}{pool}{think}",
                 format.name(),
                 options.session_rate,
                 options.session_mode.map_or("default", SessionMode::name),
@@ -272,7 +276,8 @@ pub(super) fn measurement(w: &super::plan::WorkloadSpec) -> Result<crate::sim::M
 fn hash_file(path: &Path) -> std::io::Result<u64> {
     let mut h = Fnv64::new();
     if path.is_dir() {
-        // A folder of traces (weka's): its files' names and contents, by name.
+        // A folder of traces (weka, otel, servegen): its files' names and
+        // contents, by name.
         let mut names: Vec<PathBuf> =
             std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
         names.sort();

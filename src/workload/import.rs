@@ -23,6 +23,12 @@
 //! - [`sharegpt`]: ShareGPT conversations, each a session of chained calls.
 //! - [`csv`]: a plain CSV of arrival, input and output tokens (sessions and
 //!   shared-prefix groups optional).
+//! - [`inference_perf`]: an inference-perf config's `shared_prefix` run, the
+//!   generator the BLIS training runs replay too.
+//! - [`otel`]: OpenTelemetry GenAI spans, each session a request DAG whose
+//!   overlapping calls run in parallel.
+//! - [`servegen`]: ServeGen's per-client windows (rate, arrival pattern,
+//!   length PMFs), generated into requests as ServeGen's own generator does.
 //!
 //! Real vLLM runs with their measurements (`blis-sweep convert`, fit, the
 //! calibration matrix) come in through [`measured`], the one list of their
@@ -38,11 +44,14 @@ pub mod blis_trainval;
 pub mod blis_vllm_h100;
 pub mod common;
 pub mod csv;
+pub mod inference_perf;
 pub mod ispass26;
 pub mod llmservingsim;
 pub mod llmservingsim_dataset;
 pub mod measured;
 pub mod mooncake;
+pub mod otel;
+pub mod servegen;
 pub mod sharegpt;
 pub mod silicon;
 pub mod tracev2;
@@ -76,6 +85,12 @@ pub enum ImportFormat {
     Sharegpt,
     /// See [`csv`].
     Csv,
+    /// See [`inference_perf`].
+    InferencePerf,
+    /// See [`otel`].
+    Otel,
+    /// See [`servegen`].
+    Servegen,
 }
 
 /// One importer: its format's name, what it reads and how to open it.
@@ -144,6 +159,24 @@ const IMPORTERS: &[Importer] = &[
         name: "csv",
         reads: "a plain CSV: arrival, input_tokens, output_tokens[, session, prefix, prefix_tokens]",
         open: csv::open,
+    },
+    Importer {
+        format: ImportFormat::InferencePerf,
+        name: "inference-perf",
+        reads: "an inference-perf config YAML (shared_prefix data, constant/poisson stages), its requests generated",
+        open: inference_perf::open,
+    },
+    Importer {
+        format: ImportFormat::Otel,
+        name: "otel",
+        reads: "OpenTelemetry GenAI spans (OTLP JSON, span lists, JSON lines; a file or a folder), sessions as request DAGs",
+        open: otel::open,
+    },
+    Importer {
+        format: ImportFormat::Servegen,
+        name: "servegen",
+        reads: "ServeGen's client data (a folder of chunk-<id>-trace.csv + -dataset.json, or one trace), generated at its rates",
+        open: servegen::open,
     },
 ];
 

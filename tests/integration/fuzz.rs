@@ -108,6 +108,9 @@ const TARGETS: &[Target] = &[
     Target { name: "import-vllm-bench", mutable: &["b.json"], run: vllm_bench },
     Target { name: "import-sharegpt", mutable: &["c.json"], run: sharegpt },
     Target { name: "import-csv", mutable: &["t.csv"], run: csv_rows },
+    Target { name: "import-inference-perf", mutable: &["c.yaml"], run: inference_perf },
+    Target { name: "import-otel", mutable: &["t.json"], run: otel },
+    Target { name: "import-servegen", mutable: &["chunk-1-trace.csv", "chunk-1-dataset.json"], run: servegen },
 ];
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -402,6 +405,18 @@ fn agentx_plan(dir: &Path) -> bool {
         }
     }
     true
+}
+
+fn inference_perf(dir: &Path) -> bool {
+    imported(dir, ImportFormat::InferencePerf, "c.yaml", &ImportOptions::default())
+}
+
+fn otel(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Otel, "t.json", &ImportOptions::default())
+}
+
+fn servegen(dir: &Path) -> bool {
+    imported(dir, ImportFormat::Servegen, "chunk-1-trace.csv", &ImportOptions::default())
 }
 
 fn tracev2(dir: &Path) -> bool {

@@ -31,6 +31,7 @@ mod gateway_properties;
 mod golden;
 mod hardening;
 mod import;
+mod import_a;
 mod import_b;
 mod ispass;
 mod kv_offload;

@@ -197,6 +197,10 @@ fn aiperfs_fixtures_replay_as_a_folder() {
     // (sent at 6 s, after its end at 2.5 s); it waits 3.5 s after that end.
     assert_eq!(next(&r[0]), vec![serde_json::json!([1, 2]), serde_json::json!([]), serde_json::json!([1])]);
     assert_eq!(r[0]["sub_requests"][1]["interval"], 3.5);
+    let dir2 = Dir::new("weka-folder-capped");
+    let args = ["import", "weka", &from.display().to_string(), "-o", "w.jsonl", "--session-rate", "1"];
+    TestCommand::new(&dir2.path, &[&args[..], &["--max-think-time", "1"]].concat()).stdout();
+    assert_eq!(rows(&dir2.read("w.jsonl"))[0]["sub_requests"][1]["interval"], 1.0, "capped at --max-think-time");
     // trace_term: the subagent outlives the main agent's last turn.
     assert_eq!(next(&r[1]), vec![serde_json::json!([1]), serde_json::json!([])]);
     dir.create("s.yaml", LINEAR_SCENARIO);

@@ -22,12 +22,12 @@
 
 use std::path::Path;
 
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 
-use super::common::{ConvertError, column, llm_request, read_csv, token_ids};
-use crate::workload::types::{Request, RequestId};
+use super::common::{ConvertError, column, read_csv};
+pub use super::inference_perf::Stage;
+use super::inference_perf::{Load, SharedPrefixRun};
+use crate::workload::types::Request;
 
 /// Tokens the server counts beyond `system_prompt_len + question_len`
 /// (tokenizer and BOS): the mean over the per-request runs of the same
@@ -38,26 +38,10 @@ fn extra_prompt_tokens(system_prompt_len: u32) -> u32 {
     if system_prompt_len >= 150 { 36 } else { 27 }
 }
 
-/// The longest prompt part or output a replayed request may have (the
-/// reader's bound on a request is 4 Mi tokens).
-const MAX_LENGTH: u32 = 1 << 20;
-/// The most requests, and prompt tokens in all, a replay builds (in memory).
-const MAX_REQUESTS: f64 = (1u64 << 22) as f64;
-const MAX_TOKENS: f64 = (1u64 << 30) as f64;
-
 /// inference-perf's `shared_prefix` defaults (`num_groups`,
 /// `num_prompts_per_group`), which every resolved config of these runs shows.
 const GROUPS: u64 = 10;
 const PROMPTS_PER_GROUP: u64 = 10;
-
-/// One load stage.
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub struct Stage {
-    /// Requests per second.
-    pub rate: f64,
-    /// Seconds.
-    pub duration: f64,
-}
 
 /// inference-perf's `shared_prefix` data spec: prompt and output lengths.
 #[derive(Debug, Clone, Deserialize)]
@@ -186,44 +170,7 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
     );
     let ip = &x.workload.inference_perf;
     let p = &ip.shared_prefix;
-    for (field, v) in
-        [("system_prompt_len", p.system_prompt_len), ("question_len", p.question_len), ("output_len", p.output_len)]
-    {
-        if v > MAX_LENGTH {
-            return Err(err(
-                &configs_path,
-                0,
-                field,
-                format!("{v} tokens exceed {MAX_LENGTH} (a replayed request's bound)"),
-            ));
-        }
-    }
-    if p.output_len == 0 {
-        return Err(err(&configs_path, 0, "output_len", "must be at least 1 token"));
-    }
-    let (mut total, mut span) = (0.0, 0.0);
-    for (k, s) in ip.stages.iter().enumerate() {
-        if !(s.rate.is_finite() && s.rate > 0.0 && s.duration.is_finite() && s.duration > 0.0) {
-            return Err(err(&configs_path, 0, &format!("stages[{k}]"), "rate and duration must be positive numbers"));
-        }
-        total += s.rate * s.duration;
-        span += s.duration;
-    }
-    // Arrivals fall within the stages: they must fit the simulator's clock.
-    if let Err(reason) = crate::workload::checked_seconds_to_us(span) {
-        return Err(err(&configs_path, 0, "stages", format!("in all {reason}")));
-    }
-    let tokens = f64::from(ip.shared_prefix.system_prompt_len) + f64::from(ip.shared_prefix.question_len);
-    if total > MAX_REQUESTS || total * tokens > MAX_TOKENS {
-        return Err(err(
-            &configs_path,
-            0,
-            "stages",
-            format!(
-                "{total} requests of {tokens} prompt tokens exceed what a replay holds ({MAX_REQUESTS} requests, {MAX_TOKENS} tokens)"
-            ),
-        ));
-    }
+    ip.generator().check().map_err(|(field, reason)| err(&configs_path, 0, &field, reason))?;
     let (workload, stages) = inference_perf(ip, x.workload.seed);
     let notes = workload_notes(p);
     let aggregates = read_aggregates(&data.join("aggregates_trainval.csv"), name, "pred_ms_blis-evolved")?;
@@ -247,35 +194,29 @@ pub(super) fn workload_notes(p: &SharedPrefix) -> Vec<String> {
     ]
 }
 
+impl InferencePerf {
+    /// inference-perf's generator as these runs resolved it (see the module
+    /// doc): its default 10 x 10 prompts, single turn, constant load, stages
+    /// back to back, the server's tokenizer overhead counted in the question.
+    pub(super) fn generator(&self) -> SharedPrefixRun {
+        let p = &self.shared_prefix;
+        SharedPrefixRun {
+            groups: GROUPS,
+            prompts_per_group: PROMPTS_PER_GROUP,
+            system_prompt_len: p.system_prompt_len,
+            question_len: p.question_len.saturating_add(extra_prompt_tokens(p.system_prompt_len)),
+            output_len: p.output_len,
+            multi_turn: false,
+            load: Load::Constant,
+            interval_s: 0.0,
+            stages: self.stages.clone(),
+        }
+    }
+}
+
 /// The requests of an inference-perf `shared_prefix` run, and its stages.
 pub(super) fn inference_perf(spec: &InferencePerf, seed: u64) -> (Vec<Request>, Vec<(f64, f64)>) {
-    let p = &spec.shared_prefix;
-    let (groups, pool) = (GROUPS, GROUPS * PROMPTS_PER_GROUP);
-    let question = (p.question_len + extra_prompt_tokens(p.system_prompt_len)) as usize;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let (mut requests, mut stages) = (Vec::new(), Vec::new());
-    let mut start = 0.0;
-    for s in &spec.stages {
-        let n = (s.rate * s.duration).round() as usize;
-        let gaps: Vec<f64> = (0..n).map(|_| -(1.0 - rng.random::<f64>()).ln()).collect();
-        let total: f64 = gaps.iter().sum();
-        // The first request at the stage's start, each next one a gap later,
-        // the gaps scaled to fill the stage: every request inside it.
-        let mut t = 0.0;
-        for g in gaps {
-            let k = requests.len() as u64;
-            let prompt = k % pool;
-            let ids: Vec<u32> = token_ids(prompt % groups, p.system_prompt_len as usize)
-                .chain(token_ids(1_000_000 + prompt, question))
-                .collect();
-            let arrival = start + t / total * s.duration;
-            t += g;
-            requests.push(llm_request(RequestId::Int(k), arrival, ids, p.output_len, None));
-        }
-        stages.push((start, start + s.duration));
-        start += s.duration;
-    }
-    (requests, stages)
+    spec.generator().requests(seed)
 }
 
 /// The measured aggregates of `name` in `path` (an `aggregates_*.csv` of

@@ -247,6 +247,9 @@ pub struct ImportOptions {
     /// Weka: replayed as an AgentX load (lanes of plays) instead of
     /// sessions arriving at a rate ([`crate::agentx`] runs it).
     pub agentic: Option<crate::workload::agentic::Agentic>,
+    /// Session traces: the longest think time between a session's calls,
+    /// seconds (0 = uncapped; `None`: the format's default).
+    pub max_think_time: Option<f64>,
 }
 
 /// The most sessions a TraceV2 pool replays (`total_sessions`). The pool is

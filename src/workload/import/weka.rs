@@ -29,7 +29,8 @@
 //!   prefix of the last one) hits only that prefix;
 //! - sessions start as a Poisson process at `--session-rate` (seeded), in
 //!   file order; `--drop-subagents` replays the main agent alone (BLIS's
-//!   replay: a subagent's wall time folds into the next turn's gap).
+//!   replay: a subagent's wall time folds into the next turn's gap);
+//!   `--max-think-time S` caps every idle gap (0, the default: uncapped).
 //!
 //! The recorded `model` names are not copied (they would not route); `in`
 //! and `out` are read as given, never derived from the hash ids.
@@ -303,7 +304,18 @@ pub fn load(path: &Path) -> Result<Vec<Session>, ImportError> {
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
     let file = path.display().to_string();
     let mut starts = PoissonStarts::new(options, &file, "weka", "its sessions carry no start times")?;
-    let build = Build { drop_subagents: options.drop_subagents, max_think_us: None, ..Build::default() };
+    // Idle gaps as recorded unless capped (BLIS's `--max-think-time`, 0 =
+    // uncapped, its default for weka).
+    let max_think_us = match options.max_think_time {
+        Some(s) if !(s.is_finite() && s >= 0.0) => {
+            return Err(ImportError::new(&file, 0, "max_think_time", format!("{s} is not a number of seconds")));
+        }
+        Some(s) if s > 0.0 => Some(
+            crate::workload::checked_seconds_to_us(s).map_err(|e| ImportError::new(&file, 0, "max_think_time", e))?,
+        ),
+        _ => None,
+    };
+    let build = Build { drop_subagents: options.drop_subagents, max_think_us, ..Build::default() };
     let mut seen = std::collections::HashMap::new();
     let mut index = 0u64;
     let mut sessions = sessions(path);

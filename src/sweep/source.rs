@@ -150,6 +150,8 @@ pub(super) fn workload_source(
                         ("workload.closed_loop", w.closed_loop),
                         ("workload.warmup", w.warmup.is_some()),
                         ("workload.ramp_s", w.ramp_s.is_some()),
+                        // A client timeout would cut a whole play (hours), not a call.
+                        ("workload.timeout", w.timeout.is_some()),
                     ] {
                         if given {
                             return Err(invalid(

@@ -187,7 +187,9 @@ fn window(
         // requests all at its start.
         iats.iter_mut().for_each(|g| *g = 0.0);
     } else {
-        iats.iter_mut().for_each(|g| *g *= size / total);
+        // Each gap's share of the total first: `size / total` overflows to
+        // infinity when the gaps are subnormal (a scale of 5e-324).
+        iats.iter_mut().for_each(|g| *g = *g / total * size);
     }
     let mut t = 0.0;
     let from = out.len();
@@ -431,6 +433,22 @@ mod tests {
 
     fn all(path: &Path, seed: u64) -> Vec<Request> {
         open(path, &ImportOptions { seed, ..Default::default() }).unwrap().collect::<Result<_, _>>().unwrap()
+    }
+
+    #[test]
+    fn subnormal_gaps_still_spread_over_the_window() {
+        // Found by the fuzz harness: a Weibull scale of 5e-324 drew subnormal
+        // gaps whose total made `size / total` infinite, and the arrivals NaN.
+        let dir = std::env::temp_dir().join(format!("blis-servegen-subnormal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = std::fs::read(fixture("hand/chunk-1-dataset.json")).unwrap();
+        std::fs::write(dir.join("chunk-1-dataset.json"), data).unwrap();
+        std::fs::write(dir.join("chunk-1-trace.csv"), "0,0.05,1.0,Gamma,1.0,20.0\n600,0.02,1.0,Weibull,0.8,5e-324\n")
+            .unwrap();
+        let r = all(&dir.join("chunk-1-trace.csv"), 1);
+        assert!(r.iter().all(|r| r.arrival_time.is_finite() && r.arrival_time < 1200.0), "{r:?}");
+        assert!(r.iter().any(|r| r.arrival_time >= 600.0), "the second window sends");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

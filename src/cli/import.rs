@@ -16,8 +16,9 @@ use crate::workload::writer::write_workload_row;
 /// Flags of the importers (`run --input`, `import`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ImportFlags {
-    /// Sessions started per second (Poisson), for traces whose sessions were
-    /// not recorded in one run (agent-calls).
+    /// Sessions started per second (Poisson), for traces whose sessions carry
+    /// no start times of one run (agent-calls, weka, sharegpt; otel's
+    /// recorded starts replaced).
     #[arg(long, value_name = "PER_S")]
     session_rate: Option<f64>,
     /// How sessions are replayed: fixed (every record at its recorded time;
@@ -45,8 +46,8 @@ pub(crate) struct ImportFlags {
     /// replay, for comparison).
     #[arg(long)]
     drop_subagents: bool,
-    /// Session traces (otel): cap each think time between a session's calls
-    /// at S seconds (0 = uncapped; otel's default 15).
+    /// Session traces (otel, weka): cap each think time between a session's
+    /// calls at S seconds (0 = uncapped; otel's default 15, weka's uncapped).
     #[arg(long, value_name = "S")]
     max_think_time: Option<f64>,
 }

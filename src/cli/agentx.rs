@@ -98,6 +98,7 @@ fn flag(key: &str) -> &'static str {
 }
 
 pub(crate) fn run(args: AgentxArgs) -> anyhow::Result<()> {
+    check_paths(&args)?;
     let mut agentic = args.spec()?.resolve().map_err(|(k, r)| anyhow::anyhow!("{}: {r}", flag(&k)))?;
     agentic.drop_subagents = args.drop_subagents;
     let deployment = scenario::load(&args.scenario)?;
@@ -146,4 +147,20 @@ pub(crate) fn run(args: AgentxArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses outputs that are one file, or an input, before anything is read
+/// or written.
+fn check_paths(args: &AgentxArgs) -> anyhow::Result<()> {
+    use atomic::Named;
+    let mut outputs = Vec::new();
+    if let Some(path) = &args.output {
+        outputs.push(Named::given("-o", path));
+    }
+    outputs.push(match &args.metrics {
+        Some(path) => Named::given("--metrics", path),
+        None => Named::stdout("--metrics"),
+    });
+    let inputs = [Named::given("-s", &args.scenario), Named::given("CORPUS", &args.corpus)];
+    atomic::check_distinct(&outputs, &inputs)
 }

@@ -219,6 +219,9 @@ fn agentx_runs_lanes_of_plays_and_reports_the_window() {
         let err = TestCommand::new(&dir.path, &a).fails();
         assert!(err.starts_with(&format!("blis-sweep: {flag}: ")), "{err}");
     }
+    let err = TestCommand::new(&dir.path, &[&args[..], &["-o", "w.jsonl"]].concat()).fails();
+    assert!(err.contains("-o: w.jsonl is the same file as the input CORPUS"), "{err}");
+    assert_eq!(dir.read("w.jsonl"), SESSIONS, "the corpus is untouched");
     let one = r#"{"id":"x","block_size":64,"hash_id_scope":"local","requests":[{"t":0,"type":"n","in":10,"out":2}]}"#;
     dir.create("one.jsonl", &format!("{one}\n"));
     let err = TestCommand::new(&dir.path, &["agentx", "-s", "s.yaml", "one.jsonl", "--lanes", "1"]).fails();

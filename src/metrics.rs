@@ -93,6 +93,7 @@ pub struct MetricsCollector {
 struct WindowCollector {
     ttft: Histogram,
     itl: Histogram,
+    tpot: Histogram,
     e2e: Histogram,
     requests: u64,
     completed: u64,
@@ -203,6 +204,9 @@ impl MetricsCollector {
                 if in_window {
                     self.window.ttft.record(first - start);
                     self.window.itl.record_gaps(times);
+                    if times.len() >= 2 {
+                        self.window.tpot.record((last - first) / (times.len() as u64 - 1));
+                    }
                 }
             }
         }
@@ -334,6 +338,7 @@ impl WindowCollector {
             good: self.good,
             ttft: &self.ttft,
             itl: &self.itl,
+            tpot: &self.tpot,
             e2e: &self.e2e,
         }
     }
@@ -361,16 +366,18 @@ impl WindowCollector {
             throughput_rps: per_s(w.completed),
             ttft_p99_ms: ms(&self.ttft),
             itl_p99_ms: ms(&self.itl),
+            tpot_p99_ms: Some(ms(&self.tpot)),
             e2e_p99_ms: ms(&self.e2e),
             e2e_mean_ms: self.e2e.mean() / 1e3,
             verdict: None,
+            binding: slo.and_then(|s| slo::binding(s, &self.counts())),
         };
         m.verdict = slo.map(|s| slo::verdict(s, &self.counts(), &m));
         m
     }
 }
 
-pub use slo::{Verdict, WindowMetrics};
+pub use slo::{Binding, Verdict, WindowMetrics};
 
 /// The metrics JSON, with BLIS's names where BLIS has the metric. Latencies
 /// in milliseconds; percentiles interpolate linearly between ranks (numpy's

@@ -1,10 +1,10 @@
 //! Metrics by SLO class and by tenant, and per-class SLO targets.
 //!
 //! Targets: `slo.classes.<class>` gives a class its own `ttft_p99_ms`,
-//! `itl_p99_ms`, `e2e_p99_ms`; a dimension a class leaves out is the
-//! top-level one. A request is good (BLIS's goodput, `blis-features.md`
+//! `itl_p99_ms`, `tpot_p99_ms`, `e2e_p99_ms`; a dimension a class leaves out
+//! is the top-level one. A request is good (BLIS's goodput, `blis-features.md`
 //! §3.6) when it completed and meets every configured dimension of its class
-//! (TTFT and mean ITL per llm call, E2E) and its own `slo_target` (an E2E
+//! (TTFT and TPOT per llm call, E2E) and its own `slo_target` (an E2E
 //! bound, send to end).
 //!
 //! Blocks (`per_class`, `per_tenant`, `fairness`) are written only when the
@@ -40,6 +40,10 @@ pub struct ClassTargets {
     /// Target mean inter-token latency of a call (its TPOT), ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub itl_p99_ms: Option<f64>,
+    /// Target TPOT of a call, ms: the same per request as `itl_p99_ms`
+    /// (a call's TPOT is its mean ITL), named as vLLM's benchmark names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_p99_ms: Option<f64>,
     /// Target E2E, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub e2e_p99_ms: Option<f64>,
@@ -80,7 +84,12 @@ impl ClassSlos {
     pub fn validate(&self) -> Result<(), (String, String)> {
         for class in SloClass::ALL {
             let Some(t) = self.get(class) else { continue };
-            let targets = [("ttft_p99_ms", t.ttft_p99_ms), ("itl_p99_ms", t.itl_p99_ms), ("e2e_p99_ms", t.e2e_p99_ms)];
+            let targets = [
+                ("ttft_p99_ms", t.ttft_p99_ms),
+                ("itl_p99_ms", t.itl_p99_ms),
+                ("tpot_p99_ms", t.tpot_p99_ms),
+                ("e2e_p99_ms", t.e2e_p99_ms),
+            ];
             for (key, v) in targets {
                 if let Some(v) = v
                     && !(v.is_finite() && v > 0.0)
@@ -89,7 +98,7 @@ impl ClassSlos {
                 }
             }
             if targets.iter().all(|(_, v)| v.is_none()) {
-                let reason = "give at least one of ttft_p99_ms, itl_p99_ms, e2e_p99_ms".to_owned();
+                let reason = "give at least one of ttft_p99_ms, itl_p99_ms, tpot_p99_ms, e2e_p99_ms".to_owned();
                 return Err((format!("classes.{class}"), reason));
             }
         }
@@ -473,6 +482,71 @@ mod tests {
         // Without per-class targets, the SLO's for every class.
         let plain = Slo { classes: None, ..slo };
         assert!(plain.good(&request(60, 10, c, "", None)));
+    }
+
+    #[test]
+    fn a_request_whose_tpot_misses_the_target_is_not_goodput() {
+        // TPOT = (last − first) / (3 − 1) = the gap `request` spaces tokens by.
+        let slo = Slo { tpot_p99_ms: Some(20.0), ..Slo::default() };
+        assert!(slo.validate().is_ok());
+        assert!(slo.good(&request(500, 20, None, "", None)), "at the target: good");
+        assert!(!slo.good(&request(5, 21, None, "", None)), "past it: not, whatever the TTFT");
+        // A class's own TPOT target over the SLO's.
+        let batch = ClassTargets { tpot_p99_ms: Some(40.0), ..ClassTargets::default() };
+        let classes = ClassSlos { batch: Some(batch), ..ClassSlos::default() };
+        let slo = Slo { classes: Some(classes), ..slo };
+        assert!(slo.good(&request(5, 30, Some(SloClass::Batch), "", None)));
+        assert!(!slo.good(&request(5, 30, Some(SloClass::Critical), "", None)));
+        assert!(!slo.good(&request(5, 41, Some(SloClass::Batch), "", None)));
+        // Goodput and attainment count it: one good request of two.
+        let mut c = MetricsCollector::with_slo(Some(Slo { classes: None, ..slo }));
+        c.observe(&request(5, 10, None, "", None));
+        c.observe(&request(5, 30, None, "", None));
+        let m = c.finish(&summary());
+        assert_eq!((m.slo_attainment, m.goodput_rps), (Some(0.5), Some(0.5)));
+    }
+
+    #[test]
+    fn slo_met_flips_at_the_tpot_target_and_tpot_binds() {
+        // 100 requests, TPOT 4 ms (kept to the µs below 4.096 ms): at p99, 4 ms.
+        let run = |target: f64| {
+            let slo = Slo { ttft_p99_ms: Some(1000.0), tpot_p99_ms: Some(target), ..Slo::default() };
+            let mut c = MetricsCollector::with_slo(Some(slo));
+            for _ in 0..100 {
+                c.observe(&request(5, 4, None, "", None));
+            }
+            c.finish(&summary())
+        };
+        let met = run(4.0);
+        assert_eq!(met.slo_met, Some(true));
+        let w = met.window.as_ref().unwrap();
+        assert_eq!(w.tpot_p99_ms, Some(4.0));
+        // TPOT at 100 % of its target binds over TTFT at 0.5 %.
+        let b = w.binding.as_ref().unwrap();
+        assert_eq!((b.metric.as_str(), b.value_ms, b.target_ms, b.margin()), ("tpot_p99_ms", 4.0, 4.0, 0.0));
+        let missed = run(3.999);
+        assert_eq!(missed.slo_met, Some(false));
+        assert_eq!(missed.window.as_ref().unwrap().binding.as_ref().unwrap().metric, "tpot_p99_ms");
+        // Without a TPOT target, TTFT binds; the window still reports TPOT.
+        let slo = Slo { ttft_p99_ms: Some(1000.0), ..Slo::default() };
+        let mut c = MetricsCollector::with_slo(Some(slo));
+        c.observe(&request(5, 4, None, "", None));
+        let w = c.finish(&summary()).window.unwrap();
+        assert_eq!(w.binding.unwrap().metric, "ttft_p99_ms");
+        assert_eq!(w.tpot_p99_ms, Some(4.0));
+    }
+
+    #[test]
+    fn tpot_targets_are_checked_and_old_slos_read_without_one() {
+        let slo = Slo { tpot_p99_ms: Some(-1.0), ..Slo::default() };
+        assert_eq!(slo.validate().unwrap_err().0, "tpot_p99_ms");
+        let nan = ClassTargets { tpot_p99_ms: Some(f64::NAN), ..ClassTargets::default() };
+        let classes = ClassSlos { critical: Some(nan), ..ClassSlos::default() };
+        assert_eq!(classes.validate().unwrap_err().0, "classes.critical.tpot_p99_ms");
+        let old: Slo = crate::yaml::parse("{ttft_p99_ms: 1000, itl_p99_ms: 50}").unwrap();
+        assert_eq!(old.tpot_p99_ms, None);
+        // Written as before: no key for an absent target.
+        assert!(!serde_json::to_string(&old).unwrap().contains("tpot"));
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! Service-level objectives and goodput.
 //!
 //! An SLO names latency targets in ms: `ttft_p99_ms`, `itl_p99_ms`,
-//! `e2e_p99_ms` (any of them), checked two ways:
-//! - `slo_met`: the run's TTFT, ITL (token-weighted) and E2E at `percentile`
-//!   (default 99, as the names say) are within their targets;
+//! `tpot_p99_ms`, `e2e_p99_ms` (any of them), checked two ways:
+//! - `slo_met`: the run's TTFT, ITL (token-weighted), TPOT (one per llm call
+//!   of two or more tokens) and E2E at `percentile` (default 99, as the names
+//!   say) are within their targets;
 //! - per request, as DistServe and vLLM's benchmark define goodput: a request
-//!   is good when it completed, every llm node's TTFT and mean ITL (its TPOT)
-//!   are within the targets, and its E2E is. `slo_attainment` is the share of
+//!   is good when it completed, every llm node's TTFT and TPOT ((last − first
+//!   token) / (tokens − 1), vLLM's benchmark's per-request TPOT) are within
+//!   the targets, and its E2E is. Per request the ITL target is judged on
+//!   the same TPOT (a request's mean ITL), as it was before `tpot_p99_ms`. `slo_attainment` is the share of
 //!   requests that are good (of all requests sent, failed ones not good),
 //!   `goodput_rps` good requests per second.
 //!   With `classes`, a request is judged by its SLO class's targets and
@@ -40,6 +43,10 @@ pub struct Slo {
     pub ttft_p99_ms: Option<f64>,
     /// Target inter-token latency, ms.
     pub itl_p99_ms: Option<f64>,
+    /// Target time per output token of an llm call, ms (absent from plans
+    /// written before it: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_p99_ms: Option<f64>,
     /// Target E2E, ms.
     pub e2e_p99_ms: Option<f64>,
     /// The percentile `slo_met` checks the targets at (default 99).
@@ -54,8 +61,7 @@ impl Slo {
     /// Checks the values: positive finite targets, at least one, a
     /// percentile in (0, 100]. The message names the key.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        let targets =
-            [("ttft_p99_ms", self.ttft_p99_ms), ("itl_p99_ms", self.itl_p99_ms), ("e2e_p99_ms", self.e2e_p99_ms)];
+        let targets = self.targets();
         for (key, v) in targets {
             if let Some(v) = v
                 && !(v.is_finite() && v > 0.0)
@@ -64,7 +70,7 @@ impl Slo {
             }
         }
         if targets.iter().all(|(_, v)| v.is_none()) {
-            let reason = "give at least one of ttft_p99_ms, itl_p99_ms, e2e_p99_ms".to_owned();
+            let reason = "give at least one of ttft_p99_ms, itl_p99_ms, tpot_p99_ms, e2e_p99_ms".to_owned();
             return Err(("ttft_p99_ms".to_owned(), reason));
         }
         if let Some(p) = self.percentile
@@ -73,6 +79,16 @@ impl Slo {
             return Err(("percentile".to_owned(), format!("{p} must be in (0, 100]")));
         }
         self.classes.as_ref().map_or(Ok(()), super::classes::ClassSlos::validate)
+    }
+
+    /// The targets by key, in the order the tables and messages list them.
+    pub fn targets(&self) -> [(&'static str, Option<f64>); 4] {
+        [
+            ("ttft_p99_ms", self.ttft_p99_ms),
+            ("itl_p99_ms", self.itl_p99_ms),
+            ("tpot_p99_ms", self.tpot_p99_ms),
+            ("e2e_p99_ms", self.e2e_p99_ms),
+        ]
     }
 
     /// The percentile `slo_met` checks.
@@ -88,11 +104,12 @@ impl Slo {
         }
         let own = self.classes.as_ref().and_then(|c| c.get(r.request.traffic.class()));
         let pick = |own: Option<f64>, all: Option<f64>| own.or(all);
-        let (ttft, itl, e2e) = match own {
-            None => (self.ttft_p99_ms, self.itl_p99_ms, self.e2e_p99_ms),
+        let (ttft, itl, tpot_target, e2e) = match own {
+            None => (self.ttft_p99_ms, self.itl_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms),
             Some(c) => (
                 pick(c.ttft_p99_ms, self.ttft_p99_ms),
                 pick(c.itl_p99_ms, self.itl_p99_ms),
+                pick(c.tpot_p99_ms, self.tpot_p99_ms),
                 pick(c.e2e_p99_ms, self.e2e_p99_ms),
             ),
         };
@@ -108,7 +125,7 @@ impl Slo {
             };
             let n = node.token_times_us.len() as u64;
             let tpot = if n >= 2 { (last - first) / (n - 1) } else { 0 };
-            if !within(ttft, first - start) || !within(itl, tpot) {
+            if !within(ttft, first - start) || !within(itl, tpot) || !within(tpot_target, tpot) {
                 return false;
             }
         }
@@ -133,6 +150,8 @@ pub(super) struct Counts<'a> {
     pub(super) good: u64,
     pub(super) ttft: &'a Histogram,
     pub(super) itl: &'a Histogram,
+    /// One TPOT per llm call of two or more tokens.
+    pub(super) tpot: &'a Histogram,
     pub(super) e2e: &'a Histogram,
 }
 
@@ -181,27 +200,70 @@ impl Verdict {
     }
 }
 
-/// The latency targets over the window's requests, failed ones counted as
-/// misses.
-fn targets(s: Slo, c: &Counts<'_>) -> Verdict {
+/// The SLO target that binds a run: of the targets the SLO gives, the one
+/// whose value over the window's requests, at the percentile the verdict
+/// judges, is the largest share of its target (past it when the verdict is
+/// `missed`; the closest to it when `met`). The first in
+/// [`Slo::targets`]' order on a tie.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The target's key, as the SLO writes it (`tpot_p99_ms`).
+    pub metric: String,
+    /// The window's value at the judged percentile, ms.
+    pub value_ms: f64,
+    /// The target, ms.
+    pub target_ms: f64,
+}
+
+impl Binding {
+    /// The share of the target left: 1 − value / target (negative past it).
+    pub fn margin(&self) -> f64 {
+        1.0 - self.value_ms / self.target_ms
+    }
+}
+
+/// Each target the SLO gives with the window's value at the judged
+/// percentile (µs), or the verdict when no percentile can be judged.
+fn judged(s: Slo, c: &Counts<'_>) -> Result<Vec<(&'static str, f64, f64)>, Verdict> {
     if c.requests == 0 {
-        return Verdict::TooShort;
+        return Err(Verdict::TooShort);
     }
     if c.completed == 0 {
-        return Verdict::RequestsFailed;
+        return Err(Verdict::RequestsFailed);
     }
     // The failed requests sit above every target: the p-th percentile over
     // all of them is the completed ones' at p · requests / completed.
     let p = s.at() * c.requests as f64 / c.completed as f64;
     if p > 100.0 {
-        return Verdict::RequestsFailed;
+        return Err(Verdict::RequestsFailed);
     }
-    let within = |target: Option<f64>, h: &Histogram| target.is_none_or(|ms| h.percentile(p) <= ms * 1e3);
-    if within(s.ttft_p99_ms, c.ttft) && within(s.itl_p99_ms, c.itl) && within(s.e2e_p99_ms, c.e2e) {
-        Verdict::Met
-    } else {
-        Verdict::Missed
+    let histograms = [c.ttft, c.itl, c.tpot, c.e2e];
+    Ok(s.targets()
+        .into_iter()
+        .zip(histograms)
+        .filter_map(|((key, target), h)| Some((key, h.percentile(p), target?)))
+        .collect())
+}
+
+/// The latency targets over the window's requests, failed ones counted as
+/// misses.
+fn targets(s: Slo, c: &Counts<'_>) -> Verdict {
+    match judged(s, c) {
+        Err(v) => v,
+        Ok(values) if values.iter().all(|&(_, us, ms)| us <= ms * 1e3) => Verdict::Met,
+        Ok(_) => Verdict::Missed,
     }
+}
+
+/// The target that binds the window (none when no percentile can be judged).
+pub(super) fn binding(s: Slo, c: &Counts<'_>) -> Option<Binding> {
+    let mut best: Option<(&'static str, f64, f64)> = None;
+    for (key, us, ms) in judged(s, c).ok()? {
+        if best.is_none_or(|(_, bus, bms)| us / (ms * 1e3) > bus / (bms * 1e3)) {
+            best = Some((key, us, ms));
+        }
+    }
+    best.map(|(key, us, ms)| Binding { metric: key.to_owned(), value_ms: us / 1e3, target_ms: ms })
 }
 
 /// `slo_met`, `slo_attainment` and `goodput_rps` of a run.
@@ -254,12 +316,19 @@ pub struct WindowMetrics {
     pub ttft_p99_ms: f64,
     #[allow(missing_docs)]
     pub itl_p99_ms: f64,
+    /// p99 of the llm calls' TPOT (absent from outputs written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_p99_ms: Option<f64>,
     #[allow(missing_docs)]
     pub e2e_p99_ms: f64,
     #[allow(missing_docs)]
     pub e2e_mean_ms: f64,
     /// With an SLO: whether the window shows the load served within it.
     pub verdict: Option<Verdict>,
+    /// With an SLO: the target that binds ([`Binding`]; absent from outputs
+    /// written before it, and when no percentile can be judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
 }
 
 #[cfg(test)]
@@ -267,7 +336,7 @@ mod tests {
     use super::*;
 
     fn counts<'a>(requests: u64, h: &'a Histogram) -> Counts<'a> {
-        Counts { requests, completed: h.count(), good: h.count(), ttft: h, itl: h, e2e: h }
+        Counts { requests, completed: h.count(), good: h.count(), ttft: h, itl: h, tpot: h, e2e: h }
     }
 
     #[test]

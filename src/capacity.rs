@@ -307,6 +307,23 @@ fn ttft_p99(m: &Metrics) -> f64 {
     m.window.as_ref().map_or(m.ttft_p99_ms, |w| w.ttft_p99_ms)
 }
 
+/// How hard a probe run presses on its SLO: its binding target's value /
+/// target ([`crate::metrics::Binding`]), which its window names.
+fn pressure(m: &Metrics) -> Option<f64> {
+    m.window.as_ref()?.binding.as_ref().map(|b| b.value_ms / b.target_ms)
+}
+
+/// The worst seed of a load's runs: the one that presses hardest on the
+/// binding target (any of the SLO's, TPOT's included); runs written before
+/// windows named it, the one with the highest p99 TTFT.
+fn worst_seed(ms: Vec<Metrics>) -> Option<Metrics> {
+    if ms.iter().all(|m| pressure(m).is_some()) {
+        ms.into_iter().max_by(|a, b| pressure(a).unwrap_or(0.0).total_cmp(&pressure(b).unwrap_or(0.0)))
+    } else {
+        ms.into_iter().max_by(|a, b| ttft_p99(a).total_cmp(&ttft_p99(b)))
+    }
+}
+
 fn read_metrics(layout: &Layout, run_id: &str) -> Option<Metrics> {
     let text = std::fs::read_to_string(layout.run_dir(run_id).join("metrics.json")).ok()?;
     serde_json::from_str(&text).ok()
@@ -324,12 +341,9 @@ fn answer(s: State, search: &Search) -> Capacity {
         |d| layout(d.serving().replicas, d.serving().dp, d.serving().tp, d.serving().gpu.name),
     );
     let disaggregated = d.as_ref().is_some_and(|d| d.pools.iter().any(|p| p.role == Role::Prefill));
-    // The worst seed: the one with the highest p99 TTFT.
+    // The worst seed: the one closest to (or past) the binding target.
     let (mut max, mut metrics) = match s.good {
-        Some((load, ms)) => {
-            let worst = ms.into_iter().max_by(|a, b| ttft_p99(a).total_cmp(&ttft_p99(b)));
-            (Some(load), worst)
-        }
+        Some((load, ms)) => (Some(load), worst_seed(ms)),
         None => (None, None),
     };
     let at_least = max.is_some() && s.bad.is_none() && s.error.is_none();

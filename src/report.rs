@@ -1,6 +1,6 @@
 //! `blis-sweep report OUTPUT_DIR`: one self-contained HTML page
 //! (`report.html`: inline SVG, no script, no network) from a sweep's output
-//! folder — latency (TTFT, ITL, E2E p50 and p99) and throughput with goodput
+//! folder — latency (TTFT, ITL, E2E p50 and p99; TPOT too under a TPOT target) and throughput with goodput
 //! against offered load per deployment, the SLO's targets as lines; the
 //! capacity of each deployment (`capacity.parquet`); the calibration matrix
 //! as a heatmap with BLIS's errors beside ours (`calibration.parquet`); and
@@ -196,12 +196,15 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         |name: &str, v: Option<f64>| v.map(|v| (format!("SLO {name} {v} ms"), v)).into_iter().collect::<Vec<_>>();
     html.push_str("<h2>Latency against load</h2><div class=\"charts\">");
     type Stat = fn(&Metrics) -> f64;
-    let charts: [(&str, &str, Stat, Stat, Option<f64>); 3] = [
+    let tpot = slo.and_then(|s| s.tpot_p99_ms);
+    let charts: [(&str, &str, Stat, Stat, Option<f64>); 4] = [
         ("ttft", "TTFT", |m| m.ttft_p99_ms, |m| m.ttft_p50_ms, slo.and_then(|s| s.ttft_p99_ms)),
         ("itl", "ITL", |m| m.itl_p99_ms, |m| m.itl_p50_ms, slo.and_then(|s| s.itl_p99_ms)),
+        ("tpot", "TPOT", |m| m.tpot_p99_ms, |m| m.tpot_p50_ms, tpot),
         ("e2e", "E2E", |m| m.e2e_p99_ms, |m| m.e2e_p50_ms, slo.and_then(|s| s.e2e_p99_ms)),
     ];
-    for (id, title, p99, p50, slo_ms) in charts {
+    // TPOT's chart only with a TPOT target: other reports stay as they were.
+    for (id, title, p99, p50, slo_ms) in charts.into_iter().filter(|c| c.0 != "tpot" || tpot.is_some()) {
         html.push_str(&line_chart(id, title, x_label, &x_ticks, "ms", &pair(&p99, &p50), &target(title, slo_ms)));
     }
     html.push_str("</div><h2>Throughput and goodput</h2><div class=\"charts\">");

@@ -5,7 +5,11 @@
 //!
 //! A plan without a pooled deployment writes both exactly as before pools
 //! existed: the `pools` column (Parquet and printed) appears only when some
-//! deployment has `pools:`.
+//! deployment has `pools:`. The printed `TPOT p99` column appears only when
+//! the SLO targets TPOT; the Parquet table always has `tpot_p99_ms` (null
+//! from a probe written before windows reported it) and the worst seed's
+//! binding target, `binding_metric` and `binding_margin` (1 − value /
+//! target at the verdict's percentile, see [`crate::metrics::Binding`]).
 
 use std::collections::BTreeMap;
 
@@ -41,9 +45,19 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     }
     fields.push(overrides_field());
     fields.extend([Field::new(load, DataType::Float64, true), Field::new("at_least", DataType::Boolean, false)]);
-    let metric_names =
-        ["ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "slo_attainment", "goodput_rps", "tokens_per_sec", "cost_per_mtok"];
+    let metric_names = [
+        "ttft_p99_ms",
+        "itl_p99_ms",
+        "tpot_p99_ms",
+        "e2e_p99_ms",
+        "slo_attainment",
+        "goodput_rps",
+        "tokens_per_sec",
+        "cost_per_mtok",
+    ];
     fields.extend(metric_names.iter().map(|n| Field::new(*n, DataType::Float64, true)));
+    fields.push(Field::new("binding_metric", DataType::Utf8, true));
+    fields.push(Field::new("binding_margin", DataType::Float64, true));
     fields.push(Field::new("probes", DataType::Int64, false));
     fields.push(Field::new("meets_target", DataType::Boolean, true));
     fields.push(Field::new("verdict", DataType::Utf8, false));
@@ -55,6 +69,7 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     let mut overrides = Vec::new();
     let (mut max, mut at_least) = (Float64Builder::new(), BooleanBuilder::new());
     let mut metrics: Vec<Float64Builder> = metric_names.iter().map(|_| Float64Builder::new()).collect();
+    let (mut binding, mut margin) = (StringBuilder::new(), Float64Builder::new());
     let mut probes = Int64Builder::new();
     let mut meets = BooleanBuilder::new();
     let (mut verdict, mut note) = (StringBuilder::new(), StringBuilder::new());
@@ -65,13 +80,17 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         Over::Concurrency => "max users",
     };
     let verdict_column = |v: &str| if with_pools { format!("{v:<15}  ") } else { v.to_owned() };
+    // Only an SLO with a TPOT target prints TPOT: other tables stay as they were.
+    let with_tpot = search.slo.tpot_p99_ms.is_some();
+    let tpot_column = |v: &str| if with_tpot { format!(" {v:>10}") } else { String::new() };
     text.push_str(&format!(
-        "{:<32} {:>5} {:>12} {:>10} {:>10} {:>10} {:>12}  {}{}\n",
+        "{:<32} {:>5} {:>12} {:>10} {:>10}{} {:>10} {:>12}  {}{}\n",
         "deployment",
         "GPUs",
         heading,
         "TTFT p99",
         "ITL p99",
+        tpot_column("TPOT p99"),
         "goodput",
         "$/M tokens",
         verdict_column("verdict"),
@@ -95,9 +114,13 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
             w(|w| w.itl_p99_ms, |m| m.itl_p99_ms),
             w(|w| w.e2e_p99_ms, |m| m.e2e_p99_ms),
         );
+        // The window's; a window written before it had TPOT: unknown (the
+        // whole run's would count warm-up and drain).
+        let tpot = m.and_then(|m| m.window.as_ref().map_or(Some(m.tpot_p99_ms), |w| w.tpot_p99_ms));
         let values = [
             ttft,
             itl,
+            tpot,
             e2e,
             m.and_then(|m| m.slo_attainment),
             m.and_then(|m| m.goodput_rps),
@@ -107,6 +130,9 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         for (b, v) in metrics.iter_mut().zip(values) {
             b.append_option(v);
         }
+        let bound = m.and_then(|m| m.window.as_ref()?.binding.as_ref());
+        binding.append_option(bound.map(|b| b.metric.as_str()));
+        margin.append_option(bound.map(crate::metrics::Binding::margin));
         probes.append_value(r.probes as i64);
         meets.append_option(reaches(r));
         verdict.append_value(r.answer.name());
@@ -118,10 +144,11 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
         }
         let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
         text.push_str(&format!(
-            "{name:<32} {:>5} {load:>12} {:>10} {:>10} {:>10} {:>12}  {}{}\n",
+            "{name:<32} {:>5} {load:>12} {:>10} {:>10}{} {:>10} {:>12}  {}{}\n",
             r.gpus,
             ms(ttft),
             ms(itl),
+            tpot_column(&ms(tpot)),
             m.and_then(|m| m.goodput_rps).map_or_else(|| "-".to_owned(), |g| format!("{g:.2}/s")),
             cost_text(r),
             verdict_column(r.answer.name()),
@@ -140,6 +167,8 @@ pub fn write(plan: &Plan, search: &Search, rows: &[Capacity]) -> Result<String, 
     columns.push(Arc::new(max.finish()));
     columns.push(Arc::new(at_least.finish()));
     columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+    columns.push(Arc::new(binding.finish()));
+    columns.push(Arc::new(margin.finish()));
     columns.push(Arc::new(probes.finish()));
     columns.push(Arc::new(meets.finish()));
     columns.push(Arc::new(verdict.finish()));

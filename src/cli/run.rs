@@ -473,10 +473,15 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     };
     let text = match (d.slo, m.slo_met, m.slo_attainment, m.goodput_rps) {
         (Some(slo), Some(met), Some(att), Some(good)) => format!(
-            "{text}\nSLO at p{}: {}; {:.1} % of the window's requests within every target, goodput {good:.2} req/s",
+            "{text}\nSLO at p{}: {}; {:.1} % of the window's requests within every target, goodput {good:.2} req/s{}",
             slo.at(),
             if met { "met" } else { "missed" },
-            att * 100.0
+            att * 100.0,
+            // The target closest to (or furthest past) its bound.
+            m.window.as_ref().and_then(|w| w.binding.as_ref()).map_or_else(String::new, |b| format!(
+                "; binding {} {:.2} ms of {} ms",
+                b.metric, b.value_ms, b.target_ms
+            ))
         ),
         _ => text,
     };

@@ -56,4 +56,5 @@ mod speculative;
 mod sweep;
 mod sweep_resume;
 mod tables;
+mod tpot_slo;
 mod weka;

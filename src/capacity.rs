@@ -489,6 +489,28 @@ mod tests {
     }
 
     #[test]
+    fn the_worst_seed_is_the_one_pressing_hardest_on_its_binding_target() {
+        let seed = |ttft: f64, metric: &str, value_ms: f64, target_ms: f64| Metrics {
+            ttft_p99_ms: ttft,
+            window: Some(crate::metrics::WindowMetrics {
+                ttft_p99_ms: ttft,
+                binding: Some(crate::metrics::Binding { metric: metric.to_owned(), value_ms, target_ms }),
+                ..Default::default()
+            }),
+            ..Metrics::default()
+        };
+        // TTFT at 90 % of its target against TPOT at 99 % of its: the TPOT one,
+        // though its TTFT is lower.
+        let worst = worst_seed(vec![seed(900.0, "ttft_p99_ms", 900.0, 1000.0), seed(200.0, "tpot_p99_ms", 49.5, 50.0)]);
+        assert_eq!(worst.unwrap().ttft_p99_ms, 200.0);
+        // A run written before windows named a binding target: the highest TTFT.
+        let mut old = seed(300.0, "", 0.0, 1.0);
+        old.window.as_mut().unwrap().binding = None;
+        let worst = worst_seed(vec![seed(200.0, "tpot_p99_ms", 49.5, 50.0), old]);
+        assert_eq!(worst.unwrap().ttft_p99_ms, 300.0);
+    }
+
+    #[test]
     fn heterogeneous_pools_cost_each_pool_at_its_own_gpus_price() {
         // 1 replica × TP2 on H100 (2 GPUs) + 3 replicas × TP1 on H200 (3 GPUs).
         let d = deployment(

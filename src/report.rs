@@ -133,11 +133,18 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
         });
         loads.insert(run_id, load);
     }
+    // The points come from the runs table; a folder without one (a sweep
+    // from before it, or one cut short) still gets its capacity and runs,
+    // and the page says what is missing.
     let runs_table = dir.join("runs.parquet");
-    if !runs_table.exists() {
-        return Err(file_err(&runs_table, "missing; run the sweep again to rebuild it"));
+    let has_table = runs_table.exists();
+    let data = points::collect(&if has_table { run_rows(&runs_table)? } else { Vec::new() }, &loads);
+    if !has_table {
+        html.push_str(
+            "<p class=\"missing\">runs.parquet is missing: no frontier and no load charts (run the sweep again to \
+             rebuild it).</p>",
+        );
     }
-    let data = points::collect(&run_rows(&runs_table)?, &loads);
     let seeds = data.points.iter().map(|p| p.seeds.len()).max().unwrap_or(0);
     let _ = write!(
         html,
@@ -163,8 +170,10 @@ fn sweep_sections(dir: &Path, manifest: &Value, slo: Option<&Slo>, html: &mut St
     } else {
         Vec::new()
     };
-    pareto_section(&data, html);
-    load_sections(&data, slo, html);
+    if has_table {
+        pareto_section(&data, html);
+        load_sections(&data, slo, html);
+    }
     autoscale::section(runs.iter().filter_map(|r| Some((r.run_id.as_str(), r.metrics.as_ref()?))), html);
     let classes = dir.join("classes.parquet");
     if classes.exists() {
@@ -634,7 +643,8 @@ fn capacity_rows(rows: &[BTreeMap<String, Value>], slo: Option<&Slo>, target: Op
             for (k, v) in overrides.as_ref().and_then(Value::as_object).into_iter().flatten() {
                 let _ = write!(deployment, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
             }
-            let users = r("max_concurrency").as_f64().is_some() || rows.first().is_some_and(|r| r.contains_key("max_concurrency"));
+            let users = r("max_concurrency").as_f64().is_some()
+                || rows.first().is_some_and(|r| r.contains_key("max_concurrency"));
             let gpus = r("gpus").as_i64();
             let tokens = r("tokens_per_sec").as_f64();
             let targets = [
@@ -741,7 +751,9 @@ fn capacity_section(rows: &[CapacityRow], target: Option<f64>, html: &mut String
             if r.at_least { "≥ " } else { "" },
             r.max.map_or_else(|| "–".to_owned(), sig3),
             value.map_or_else(|| "–".to_owned(), |v| if priced { format!("{v:.2}") } else { sig3(v) }),
-            r.binding.as_ref().map_or_else(|| "–".to_owned(), |b| format!("{} {:.1} / {} ms", b.metric, b.value_ms, b.target_ms)),
+            r.binding
+                .as_ref()
+                .map_or_else(|| "–".to_owned(), |b| format!("{} {:.1} / {} ms", b.metric, b.value_ms, b.target_ms)),
             r.binding.as_ref().map_or_else(|| "–".to_owned(), |b| format!("{:.0} %", b.margin * 100.0)),
             escape(&r.verdict),
         );
@@ -752,7 +764,9 @@ fn capacity_section(rows: &[CapacityRow], target: Option<f64>, html: &mut String
         .map(|r| {
             let note = match (r.max, r.verdict.as_str()) {
                 (Some(m), "too_short") => format!("≥ {} (workload too short for more)", sig3(m)),
-                (Some(m), _) => format!("{}{} · {} GPUs", if r.at_least { "≥ " } else { "" }, sig3(m), r.gpus.unwrap_or(0)),
+                (Some(m), _) => {
+                    format!("{}{} · {} GPUs", if r.at_least { "≥ " } else { "" }, sig3(m), r.gpus.unwrap_or(0))
+                }
                 (None, "failed") => "failed: a probe could not run".to_owned(),
                 (None, "requests_failed") => "no load: too many requests fail".to_owned(),
                 (None, "too_short") => "workload too short".to_owned(),

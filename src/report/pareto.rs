@@ -10,7 +10,8 @@
 /// O(n log n): by descending x, a point is on the frontier when its y is
 /// the highest of its x and above every y of a strictly greater x.
 pub(crate) fn frontier(points: &[(f64, f64)]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..points.len()).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
+    let mut order: Vec<usize> =
+        (0..points.len()).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
     order.sort_by(|&a, &b| points[b].0.total_cmp(&points[a].0).then(points[b].1.total_cmp(&points[a].1)));
     let mut on = Vec::new();
     // The highest y of the points with a strictly greater x than the group's.

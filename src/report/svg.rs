@@ -393,7 +393,8 @@ mod tests {
         assert!(line_chart("e", "t", "x", &[], "y", &[], &[]).contains("no data"));
         let named = line_chart("n", "t", "x", &[(1.0, "8".to_owned()), (2.0, "open".to_owned())], "y", &s, &[]);
         assert!(named.contains(">8</text>") && named.contains(">open</text>") && !named.contains(">1.5</text>"));
-        let mark = |x: f64, frontier: bool| Mark { x, y: 2.0 * x, met: Some(frontier), frontier, title: "p".to_owned() };
+        let mark =
+            |x: f64, frontier: bool| Mark { x, y: 2.0 * x, met: Some(frontier), frontier, title: "p".to_owned() };
         let scatter = scatter_chart("p", "t", "x", "y", &[mark(1.0, false), mark(2.0, true), mark(f64::NAN, true)]);
         assert_eq!(scatter.matches(r#"class="point""#).count(), 2);
         assert_eq!(scatter.matches(r##"fill="none" stroke="#D55E00""##).count(), 2, "a hollow mark and its legend");

@@ -131,8 +131,7 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
         assert_eq!(series.len(), 2, "{name}: one point per rate scale");
         let (x, rps) = (r["offered_rps"].as_f64().unwrap(), metrics["responses_per_sec"].as_f64().unwrap());
         assert!(x > 1.0, "{x}: req/s, not a rate scale");
-        let point =
-            series.iter().find(|p| (p.0 - x).abs() < 0.02 * x).unwrap_or_else(|| panic!("{name}: no x = {x}"));
+        let point = series.iter().find(|p| (p.0 - x).abs() < 0.02 * x).unwrap_or_else(|| panic!("{name}: no x = {x}"));
         assert!((point.1 - rps).abs() < 0.02 * rps, "{name} at {x}: drawn {} req/s, ran {rps}", point.1);
         points += 1;
     }

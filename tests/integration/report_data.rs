@@ -129,6 +129,12 @@ fn closed_loop_runs_are_charted_against_users_apart_from_open_loop() {
     }
     assert!(html.contains("id=\"ttft-closed\"") && !html.contains("id=\"ttft\""));
     assert!(html.contains("users (closed loop)") && !html.contains("offered load (req/s)"));
+    // Without the runs table: the runs, and a line saying what is missing.
+    std::fs::remove_file(dir.join("out/runs.parquet")).unwrap();
+    TestCommand::new(&dir.path, &["report", "out"]).stdout();
+    let html = dir.read("out/report.html");
+    assert!(html.contains("runs.parquet is missing") && !html.contains("id=\"pareto\""));
+    assert_eq!(embedded(&html)["points"], serde_json::json!([]));
 }
 
 /// The Python that has DuckDB: `BLIS_PYTHON`, CI's venv, or `python3`.

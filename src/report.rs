@@ -630,6 +630,14 @@ struct CapacityRow {
     cheapest: bool,
 }
 
+impl CapacityRow {
+    /// Its capacity is only a lower bound: the high end met the SLO, or the
+    /// workload was too short to show more.
+    fn lower_bound(&self) -> bool {
+        self.at_least || self.verdict == "too_short"
+    }
+}
+
 /// The capacity rows, the cheapest meeting the target first, then the
 /// others meeting it, then the rest (each by GPUs, then cost).
 fn capacity_rows(rows: &[BTreeMap<String, Value>], slo: Option<&Slo>, target: Option<f64>) -> Vec<CapacityRow> {
@@ -722,7 +730,7 @@ fn capacity_section(rows: &[CapacityRow], target: Option<f64>, html: &mut String
                 r.gpus.unwrap_or(0),
                 if r.gpus == Some(1) { "" } else { "s" },
                 cost(r),
-                if r.at_least { "≥ " } else { "" },
+                if r.lower_bound() { "≥ " } else { "" },
                 r.max.map_or_else(|| "–".to_owned(), sig3),
                 r.binding.as_ref().map_or_else(|| "–".to_owned(), margin)
             );
@@ -748,7 +756,7 @@ fn capacity_section(rows: &[CapacityRow], target: Option<f64>, html: &mut String
             escape(&r.deployment),
             if r.cheapest { " (cheapest)" } else { "" },
             r.gpus.map_or_else(|| "–".to_owned(), |g| g.to_string()),
-            if r.at_least { "≥ " } else { "" },
+            if r.lower_bound() { "≥ " } else { "" },
             r.max.map_or_else(|| "–".to_owned(), sig3),
             value.map_or_else(|| "–".to_owned(), |v| if priced { format!("{v:.2}") } else { sig3(v) }),
             r.binding

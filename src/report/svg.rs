@@ -348,21 +348,29 @@ pub(crate) fn scatter_chart(id: &str, title: &str, x_label: &str, y_label: &str,
         );
     }
     let lx = plot_right + 12.0;
+    // Without an SLO no mark met or missed one: the legend says so.
+    let legend: &[(&str, &str, &str)] = if marks.iter().all(|m| m.met.is_none()) {
+        &[("#777", "#777", "a grid point (no SLO)")]
+    } else {
+        &[("#009E73", "#009E73", "meets the SLO (every seed)"), ("none", "#D55E00", "misses it")]
+    };
+    let mut y = TOP + 8.0;
+    for (fill, stroke, text) in legend {
+        let _ = write!(
+            out,
+            r#"<circle cx="{lx}" cy="{y}" r="4" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/><text x="{}" y="{}" font-size="10">{text}</text>"#,
+            lx + 8.0,
+            y + 3.0
+        );
+        y += 16.0;
+    }
     let _ = write!(
         out,
-        r##"<circle cx="{lx}" cy="{}" r="4" fill="#009E73"/><text x="{}" y="{}" font-size="10">meets the SLO (every seed)</text><circle cx="{lx}" cy="{}" r="4" fill="none" stroke="#D55E00" stroke-width="1.5"/><text x="{}" y="{}" font-size="10">misses it</text><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#000" stroke-width="1.5"/><text x="{}" y="{}" font-size="10">Pareto frontier</text></svg></figure>"##,
-        TOP + 8.0,
-        lx + 8.0,
-        TOP + 11.0,
-        TOP + 24.0,
-        lx + 8.0,
-        TOP + 27.0,
+        r##"<line x1="{}" x2="{}" y1="{y}" y2="{y}" stroke="#000" stroke-width="1.5"/><text x="{}" y="{}" font-size="10">Pareto frontier</text></svg></figure>"##,
         lx - 4.0,
         lx + 4.0,
-        TOP + 40.0,
-        TOP + 40.0,
         lx + 8.0,
-        TOP + 43.0
+        y + 3.0
     );
     out
 }

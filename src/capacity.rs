@@ -138,23 +138,10 @@ struct State {
     done: bool,
 }
 
-/// The workload's own rate, requests per second.
+/// The workload's own rate, requests per second (see
+/// [`WorkloadSource::base_rate`](crate::sweep::source::WorkloadSource::base_rate)).
 fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
-    let requests = plan.workload.requests(seed).map_err(|e| match e {
-        crate::sweep::source::OpenError::File(path, e) => format!("{}: {e}", path.display()),
-        crate::sweep::source::OpenError::Import(e) => e.to_string(),
-    })?;
-    let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
-    for r in requests {
-        let t = r?.arrival_us();
-        first = first.min(t);
-        last = last.max(t);
-        n += 1;
-    }
-    if n < 2 || last == first {
-        return Err("a rate search needs a workload whose arrivals span some time (two or more requests)".to_owned());
-    }
-    Ok((n - 1) as f64 / ((last - first) as f64 / 1e6))
+    plan.workload.base_rate(seed)
 }
 
 /// Runs the search of `plan` (whose `slo` is set to the search's).

@@ -30,7 +30,7 @@ pub(super) fn section<'a>(runs: impl Iterator<Item = (&'a str, &'a Metrics)>, ht
                 points.push((m.sim_duration_s, n));
             }
             let name = format!("{id} ({:.2} GPU-h, {} up / {} down)", a.gpu_hours, a.scale_ups, a.scale_downs);
-            Some(Series { name, points, dashed: false })
+            Some(Series { name, points, dashed: false, band: Vec::new() })
         })
         .collect();
     if series.is_empty() {

@@ -24,6 +24,9 @@ pub(crate) struct Series {
     pub(crate) points: Vec<(f64, f64)>,
     /// Drawn dashed (a second statistic of the same deployment).
     pub(crate) dashed: bool,
+    /// A shaded band under the line: at each x, the lowest and highest
+    /// value (the spread over seeds); empty: none.
+    pub(crate) band: Vec<(f64, f64, f64)>,
 }
 
 /// Text for SVG and HTML.
@@ -55,7 +58,10 @@ pub(crate) fn line_chart(
     targets: &[(String, f64)],
 ) -> String {
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(targets.iter().map(|t| t.1));
+    let ys = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1).chain(s.band.iter().flat_map(|b| [b.1, b.2])))
+        .chain(targets.iter().map(|t| t.1));
     let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
     let (y_min, y_max) = ys.filter(|y| y.is_finite()).fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
     // Tall enough for a legend line per series.
@@ -158,6 +164,17 @@ pub(crate) fn line_chart(
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let path: Vec<String> = points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
         let dash = if s.dashed { r#" stroke-dasharray="3 3""# } else { "" };
+        if !s.band.is_empty() {
+            let mut band = s.band.clone();
+            band.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let upper = band.iter().map(|&(x, _, hi)| format!("{:.1},{:.1}", px(x), py(hi)));
+            let lower = band.iter().rev().map(|&(x, lo, _)| format!("{:.1},{:.1}", px(x), py(lo)));
+            let _ = write!(
+                out,
+                r#"<polygon class="band" fill="{colour}" fill-opacity="0.15" stroke="none" points="{}"/>"#,
+                upper.chain(lower).collect::<Vec<_>>().join(" ")
+            );
+        }
         let _ = write!(
             out,
             r#"<polyline class="series" fill="none" stroke="{colour}" stroke-width="2"{dash} points="{}"><title>{}</title></polyline>"#,
@@ -237,6 +254,127 @@ pub(crate) fn bar_chart(
     out
 }
 
+/// One mark of a scatter chart.
+#[derive(Debug, Clone)]
+pub(crate) struct Mark {
+    pub(crate) x: f64,
+    pub(crate) y: f64,
+    /// Met the SLO (filled), missed it (hollow), or no SLO (filled grey).
+    pub(crate) met: Option<bool>,
+    /// On the frontier: joined by the frontier's line, drawn larger.
+    pub(crate) frontier: bool,
+    /// What hovering it shows.
+    pub(crate) title: String,
+}
+
+/// A scatter chart of `marks`, the frontier's marks joined by a line
+/// (log x when the values span more than a decade and a half, as for
+/// [`line_chart`]'s loads). The legend says what filled and hollow mean.
+pub(crate) fn scatter_chart(id: &str, title: &str, x_label: &str, y_label: &str, marks: &[Mark]) -> String {
+    let width = W - RIGHT + 200.0;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<figure id="{id}"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {H}" width="{width}" height="{H}" role="img" aria-label="{t}"><title>{t}</title><text x="{LEFT}" y="18" font-size="13" font-weight="bold">{t}</text>"#,
+        t = escape(title)
+    );
+    let marks: Vec<&Mark> = marks.iter().filter(|m| m.x.is_finite() && m.y.is_finite()).collect();
+    if marks.is_empty() {
+        out.push_str(r#"<text x="20" y="40">no data</text></svg></figure>"#);
+        return out;
+    }
+    let (x0, x1) = marks.iter().fold((f64::MAX, f64::MIN), |(a, b), m| (a.min(m.x), b.max(m.x)));
+    let y1 = marks.iter().fold(0.0f64, |a, m| a.max(m.y)) * 1.05;
+    let y1 = if y1 > 0.0 { y1 } else { 1.0 };
+    let log_x = x0 > 0.0 && x1 / x0 > 30.0;
+    let (a, b) = if log_x { (x0.log10(), x1.log10()) } else { (0.0f64.min(x0), x1 * 1.05) };
+    let (a, b) = if b > a { (a, b) } else { (a - 1.0, b + 1.0) };
+    let plot_right = width - 200.0;
+    let px = |x: f64| LEFT + ((if log_x { x.max(1e-12).log10() } else { x }) - a) / (b - a) * (plot_right - LEFT);
+    let py = |y: f64| H - BOTTOM - y / y1 * (H - TOP - BOTTOM);
+    let _ = write!(
+        out,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#999"/>"##,
+        plot_right - LEFT,
+        H - TOP - BOTTOM
+    );
+    for k in 0..=4 {
+        let v = a + (b - a) * f64::from(k) / 4.0;
+        let x = if log_x { 10f64.powf(v) } else { v };
+        let y = y1 * f64::from(k) / 4.0;
+        let _ = write!(
+            out,
+            r##"<text x="{:.1}" y="{}" font-size="11" text-anchor="middle">{}</text><line x1="{LEFT}" x2="{plot_right}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
+            px(x),
+            H - BOTTOM + 16.0,
+            tick(x),
+            LEFT - 4.0,
+            py(y) + 4.0,
+            tick(y),
+            yy = py(y)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}</text>"#,
+        (LEFT + plot_right) / 2.0,
+        H - 8.0,
+        escape(&format!("{x_label}{}", if log_x { " (log)" } else { "" })),
+        (TOP + H - BOTTOM) / 2.0,
+        (TOP + H - BOTTOM) / 2.0,
+        escape(y_label)
+    );
+    let mut line: Vec<&&Mark> = marks.iter().filter(|m| m.frontier).collect();
+    line.sort_by(|p, q| p.x.total_cmp(&q.x));
+    let path: Vec<String> = line.iter().map(|m| format!("{:.1},{:.1}", px(m.x), py(m.y))).collect();
+    let _ = write!(
+        out,
+        r##"<polyline class="frontier" fill="none" stroke="#000" stroke-width="1.5" points="{}"/>"##,
+        path.join(" ")
+    );
+    for m in &marks {
+        let (fill, stroke) = match m.met {
+            Some(true) => ("#009E73", "#009E73"),
+            Some(false) => ("none", "#D55E00"),
+            None => ("#777", "#777"),
+        };
+        let r = if m.frontier { 5.0 } else { 3.0 };
+        let _ = write!(
+            out,
+            r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="{r}" fill="{fill}" stroke="{stroke}" stroke-width="1.5"><title>{}</title></circle>"#,
+            px(m.x),
+            py(m.y),
+            escape(&m.title)
+        );
+    }
+    let lx = plot_right + 12.0;
+    // Without an SLO no mark met or missed one: the legend says so.
+    let legend: &[(&str, &str, &str)] = if marks.iter().all(|m| m.met.is_none()) {
+        &[("#777", "#777", "a grid point (no SLO)")]
+    } else {
+        &[("#009E73", "#009E73", "meets the SLO (every seed)"), ("none", "#D55E00", "misses it")]
+    };
+    let mut y = TOP + 8.0;
+    for (fill, stroke, text) in legend {
+        let _ = write!(
+            out,
+            r#"<circle cx="{lx}" cy="{y}" r="4" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/><text x="{}" y="{}" font-size="10">{text}</text>"#,
+            lx + 8.0,
+            y + 3.0
+        );
+        y += 16.0;
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{}" x2="{}" y1="{y}" y2="{y}" stroke="#000" stroke-width="1.5"/><text x="{}" y="{}" font-size="10">Pareto frontier</text></svg></figure>"##,
+        lx - 4.0,
+        lx + 4.0,
+        lx + 8.0,
+        y + 3.0
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,12 +382,18 @@ mod tests {
     #[test]
     fn charts_are_well_formed_svg_with_their_parts() {
         let s = vec![
-            Series { name: "a<b".to_owned(), points: vec![(1.0, 10.0), (2.0, 5000.0)], dashed: false },
-            Series { name: "c".to_owned(), points: vec![(1.0, 20.0)], dashed: true },
+            Series {
+                name: "a<b".to_owned(),
+                points: vec![(1.0, 10.0), (2.0, 5000.0)],
+                dashed: false,
+                band: vec![(1.0, 8.0, 10.0), (2.0, 4000.0, 5000.0)],
+            },
+            Series { name: "c".to_owned(), points: vec![(1.0, 20.0)], dashed: true, band: Vec::new() },
         ];
         let svg = line_chart("f", "TTFT", "load", &[], "ms", &s, &[("SLO".to_owned(), 1000.0)]);
         assert!(svg.starts_with(r#"<figure id="f"><svg"#) && svg.ends_with("</svg></figure>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches(r#"class="band""#).count(), 1);
         assert_eq!(svg.matches(r#"class="target""#).count(), 1);
         assert!(svg.contains("a&lt;b") && svg.contains("(log)"));
         let bars = bar_chart("b", "capacity", "req/s", &[("x".to_owned(), 3.0, "2 GPUs".to_owned())], Some(10.0));
@@ -257,5 +401,11 @@ mod tests {
         assert!(line_chart("e", "t", "x", &[], "y", &[], &[]).contains("no data"));
         let named = line_chart("n", "t", "x", &[(1.0, "8".to_owned()), (2.0, "open".to_owned())], "y", &s, &[]);
         assert!(named.contains(">8</text>") && named.contains(">open</text>") && !named.contains(">1.5</text>"));
+        let mark =
+            |x: f64, frontier: bool| Mark { x, y: 2.0 * x, met: Some(frontier), frontier, title: "p".to_owned() };
+        let scatter = scatter_chart("p", "t", "x", "y", &[mark(1.0, false), mark(2.0, true), mark(f64::NAN, true)]);
+        assert_eq!(scatter.matches(r#"class="point""#).count(), 2);
+        assert_eq!(scatter.matches(r##"fill="none" stroke="#D55E00""##).count(), 2, "a hollow mark and its legend");
+        assert!(scatter_chart("e", "t", "x", "y", &[]).contains("no data"));
     }
 }

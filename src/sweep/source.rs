@@ -46,6 +46,29 @@ pub(crate) enum OpenError {
 }
 
 impl WorkloadSource {
+    /// The workload's own rate with `seed`, requests per second: requests − 1
+    /// over the span of their arrivals (what a `rate_scale` of 1 offers; a
+    /// capacity search divides its loads by it, the report multiplies).
+    pub(crate) fn base_rate(&self, seed: u64) -> Result<f64, String> {
+        let requests = self.requests(seed).map_err(|e| match e {
+            OpenError::File(path, e) => format!("{}: {e}", path.display()),
+            OpenError::Import(e) => e.to_string(),
+        })?;
+        let (mut n, mut first, mut last) = (0u64, u64::MAX, 0u64);
+        for r in requests {
+            let t = r?.arrival_us();
+            first = first.min(t);
+            last = last.max(t);
+            n += 1;
+        }
+        if n < 2 || last == first {
+            return Err(
+                "a rate search needs a workload whose arrivals span some time (two or more requests)".to_owned()
+            );
+        }
+        Ok((n - 1) as f64 / ((last - first) as f64 / 1e6))
+    }
+
     /// The requests a run with `seed` reads (the one place a plan's workload
     /// is opened: runs and a capacity search's base rate).
     pub(crate) fn requests(&self, seed: u64) -> Result<SourceRequests<'_>, OpenError> {

@@ -156,6 +156,14 @@ struct ManifestRun<'a> {
     overrides: serde_json::Map<String, Value>,
     status: &'a str,
     error: Option<&'a str>,
+    /// `open_loop`, `capped` (arrivals kept, requests in flight capped) or
+    /// `closed_loop` (users; arrival times ignored).
+    client: &'static str,
+    /// What an arrival-driven run offered, req/s: the workload's own rate
+    /// ([`WorkloadSource::base_rate`](super::source::WorkloadSource::base_rate),
+    /// at the plan's first seed, as a capacity search measures it) × its
+    /// `rate_scale`; null for a closed loop, or a workload without a rate.
+    offered_rps: Option<f64>,
 }
 
 /// Rebuilds `runs.parquet` and `manifest.json`, `batch_cells` runs at a time.
@@ -175,6 +183,10 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
     if let Some(slo) = &plan.slo {
         head["slo"] = serde_json::to_value(slo).expect("an SLO serializes");
     }
+    // A capacity search's target load, for the report's answer and bars.
+    if let Some(t) = plan.search.as_ref().and_then(|s| s.target) {
+        head["capacity_target"] = serde_json::json!(t);
+    }
     // The head's keys, then `runs`, one run per line, written as they come.
     let mut text = serde_json::to_string_pretty(&head).map_err(|e| io_err(&manifest_path)(e.into()))?;
     text.truncate(text.len() - 2);
@@ -189,6 +201,9 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
     let mut writer =
         ArrowWriter::try_new(runs, rows.schema.clone(), Some(writer_properties(&rows.schema))).map_err(parquet_err)?;
     let mut classes = ClassTable::new(layout.root.join("classes.parquet"));
+    // The base rate of each workload (by its index in the plan), read once.
+    let first_seed = plan.cells.first().map_or(0, |c| c.seed);
+    let mut base_rates: std::collections::BTreeMap<Option<usize>, Option<f64>> = std::collections::BTreeMap::new();
     for (i, chunk) in plan.cells.chunks(batch_cells.max(1)).enumerate() {
         for (j, cell) in chunk.iter().enumerate() {
             let dir = layout.run_dir(&cell.run_id);
@@ -209,6 +224,19 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
             let run = RunColumns::new(&plan.name, cell, deployment);
             rows.push(&run, &status, metrics.as_ref(), wall_s);
             classes.push(&run, metrics.as_ref())?;
+            let client = match cell.client(plan) {
+                crate::sim::Client::OpenLoop => "open_loop",
+                crate::sim::Client::Capped { .. } => "capped",
+                crate::sim::Client::ClosedLoop { .. } => "closed_loop",
+            };
+            let offered_rps = if client == "closed_loop" {
+                None
+            } else {
+                let base = *base_rates
+                    .entry(cell.workload)
+                    .or_insert_with(|| plan.workload_of(cell).base_rate(first_seed).ok());
+                base.map(|b| b * cell.rate_scale)
+            };
             let entry = ManifestRun {
                 run_id: &cell.run_id,
                 scenario: &cell.scenario,
@@ -218,6 +246,8 @@ pub(crate) fn write_summary(plan: &Plan, layout: &Layout, batch_cells: usize) ->
                 overrides: cell.overrides.iter().cloned().collect(),
                 status: &status.status,
                 error: status.error.as_deref(),
+                client,
+                offered_rps,
             };
             let sep = if i == 0 && j == 0 { "\n    " } else { ",\n    " };
             manifest.write_all(sep.as_bytes()).map_err(|e| manifest_err(&manifest_path, e))?;

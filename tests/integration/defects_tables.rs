@@ -100,8 +100,9 @@ fn chart_points(html: &str, id: &str) -> Chart {
 
 /// 22: the quickstart's grid — concurrency [open, 8, 32] × rate scale [1, 2]
 /// × max_num_seqs [64, 256]: every run is its own point of the served chart,
-/// at its own rate scale, each concurrency (open loop included) a series;
-/// nothing averaged across loads, nothing at x = 0.
+/// at the load it was offered (req/s, issue 29: absolute, not × rate), each
+/// concurrency (open loop included) a series; nothing averaged across
+/// loads, nothing at x = 0.
 #[test]
 fn defect_22_report_draws_each_load_as_its_own_point() {
     let dir = Dir::new("d22");
@@ -110,7 +111,7 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
     TestCommand::new(&dir.path, &["-q", "qs.yaml"]).stdout();
     let html = dir.read("out/report.html");
     let (x_label, _, served) = chart_points(&html, "throughput");
-    assert!(x_label.starts_with("offered load"), "{x_label}");
+    assert!(x_label.starts_with("offered load (req/s)"), "{x_label}");
     // The runs, from their own metrics.
     let manifest: serde_json::Value = serde_json::from_str(&dir.read("out/manifest.json")).unwrap();
     let runs = manifest["runs"].as_array().unwrap();
@@ -124,26 +125,28 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
             Some(c) => format!("≤ {c} in flight"),
             None => "open loop".to_owned(),
         };
-        let name =
-            format!("llama-3.1-8b-h100-tp1 engine.max_num_seqs={} {cap} served", r["overrides"]["engine.max_num_seqs"]);
+        // The chart names what varies: the override (as its column).
+        let name = format!("engine_max_num_seqs={} {cap} served", r["overrides"]["engine.max_num_seqs"]);
         let series = served.get(&name).unwrap_or_else(|| panic!("no series {name} in {:?}", served.keys()));
         assert_eq!(series.len(), 2, "{name}: one point per rate scale");
-        let (x, rps) = (r["rate_scale"].as_f64().unwrap(), metrics["responses_per_sec"].as_f64().unwrap());
-        let point = series.iter().find(|p| (p.0 - x).abs() < 0.02).unwrap_or_else(|| panic!("{name}: no x = {x}"));
+        let (x, rps) = (r["offered_rps"].as_f64().unwrap(), metrics["responses_per_sec"].as_f64().unwrap());
+        assert!(x > 1.0, "{x}: req/s, not a rate scale");
+        let point = series.iter().find(|p| (p.0 - x).abs() < 0.02 * x).unwrap_or_else(|| panic!("{name}: no x = {x}"));
         assert!((point.1 - rps).abs() < 0.02 * rps, "{name} at {x}: drawn {} req/s, ran {rps}", point.1);
         points += 1;
     }
     assert_eq!((points, served.len(), served.values().map(Vec::len).sum::<usize>()), (12, 6, 12));
-    // Each latency chart: p99 and p50 of the same 6 series, 12 points each.
+    // Each latency chart: the p99 of the same 6 series, 12 points.
     for id in ["ttft", "itl", "e2e"] {
         let (_, _, lines) = chart_points(&html, id);
-        assert_eq!((lines.len(), lines.values().map(Vec::len).sum::<usize>()), (12, 24), "{id}");
+        assert_eq!((lines.len(), lines.values().map(Vec::len).sum::<usize>()), (6, 12), "{id}");
     }
-    // The runs table names each run's concurrency and rate scale.
-    assert_eq!(html.matches("<td>open</td><td>2</td>").count(), 2);
+    // The runs table names each run's client.
+    assert_eq!(html.matches("<td class=\"l\">open loop</td>").count(), 4);
 
-    // Concurrency caps at one rate (agentic.yaml's grid): the caps on the x
-    // axis, open loop past the largest at its own tick, seeds averaged.
+    // Concurrency caps at one rate (agentic.yaml's grid): the offered load
+    // on the x axis, each cap and open loop a series, the seeds a band and
+    // the line their worst (fewest served), never their mean.
     dir.create("s.yaml", LINEAR_SCENARIO);
     dir.create("w.jsonl", &CHAT.lines().take(40).map(|l| format!("{l}\n")).collect::<String>());
     dir.create(
@@ -152,12 +155,29 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
          grid:\n  concurrency: [null, 2, 4]\n  seed: [1, 2]\noutput: caps\n",
     );
     TestCommand::new(&dir.path, &["-q", "caps.yaml"]).stdout();
-    let (x_label, ticks, served) = chart_points(&dir.read("caps/report.html"), "throughput");
-    assert!(x_label.starts_with("concurrency cap"), "{x_label}");
-    assert_eq!(ticks, ["2", "4", "open loop"]);
-    let points = &served["linear-test served"];
-    let xs: Vec<f64> = points.iter().map(|p| p.0.round()).collect();
-    assert_eq!((served.len(), xs), (1, vec![2.0, 4.0, 8.0]));
+    let html = dir.read("caps/report.html");
+    let (x_label, _, served) = chart_points(&html, "throughput");
+    assert!(x_label.starts_with("offered load (req/s)"), "{x_label}");
+    assert_eq!(served.len(), 3, "{:?}", served.keys());
+    let manifest: serde_json::Value = serde_json::from_str(&dir.read("caps/manifest.json")).unwrap();
+    for (cap, name) in [(Some(2), "linear-test ≤ 2 in flight served"), (None, "linear-test open loop served")] {
+        let worst = manifest["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["concurrency"].as_u64() == cap)
+            .map(|r| {
+                let m: serde_json::Value = serde_json::from_str(
+                    &dir.read(&format!("caps/runs/{}/metrics.json", r["run_id"].as_str().unwrap())),
+                )
+                .unwrap();
+                m["responses_per_sec"].as_f64().unwrap()
+            })
+            .fold(f64::MAX, f64::min);
+        let points = &served[name];
+        assert_eq!(points.len(), 1, "{name}");
+        assert!((points[0].1 - worst).abs() < 0.02 * worst, "{name}: drawn {}, worst seed {worst}", points[0].1);
+    }
 }
 
 /// 12: `report` on a folder whose runs' metrics are gone or corrupt is a

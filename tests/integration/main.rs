@@ -48,6 +48,7 @@ mod priority;
 mod properties;
 mod reject;
 mod report;
+mod report_data;
 mod router_env;
 mod scenario;
 mod silicon_protocols;

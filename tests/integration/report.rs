@@ -22,17 +22,20 @@ fn a_sweep_writes_a_report_with_its_figures() {
     for id in ["ttft", "itl", "e2e", "throughput", "runs"] {
         assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
     }
-    // Two deployments, p99 and p50 each, in each latency chart; served and
-    // goodput in the throughput chart; the SLO's two targets as lines.
-    assert_eq!(html.matches("class=\"series\"").count(), 3 * 4 + 4);
+    // Two deployments, p99 (the worst seed) in each latency chart; served
+    // and goodput in the throughput chart; the SLO's two targets as lines.
+    assert_eq!(html.matches("class=\"series\"").count(), 3 * 2 + 4);
     assert_eq!(html.matches("class=\"target\"").count(), 2);
     // One row per run, nothing fetched from elsewhere.
-    assert_eq!(html.matches("<tr>").count(), 1 + 6);
+    let runs = &html[html.find("id=\"runs\"").unwrap()..];
+    assert_eq!(runs[..runs.find("</table>").unwrap()].matches("<tr>").count(), 1 + 6);
     assert!(
         !html.contains("http://")
             || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count()
     );
-    assert!(!html.contains("<script"));
+    // No script runs: the one script element is the page's data, JSON.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert!(html.contains("<script type=\"application/json\" id=\"report-data\">"));
     // --no-report leaves it out; `report` writes it again.
     std::fs::remove_file(dir.join("out/report.html")).unwrap();
     TestCommand::new(&dir.path, &["-q", "--no-report", "plan.yaml"]).stdout();

@@ -28,20 +28,25 @@ pub const INPUT_WEIGHT: f64 = 1.0 / 8.0;
 pub const STEP_COST: f64 = 3.0;
 
 /// Work units (see [`request_work`] × [`load_factor`]) simulated per second
-/// by one core, for the estimate printed before a sweep starts. Same
-/// measurements: 16.8–35 million a second over chatbot, summarization and
-/// contentgen at C = 1, 8 and 64 (the 70B at TP4 as fast as the 8B), most
-/// near 25 million.
-pub const WORK_PER_CORE_S: f64 = 2.5e7;
+/// by one core in a sweep, tables written: `sweeps/eta-mixed.yaml` (36 runs,
+/// 792,000 requests, 1.4 × 10⁹ units) took 43.6 s on 2 cores of this
+/// shared machine (`scripts/eta-accuracy.py`, README, Performance,
+/// Progress). A bare `run` without output does about 2.5 × 10⁷.
+pub const WORK_PER_CORE_S: f64 = 1.6e7;
 
-/// Bytes the tables take per request (requests/*.parquet, runs.parquet,
-/// each run's status and metrics): measured as `du -sb` of the mixed sweep's
-/// output above over its requests.
-pub const BYTES_PER_REQUEST: f64 = 60.0;
+/// Bytes the tables take per run (its Parquet parts' footers, its status,
+/// metrics and timing files) and per request (a requests row and a nodes
+/// row per llm call), solved from two sweeps' `du -sb`: `eta-mixed` (36
+/// runs, 792,000 requests, 67.0 MB) and `quickstart` (12 runs, 2,400
+/// requests, 675 kB).
+pub const BYTES_PER_RUN: f64 = 40_000.0;
 
-/// Bytes of `tokens/*.parquet` per output token (`--tokens`), measured the
-/// same way with `--tokens`.
-pub const BYTES_PER_TOKEN: f64 = 5.0;
+/// See [`BYTES_PER_RUN`].
+pub const BYTES_PER_REQUEST: f64 = 83.0;
+
+/// Bytes of `tokens/*.parquet` per output token (`--tokens`): quickstart's
+/// 451 kB for 576,540 tokens.
+pub const BYTES_PER_TOKEN: f64 = 0.8;
 
 /// Bytes of a result JSONL row (`--results-jsonl`): README, Performance,
 /// 100,000 requests of 256 ± 100 output tokens in 245 MB.
@@ -170,7 +175,7 @@ impl Estimate {
 
     /// Bytes written.
     pub fn bytes(&self, outputs: OutputsOn) -> f64 {
-        let mut b = self.requests as f64 * BYTES_PER_REQUEST;
+        let mut b = self.runs as f64 * BYTES_PER_RUN + self.requests as f64 * BYTES_PER_REQUEST;
         if outputs.tokens {
             b += self.output_tokens as f64 * BYTES_PER_TOKEN;
         }
@@ -184,9 +189,10 @@ impl Estimate {
     /// run: ...`), and a warning line past an hour or 10 GB.
     pub fn describe(&self, name: &str, reused: u64, jobs: usize, outputs: OutputsOn) -> (String, Option<String>) {
         let (s, b) = (self.seconds(jobs), self.bytes(outputs));
+        let cores = if jobs == 1 { "1 core".to_owned() } else { format!("{jobs} cores") };
         let line = format!(
             "{name}: {} runs: {reused} done before, {} to run: {} requests, {} output tokens; \
-             estimated {} on {jobs} cores, {} of tables",
+             estimated {} on {cores}, {} of tables",
             self.runs + reused,
             self.runs,
             self.requests,
@@ -279,7 +285,7 @@ mod tests {
     fn the_estimate_warns_past_an_hour_or_ten_gigabytes() {
         let small = Estimate { runs: 4, requests: 1000, output_tokens: 100_000, work: 100_000 };
         let (line, warning) = small.describe("t", 0, 2, OutputsOn::default());
-        let bytes = format_bytes(1000.0 * BYTES_PER_REQUEST);
+        let bytes = format_bytes(4.0 * BYTES_PER_RUN + 1000.0 * BYTES_PER_REQUEST);
         assert_eq!(
             line,
             format!(

@@ -1,9 +1,12 @@
 //! `blis-sweep PLAN.yaml`: runs a sweep; `blis-sweep plan PLAN.yaml` prints
 //! its expanded grid.
 //!
-//! Progress goes to stderr: a bar with runs done, ETA and simulated requests
-//! per second when stderr is a terminal, one plain line per run otherwise,
-//! nothing with `--quiet`. Exit status: 0 when every run succeeded, 1 when
+//! Progress goes to stderr: first the runs, requests and tokens to simulate
+//! with an estimated time and disk use ([`crate::sweep::estimate`]), then a
+//! bar with runs done, the ETA from simulated work and simulated requests
+//! per second when stderr is a terminal, one plain line per run and a
+//! progress line every 5 s otherwise; a capacity search, one line a probe
+//! run; nothing with `--quiet`. Exit status: 0 when every run succeeded, 1 when
 //! some failed (the others still finish), 2 for a plan that cannot run, an
 //! output folder another sweep holds or another plan's results fill (without
 //! `--force`), and an output that cannot be written (the sweep stops at once).
@@ -152,7 +155,8 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let bar = if terminal {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed_precise}  {msg}").expect("valid template"),
+            ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed_precise}  {msg}")
+                .expect("valid template"),
         );
         bar.set_message("reading the plan's workload");
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -210,8 +214,6 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let options = SweepOptions { shard, progress: Some(progress.clone()), ..args.options(jobs) };
     let finished = std::sync::atomic::AtomicBool::new(false);
     let report = std::thread::scope(|scope| {
-        // Inside runs too: requests simulated per second and the simulated
-        // time reached, a few times a second; the counts once known.
         // Inside runs too: the ETA, requests simulated per second and the
         // simulated time reached, a few times a second; without a terminal,
         // a line every PLAIN_PROGRESS_S.

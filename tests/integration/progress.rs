@@ -13,12 +13,13 @@ fn stderr(out: &std::process::Output) -> String {
 fn the_sweep_says_its_runs_requests_tokens_time_and_disk_before_it_starts() {
     let dir = Dir::new("progress-estimate");
     dir.create("s.yaml", LINEAR_SCENARIO);
-    TestCommand::new(&dir.path, &["generate", "--preset", "chatbot", "--rate", "20", "--num-requests", "40", "-o", "w.jsonl"])
-        .stdout();
-    let tokens: u64 = rows(&dir.read("w.jsonl"))
-        .iter()
-        .map(|r| r["sub_requests"][0]["output_tokens"].as_u64().unwrap())
-        .sum();
+    TestCommand::new(
+        &dir.path,
+        &["generate", "--preset", "chatbot", "--rate", "20", "--num-requests", "40", "-o", "w.jsonl"],
+    )
+    .stdout();
+    let tokens: u64 =
+        rows(&dir.read("w.jsonl")).iter().map(|r| r["sub_requests"][0]["output_tokens"].as_u64().unwrap()).sum();
     dir.create(
         "plan.yaml",
         "name: est\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\ngrid: {concurrency: [null, 4, 8]}\noutput: out\n",
@@ -71,7 +72,12 @@ fn probe_lines_name_the_deployment_the_load_and_the_binding_metric() {
     let probes: Vec<&str> = log.lines().filter(|l| l.starts_with("[probe ")).collect();
     // 100 req/s: every TTFT is the 1 ms prefill step.
     let first = probes[0];
-    assert!(first.starts_with("[probe 1] two-ms [engine.max_num_seqs=1] @ 100 req/s: met, binding ttft_p99 1.0 ms ≤ 5.0 ms ("), "{log}");
+    assert!(
+        first.starts_with(
+            "[probe 1] two-ms [engine.max_num_seqs=1] @ 100 req/s: met, binding ttft_p99 1.0 ms ≤ 5.0 ms ("
+        ),
+        "{log}"
+    );
     let id = &first[first.rfind('(').unwrap() + 1..];
     assert!(id.len() > 16 && id[..16].bytes().all(|b| b.is_ascii_hexdigit()) && id[16..].starts_with(", "), "{first}");
     assert!(id.ends_with(" s)"), "{first}");
@@ -84,8 +90,11 @@ fn probe_lines_name_the_deployment_the_load_and_the_binding_metric() {
 fn report_over_a_sharded_sweeps_parent_says_to_report_each_shard() {
     let dir = Dir::new("progress-shards");
     dir.create("s.yaml", LINEAR_SCENARIO);
-    TestCommand::new(&dir.path, &["generate", "--preset", "chatbot", "--rate", "20", "--num-requests", "10", "-o", "w.jsonl"])
-        .stdout();
+    TestCommand::new(
+        &dir.path,
+        &["generate", "--preset", "chatbot", "--rate", "20", "--num-requests", "10", "-o", "w.jsonl"],
+    )
+    .stdout();
     dir.create(
         "plan.yaml",
         "name: sh\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\ngrid: {concurrency: [null, 4]}\noutput: out\n",

@@ -232,7 +232,7 @@ mod tests {
             priority: 0,
         };
         Request {
-            request_id: Default::default(),
+            request_id: crate::workload::RequestId::Int(0),
             arrival_time: 0.0,
             initial: vec![0],
             sub_requests: vec![SubRequest { next: vec![], interval: 0.0, kind: NodeKind::Llm(call), result: None }],

@@ -122,7 +122,8 @@ pub fn format_eta(eta: Option<f64>) -> String {
 
 /// A duration, rounded to the second (`<1 s` below one second).
 pub fn format_duration(s: f64) -> String {
-    if !(s >= 1.0) {
+    // (NaN too: no time known.)
+    if s.is_nan() || s < 1.0 {
         return "<1 s".to_owned();
     }
     let s = s.round() as u64;

@@ -29,10 +29,10 @@ pub const STEP_COST: f64 = 3.0;
 
 /// Work units (see [`request_work`] × [`load_factor`]) simulated per second
 /// by one core in a sweep, tables written: `sweeps/eta-mixed.yaml` (36 runs,
-/// 792,000 requests, 1.4 × 10⁹ units) took 43.6 s on 2 cores of this
-/// shared machine (`scripts/eta-accuracy.py`, README, Performance,
-/// Progress). A bare `run` without output does about 2.5 × 10⁷.
-pub const WORK_PER_CORE_S: f64 = 1.6e7;
+/// 792,000 requests, 1.38 × 10⁹ units) took 17.3–17.5 s on 2 cores of this
+/// machine when quiet (`scripts/eta-accuracy.py`, README, Performance,
+/// Progress), 4.0 × 10⁷ a core; 43.6 s while another build shared it.
+pub const WORK_PER_CORE_S: f64 = 4.0e7;
 
 /// Bytes the tables take per run (its Parquet parts' footers, its status,
 /// metrics and timing files) and per request (a requests row and a nodes

@@ -144,12 +144,23 @@ fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
     plan.workload.base_rate(seed)
 }
 
-/// Runs the search of `plan` (whose `slo` is set to the search's).
+/// One probe run finished: the run, and what it showed on one line
+/// (`llama-70b-tp4 @ 12.5 req/s: missed ttft_p99 812 ms > 500 ms`).
+#[derive(Debug, Clone)]
+pub struct Probe<'a> {
+    /// The run.
+    pub run: RunFinished<'a>,
+    /// The deployment, the load, met or missed with the binding metric.
+    pub line: String,
+}
+
+/// Runs the search of `plan` (whose `slo` is set to the search's);
+/// `on_probe` is called as each probe run finishes.
 pub fn search(
     mut plan: Plan,
     search: &Search,
     opts: &SweepOptions,
-    on_run: &mut (dyn FnMut(RunFinished<'_>) + Send),
+    on_probe: &mut (dyn FnMut(Probe<'_>) + Send),
 ) -> Result<Vec<Capacity>, SweepError> {
     plan.slo = Some(search.slo);
     let base = match search.over {
@@ -237,11 +248,24 @@ pub fn search(
             SweepOptions { force: opts.force && first, keep_other_runs: !(opts.force && first), ..opts.clone() };
         // A probe that fails is no capacity: keep its error for the row.
         let mut errors: BTreeMap<String, String> = BTreeMap::new();
+        // Each probe run's deployment and load, for its line.
+        let names: BTreeMap<&str, (String, f64)> = round
+            .iter()
+            .flat_map(|(i, load, cells)| cells.iter().map(move |c| (c.run_id.as_str(), (*i, *load))))
+            .map(|(id, (i, load))| (id, (deployment_name(&states[i].cells[0]), load)))
+            .collect();
         executor::run(p, &round_opts, &mut |r: RunFinished<'_>| {
             if let Some(e) = r.error {
                 errors.insert(r.run_id.to_owned(), e.to_owned());
             }
-            on_run(r)
+            let (name, load) = names.get(r.run_id).cloned().unwrap_or_else(|| (String::new(), 0.0));
+            let shown = match r.error {
+                Some(e) => format!("failed: {e}"),
+                None => read_metrics(&layout, r.run_id)
+                    .map_or_else(|| "the run wrote no metrics".to_owned(), |m| probe_outcome(&m, &search.slo)),
+            };
+            let line = format!("{name} @ {}: {shown}", load_text(load, search.over));
+            on_probe(Probe { run: r, line })
         })?;
         for (i, load, cells) in round {
             let s = &mut states[i];
@@ -277,6 +301,72 @@ pub fn search(
         }
     }
     Ok(states.into_iter().map(|s| answer(s, search)).collect())
+}
+
+/// A deployment as a probe line names it: the scenario, and its grid
+/// overrides in brackets (`llama-70b [tp=4, replicas=2]`).
+fn deployment_name(cell: &Cell) -> String {
+    if cell.overrides.is_empty() {
+        return cell.scenario.clone();
+    }
+    let o: Vec<String> = cell.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{} [{}]", cell.scenario, o.join(", "))
+}
+
+/// A probe's load: `12.5 req/s` (three significant digits) or `32 users`.
+fn load_text(load: f64, over: Over) -> String {
+    match over {
+        Over::Concurrency => format!("{load:.0} users"),
+        Over::Rate if load >= 100.0 => format!("{load:.0} req/s"),
+        Over::Rate if load >= 10.0 => format!("{load:.1} req/s"),
+        Over::Rate if load >= 1.0 => format!("{load:.2} req/s"),
+        Over::Rate => format!("{load:.3} req/s"),
+    }
+}
+
+/// Milliseconds on a line: whole above 10, one decimal below.
+fn ms_text(ms: f64) -> String {
+    if ms >= 10.0 { format!("{ms:.0} ms") } else { format!("{ms:.1} ms") }
+}
+
+/// What one probe run showed: met or missed, with the binding SLO metric
+/// (the one closest to, or furthest past, its target) against its target;
+/// the load not held or served, or too many failed requests.
+fn probe_outcome(m: &Metrics, slo: &crate::metrics::Slo) -> String {
+    let w = m.window.as_ref();
+    let value = |window: Option<f64>, run: f64| window.unwrap_or(run);
+    let metrics = [
+        ("ttft_p99", slo.ttft_p99_ms, value(w.map(|w| w.ttft_p99_ms), m.ttft_p99_ms)),
+        ("itl_p99", slo.itl_p99_ms, value(w.map(|w| w.itl_p99_ms), m.itl_p99_ms)),
+        ("e2e_p99", slo.e2e_p99_ms, value(w.map(|w| w.e2e_p99_ms), m.e2e_p99_ms)),
+    ];
+    let binding = metrics
+        .iter()
+        .filter_map(|&(name, target, v)| target.map(|t| (name, t, v)))
+        .max_by(|a, b| (a.2 / a.1).total_cmp(&(b.2 / b.1)));
+    let bound = |met: bool| {
+        binding.map_or_else(String::new, |(name, target, v)| {
+            let sign = if v <= target { "≤" } else { ">" };
+            let lead = if met { ", binding " } else { " " };
+            format!("{lead}{name} {} {sign} {}", ms_text(v), ms_text(target))
+        })
+    };
+    match probe_verdict(m) {
+        Verdict::Met => format!("met{}", bound(true)),
+        Verdict::Missed => format!("missed{}", bound(false)),
+        Verdict::Overloaded => w.map_or_else(
+            || "missed: overloaded".to_owned(),
+            |w| format!("missed: overloaded, served {:.2} of {:.2} req/s", w.throughput_rps, w.offered_rps),
+        ),
+        Verdict::RequestsFailed => w.map_or_else(
+            || "missed: too many requests failed".to_owned(),
+            |w| format!("missed: {} of {} requests failed", w.failed, w.requests),
+        ),
+        Verdict::TooShort => w.map_or_else(
+            || "too short to show this load".to_owned(),
+            |w| format!("too short: a window of {:.1} s for a mean E2E of {}", w.duration_s, ms_text(w.e2e_mean_ms)),
+        ),
+    }
 }
 
 /// A probe run's verdict: its window's (a run written without one judged by

@@ -13,6 +13,7 @@
 
 mod collector;
 pub mod error;
+pub mod estimate;
 pub mod executor;
 pub mod grid;
 pub(crate) mod input;

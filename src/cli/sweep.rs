@@ -1,9 +1,12 @@
 //! `blis-sweep PLAN.yaml`: runs a sweep; `blis-sweep plan PLAN.yaml` prints
 //! its expanded grid.
 //!
-//! Progress goes to stderr: a bar with runs done, ETA and simulated requests
-//! per second when stderr is a terminal, one plain line per run otherwise,
-//! nothing with `--quiet`. Exit status: 0 when every run succeeded, 1 when
+//! Progress goes to stderr: first the runs, requests and tokens to simulate
+//! with an estimated time and disk use ([`crate::sweep::estimate`]), then a
+//! bar with runs done, the ETA from simulated work and simulated requests
+//! per second when stderr is a terminal, one plain line per run and a
+//! progress line every 5 s otherwise; a capacity search, one line a probe
+//! run; nothing with `--quiet`. Exit status: 0 when every run succeeded, 1 when
 //! some failed (the others still finish), 2 for a plan that cannot run, an
 //! output folder another sweep holds or another plan's results fill (without
 //! `--force`), and an output that cannot be written (the sweep stops at once).
@@ -18,7 +21,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::calibrate::matrix;
 use crate::capacity;
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
-use crate::sweep::grid;
+use crate::sweep::{estimate, grid};
+
+/// Seconds between two progress lines when stderr is not a terminal: often
+/// enough for a log to show a long sweep moving, rarely enough to stay short.
+const PLAIN_PROGRESS_S: f64 = 5.0;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct SweepArgs {
@@ -143,11 +150,12 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let terminal = std::io::stderr().is_terminal() && !args.quiet;
     let quiet = args.quiet;
     // The bar draws from the start and ticks on its own; its length becomes
-    // the runs to do once the sweep knows which are done already.
+    // the runs to do once the sweep knows which are done already. Its ETA is
+    // the sweep's own, from simulated work (indicatif's counts runs).
     let bar = if terminal {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed_precise} ETA {eta}  {msg}")
+            ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed_precise}  {msg}")
                 .expect("valid template"),
         );
         bar.set_message("reading the plan's workload");
@@ -159,18 +167,37 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let progress = std::sync::Arc::new(executor::Progress::default());
     let (name, output) = (plan.name.clone(), plan.output.clone());
+    let outputs = estimate::OutputsOn { tokens: args.tokens, results_jsonl: args.results_jsonl };
+    // When the runs started (the ETA's elapsed time leaves the workload's
+    // first read out).
+    let runs_started = std::sync::OnceLock::<Instant>::new();
     // Once the sweep knows which runs are done already: the bar's length,
-    // and a log line (whichever of the ticker and the first run comes first).
+    // and the estimate (whichever of the ticker and the first run comes first).
     let announced = std::sync::atomic::AtomicBool::new(false);
     let announce = || {
         use std::sync::atomic::Ordering::{Acquire, Relaxed};
         if progress.started.load(Acquire) && !announced.swap(true, Relaxed) {
+            runs_started.get_or_init(Instant::now);
             let (to_run, reused) = (progress.to_run.load(Relaxed), progress.reused.load(Relaxed));
             bar.set_length(to_run);
-            if !terminal && !quiet {
-                say!("{name}: {} runs: {reused} done before, {to_run} to run", to_run + reused);
+            if !quiet {
+                let e = progress.estimate.get().copied().unwrap_or_default();
+                let (line, warning) = e.describe(&name, reused, jobs, outputs);
+                bar.suspend(|| {
+                    say!("{line}");
+                    if let Some(w) = warning {
+                        say!("{w}");
+                    }
+                });
             }
         }
+    };
+    // The ETA: elapsed since the runs started × work left / work done.
+    let eta = || {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (done, total) = (progress.work_done.load(Relaxed), progress.work_total.load(Relaxed));
+        let elapsed = runs_started.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+        (done, total, estimate::eta_s(elapsed, done, total))
     };
     let mut done = 0u64;
     let mut on_run = |r: RunFinished<'_>| {
@@ -187,19 +214,37 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
     let options = SweepOptions { shard, progress: Some(progress.clone()), ..args.options(jobs) };
     let finished = std::sync::atomic::AtomicBool::new(false);
     let report = std::thread::scope(|scope| {
-        // Inside runs too: requests simulated per second and the simulated
-        // time reached, a few times a second; the counts once known.
+        // Inside runs too: the ETA, requests simulated per second and the
+        // simulated time reached, a few times a second; without a terminal,
+        // a line every PLAIN_PROGRESS_S.
         scope.spawn(|| {
             use std::sync::atomic::Ordering::{Acquire, Relaxed};
+            let mut last_line = Instant::now();
             while !finished.load(Acquire) {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 announce();
-                let requests = progress.requests.load(Relaxed);
-                let sim_s = progress.sim_us.load(Relaxed) as f64 / 1e6;
-                bar.set_message(format!(
-                    "{requests} requests simulated ({:.0}/s), simulated time {sim_s:.0} s",
-                    requests as f64 / started.elapsed().as_secs_f64()
-                ));
+                let (work_done, work_total, eta) = eta();
+                let share = if work_total > 0 { work_done as f64 * 100.0 / work_total as f64 } else { 0.0 };
+                if terminal {
+                    let requests = progress.requests.load(Relaxed);
+                    let sim_s = progress.sim_us.load(Relaxed) as f64 / 1e6;
+                    bar.set_message(format!(
+                        "ETA {}  {share:.0} % of the work, {requests} requests simulated ({:.0}/s), simulated time {sim_s:.0} s",
+                        estimate::format_eta(eta),
+                        requests as f64 / started.elapsed().as_secs_f64()
+                    ));
+                } else if !quiet
+                    && progress.started.load(Acquire)
+                    && last_line.elapsed().as_secs_f64() >= PLAIN_PROGRESS_S
+                {
+                    last_line = Instant::now();
+                    let elapsed = runs_started.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+                    say!(
+                        "progress: {share:.1} % of the work, elapsed {elapsed:.1} s, ETA {} ({})",
+                        estimate::format_eta(eta),
+                        eta.map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s")),
+                    );
+                }
             }
         });
         // Stops the ticker however this ends (a panic included: the scope
@@ -324,16 +369,15 @@ fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Resu
     let started = Instant::now();
     let quiet = args.quiet;
     let mut probes = 0u64;
-    let mut on_run = |r: RunFinished<'_>| {
+    let mut on_probe = |p: capacity::Probe<'_>| {
         probes += 1;
         if !quiet {
-            let error = r.error.map_or_else(String::new, |e| format!(": {e}"));
-            say!("[probe {probes}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
+            say!("[probe {probes}] {} ({}, {:.2} s)", p.line, p.run.run_id, p.run.wall_s);
         }
     };
     let options = SweepOptions { keep_other_runs: true, ..args.options(jobs) };
     let (name, output) = (plan.name.clone(), plan.output.clone());
-    let rows = capacity::search(plan.clone(), &search, &options, &mut on_run)?;
+    let rows = capacity::search(plan.clone(), &search, &options, &mut on_probe)?;
     let table = capacity::write(&plan, &search, &rows)?;
     if !args.no_report {
         crate::report::write(&output)?;
@@ -371,6 +415,22 @@ pub(crate) fn capacity(args: CapacityArgs) -> anyhow::Result<Outcome> {
     run(args.sweep)
 }
 
+/// The `shard=I` folders of `dir` that hold a finished shard (a
+/// manifest), in shard order.
+fn sharded(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut shards: Vec<(usize, String)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let i = name.strip_prefix("shard=")?.parse().ok()?;
+            e.path().join("manifest.json").exists().then_some((i, name))
+        })
+        .collect();
+    shards.sort();
+    shards.into_iter().map(|(_, n)| n).collect()
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {
     /// A sweep's (or a calibration plan's) output folder.
@@ -378,8 +438,21 @@ pub(crate) struct ReportArgs {
     dir: PathBuf,
 }
 
-/// `blis-sweep report OUTPUT_DIR`: writes OUTPUT_DIR/report.html.
+/// `blis-sweep report OUTPUT_DIR`: writes OUTPUT_DIR/report.html. A
+/// sharded sweep's parent folder (its `shard=I/` folders, each with its own
+/// tables and manifest) is refused with the command that works: a report
+/// per shard (the shards' tables are not one sweep's until merged).
 pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let shards = sharded(&args.dir);
+    if !shards.is_empty() && !args.dir.join("manifest.json").exists() {
+        bail!(
+            "{}: a sharded sweep's parent folder ({} shards: {}): report each shard, e.g. `blis-sweep report {}`",
+            args.dir.display(),
+            shards.len(),
+            shards.join(", "),
+            args.dir.join(&shards[0]).display()
+        );
+    }
     let path = crate::report::write(&args.dir)?;
     say!("{}", path.display());
     Ok(())

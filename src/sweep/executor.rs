@@ -26,6 +26,7 @@ use rayon::prelude::*;
 
 use super::collector::{Message, collect};
 use super::error::SweepError;
+use super::estimate::{self, WorkloadSize};
 use super::grid::{Cell, Plan};
 use super::input;
 use super::lock::OutputLock;
@@ -79,6 +80,14 @@ pub struct Progress {
     pub requests: AtomicU64,
     /// The furthest simulated time any run has reached, µs.
     pub sim_us: AtomicU64,
+    /// The work of the runs to do ([`estimate::request_work`] of their
+    /// workloads' requests), known when `started` is set.
+    pub work_total: AtomicU64,
+    /// Of it, done: each finished request's work, and a finished run's
+    /// whole estimate (its requests counted so far replaced).
+    pub work_done: AtomicU64,
+    /// The runs to do, their requests, tokens and work, set before `started`.
+    pub estimate: std::sync::OnceLock<estimate::Estimate>,
 }
 
 /// One run finished (reported as it happens, from the collector thread).
@@ -185,7 +194,32 @@ pub fn run(
     let outputs = Outputs { tokens: opts.tokens, results_jsonl: opts.results_jsonl, step_trace: opts.step_trace };
     let todo: Vec<&Cell> =
         plan.cells.iter().filter(|c| opts.force || !resume::reusable(&layout, &c.run_id, outputs)).collect();
+    // The work of every run to do, for the ETA: each workload's requests
+    // counted once (with the first seed that reads it).
+    let mut work: Vec<u64> = Vec::new();
     if let Some(p) = &opts.progress {
+        let mut sizes: Vec<(Option<usize>, Option<WorkloadSize>)> = Vec::new();
+        let mut total = estimate::Estimate { runs: todo.len() as u64, ..Default::default() };
+        for cell in &todo {
+            let size = match sizes.iter().find(|(w, _)| *w == cell.workload) {
+                Some((_, size)) => *size,
+                None => {
+                    let size = workload_size(plan.workload_of(cell), cell.seed);
+                    sizes.push((cell.workload, size));
+                    size
+                }
+            };
+            // A workload that cannot be counted (an AgentX load replays a
+            // corpus of sessions): one unit, as a run count would.
+            let size = size.unwrap_or(WorkloadSize { requests: 0, output_tokens: 0, work: 1 });
+            total.requests += size.requests;
+            total.output_tokens += size.output_tokens;
+            let w = (size.work as f64 * estimate::load_factor(cell.concurrency)).round() as u64;
+            total.work += w;
+            work.push(w);
+        }
+        p.work_total.store(total.work, Ordering::Relaxed);
+        let _ = p.estimate.set(total);
         p.to_run.store(todo.len() as u64, Ordering::Relaxed);
         p.reused.store((plan.cells.len() - todo.len()) as u64, Ordering::Relaxed);
         p.started.store(true, Ordering::Release);
@@ -214,9 +248,9 @@ pub fn run(
             })
         });
         pool.install(|| {
-            todo.par_iter().for_each_with(tx, |tx, cell| {
+            todo.par_iter().enumerate().for_each_with(tx, |tx, (i, cell)| {
                 if !cancel.load(Ordering::Relaxed) {
-                    run_cell(&ctx, cell, tx);
+                    run_cell(&ctx, cell, work.get(i).copied().unwrap_or(0), tx);
                 }
             });
         });
@@ -272,6 +306,10 @@ struct RunSink<'a> {
     /// The first write error: the run stops and so does the sweep.
     error: Option<SweepError>,
     progress: Option<&'a Progress>,
+    /// The run's estimated work not yet counted as done.
+    work_left: &'a AtomicU64,
+    /// Its client's [`estimate::load_factor`].
+    work_factor: f64,
 }
 
 /// Writes one JSONL row; an error is kept (it names the file) and stops the run.
@@ -296,6 +334,11 @@ impl Sink for RunSink<'_> {
         if let Some(p) = self.progress {
             p.requests.fetch_add(1, Ordering::Relaxed);
             p.sim_us.fetch_max(r.finish_us.unwrap_or(r.send_us), Ordering::Relaxed);
+            // Never past the run's estimate: the rest is counted when it ends.
+            let left = self.work_left.load(Ordering::Relaxed);
+            let w = ((estimate::request_work(&r.request) as f64 * self.work_factor).round() as u64).min(left);
+            self.work_left.store(left - w, Ordering::Relaxed);
+            p.work_done.fetch_add(w, Ordering::Relaxed);
         }
         self.metrics.observe(r);
         if let Err(e) = self.parts.push(r) {
@@ -310,10 +353,16 @@ impl Sink for RunSink<'_> {
     }
 }
 
-fn run_cell(ctx: &Context<'_>, cell: &Cell, tx: &mut Sender<Message>) {
+fn run_cell(ctx: &Context<'_>, cell: &Cell, work: u64, tx: &mut Sender<Message>) {
     let wall = Instant::now();
     let mut deployment = DeploymentRow::from_spec(&cell.spec);
-    let (status, metrics, parts) = match simulate_cell(ctx, cell, &mut deployment) {
+    let work_left = AtomicU64::new(work);
+    let simulated = simulate_cell(ctx, cell, &mut deployment, &work_left);
+    // Ended, however: what its requests did not count is done too.
+    if let Some(p) = &ctx.opts.progress {
+        p.work_done.fetch_add(work_left.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    let (status, metrics, parts) = match simulated {
         Ok((m, parts)) => (RunStatus::ok(ctx.outputs, deployment), Some(Box::new(m)), parts),
         Err(CellError::Failed(e)) => (RunStatus::failed(e, deployment), None, Vec::new()),
         Err(CellError::Io(e)) => {
@@ -339,6 +388,7 @@ fn simulate_cell(
     ctx: &Context<'_>,
     cell: &Cell,
     deployment: &mut DeploymentRow,
+    work_left: &AtomicU64,
 ) -> Result<(Metrics, Vec<TmpFile>), CellError> {
     // Whatever an earlier execution of this run left goes first, status.json
     // at the head, so a run never mixes files of two executions.
@@ -374,6 +424,8 @@ fn simulate_cell(
             .pooled(d.pool_layout()),
         error: None,
         progress: ctx.opts.progress.as_deref(),
+        work_left,
+        work_factor: estimate::load_factor(cell.concurrency),
     };
     if let WorkloadSource::Import { path, options, .. } = ctx.plan.workload_of(cell)
         && let Some(agentic) = &options.agentic
@@ -429,6 +481,21 @@ fn simulate_cell(
                 .collect();
     }
     Ok((metrics, parts))
+}
+
+/// What `source` holds for a run with `seed`; `None` when it cannot be
+/// counted (an AgentX load, a workload that fails: its run reports why).
+fn workload_size(source: &WorkloadSource, seed: u64) -> Option<WorkloadSize> {
+    if let WorkloadSource::Import { options, .. } = source
+        && options.agentic.is_some()
+    {
+        return None;
+    }
+    let mut size = WorkloadSize::default();
+    for r in source.requests(seed).ok()? {
+        size.add(&r.ok()?);
+    }
+    Some(size)
 }
 
 /// A run's files committed and its metrics: what every run does once its

@@ -634,7 +634,7 @@ fn search(dir: &Path) -> bool {
             progress: None,
         };
         SEARCHES[0].fetch_add(1, Ordering::Relaxed);
-        let probes = |_: blis_sweep::sweep::executor::RunFinished<'_>| {
+        let probes = |_: capacity::Probe<'_>| {
             SEARCHES[2].fetch_add(1, Ordering::Relaxed);
         };
         let Ok(rows) = capacity::search(plan.clone(), &search, &options, &mut { probes }) else { continue };

@@ -45,6 +45,7 @@ mod pd_properties;
 mod pools;
 mod pools_outputs;
 mod priority;
+mod progress;
 mod properties;
 mod reject;
 mod report;

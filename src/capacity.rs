@@ -340,10 +340,15 @@ fn probe_outcome(m: &Metrics, slo: &crate::metrics::Slo) -> String {
         ("itl_p99", slo.itl_p99_ms, value(w.map(|w| w.itl_p99_ms), m.itl_p99_ms)),
         ("e2e_p99", slo.e2e_p99_ms, value(w.map(|w| w.e2e_p99_ms), m.e2e_p99_ms)),
     ];
-    let binding = metrics
-        .iter()
-        .filter_map(|&(name, target, v)| target.map(|t| (name, t, v)))
-        .max_by(|a, b| (a.2 / a.1).total_cmp(&(b.2 / b.1)));
+    // The window's own binding target (TPOT's included); a run written
+    // before windows named one: the largest share of its target.
+    let binding = match w.and_then(|w| w.binding.as_ref()) {
+        Some(b) => Some((b.metric.trim_end_matches("_ms"), b.target_ms, b.value_ms)),
+        None => metrics
+            .iter()
+            .filter_map(|&(name, target, v)| target.map(|t| (name, t, v)))
+            .max_by(|a, b| (a.2 / a.1).total_cmp(&(b.2 / b.1))),
+    };
     let bound = |met: bool| {
         binding.map_or_else(String::new, |(name, target, v)| {
             let sign = if v <= target { "≤" } else { ">" };

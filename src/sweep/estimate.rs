@@ -221,17 +221,7 @@ mod tests {
     use crate::workload::{LlmCall, SubRequest};
 
     fn request(input: u32, output: u32) -> Request {
-        let call = LlmCall {
-            input_tokens: input,
-            output_tokens: output,
-            input_token_ids: None,
-            output_token_ids: None,
-            seeded: None,
-            model: None,
-            lora: None,
-            prompt_blocks: None,
-            priority: 0,
-        };
+        let call = LlmCall::new(input, output);
         Request {
             request_id: crate::workload::RequestId::Int(0),
             arrival_time: 0.0,

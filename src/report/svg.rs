@@ -129,18 +129,9 @@ pub(crate) fn line_chart(
             y = py(y)
         );
     }
-    let _ = write!(
-        out,
-        r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}{}</text><text x="{LEFT}" y="18" font-size="13" font-weight="bold">{}</text>"#,
-        (LEFT + W - RIGHT) / 2.0,
-        height - 8.0,
-        escape(&format!("{x_label}{}", if log_x { " (log)" } else { "" })),
-        (TOP + height - BOTTOM) / 2.0,
-        (TOP + height - BOTTOM) / 2.0,
-        escape(y_label),
-        if log { " (log)" } else { "" },
-        escape(title)
-    );
+    let y_title = format!("{y_label}{}", if log { " (log)" } else { "" });
+    axis_titles(&mut out, (LEFT + W - RIGHT) / 2.0, height, x_label, log_x, &y_title);
+    let _ = write!(out, r#"<text x="{LEFT}" y="18" font-size="13" font-weight="bold">{}</text>"#, escape(title));
     for (name, y) in targets {
         let _ = write!(
             out,
@@ -314,16 +305,7 @@ pub(crate) fn scatter_chart(id: &str, title: &str, x_label: &str, y_label: &str,
             yy = py(y)
         );
     }
-    let _ = write!(
-        out,
-        r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}</text>"#,
-        (LEFT + plot_right) / 2.0,
-        H - 8.0,
-        escape(&format!("{x_label}{}", if log_x { " (log)" } else { "" })),
-        (TOP + H - BOTTOM) / 2.0,
-        (TOP + H - BOTTOM) / 2.0,
-        escape(y_label)
-    );
+    axis_titles(&mut out, (LEFT + plot_right) / 2.0, H, x_label, log_x, y_label);
     let mut line: Vec<&&Mark> = marks.iter().filter(|m| m.frontier).collect();
     line.sort_by(|p, q| p.x.total_cmp(&q.x));
     let path: Vec<String> = line.iter().map(|m| format!("{:.1},{:.1}", px(m.x), py(m.y))).collect();
@@ -373,6 +355,20 @@ pub(crate) fn scatter_chart(id: &str, title: &str, x_label: &str, y_label: &str,
         y + 3.0
     );
     out
+}
+
+/// The axes' titles of a chart `height` tall: the x axis's under the plot,
+/// centred at `x_center` (" (log)" on a log axis), the y axis's turned
+/// along its left edge.
+fn axis_titles(out: &mut String, x_center: f64, height: f64, x_label: &str, log_x: bool, y_label: &str) {
+    let mid = (TOP + height - BOTTOM) / 2.0;
+    let _ = write!(
+        out,
+        r#"<text x="{x_center:.1}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{mid:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {mid:.1})">{}</text>"#,
+        height - 8.0,
+        escape(&format!("{x_label}{}", if log_x { " (log)" } else { "" })),
+        escape(y_label)
+    );
 }
 
 #[cfg(test)]

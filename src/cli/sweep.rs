@@ -415,44 +415,16 @@ pub(crate) fn capacity(args: CapacityArgs) -> anyhow::Result<Outcome> {
     run(args.sweep)
 }
 
-/// The `shard=I` folders of `dir` that hold a finished shard (a
-/// manifest), in shard order.
-fn sharded(dir: &std::path::Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut shards: Vec<(usize, String)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let i = name.strip_prefix("shard=")?.parse().ok()?;
-            e.path().join("manifest.json").exists().then_some((i, name))
-        })
-        .collect();
-    shards.sort();
-    shards.into_iter().map(|(_, n)| n).collect()
-}
-
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {
-    /// A sweep's (or a calibration plan's) output folder.
+    /// A sweep's output folder (a sharded sweep's parent too), or a calibration plan's.
     #[arg(value_name = "OUTPUT_DIR")]
     dir: PathBuf,
 }
 
-/// `blis-sweep report OUTPUT_DIR`: writes OUTPUT_DIR/report.html. A
-/// sharded sweep's parent folder (its `shard=I/` folders, each with its own
-/// tables and manifest) is refused with the command that works: a report
-/// per shard (the shards' tables are not one sweep's until merged).
+/// `blis-sweep report OUTPUT_DIR`: writes OUTPUT_DIR/report.html; a
+/// sharded sweep's parent folder is reported as one sweep.
 pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let shards = sharded(&args.dir);
-    if !shards.is_empty() && !args.dir.join("manifest.json").exists() {
-        bail!(
-            "{}: a sharded sweep's parent folder ({} shards: {}): report each shard, e.g. `blis-sweep report {}`",
-            args.dir.display(),
-            shards.len(),
-            shards.join(", "),
-            args.dir.join(&shards[0]).display()
-        );
-    }
     let path = crate::report::write(&args.dir)?;
     say!("{}", path.display());
     Ok(())

@@ -6,12 +6,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde_json::Value;
 
-use super::svg::escape;
-use super::{ReportError, Run, read_rows};
+use super::Run;
+use super::page::escape;
 use crate::workload::SloClass;
 
 /// Means over seeds: requests, TTFT p99, attainment, goodput, Jain (each a
@@ -37,15 +36,14 @@ impl Cell {
     }
 }
 
-/// Writes the section from `path` (`classes.parquet`) for `runs`.
-pub(super) fn section(path: &Path, runs: &[Run], html: &mut String) -> Result<(), ReportError> {
-    let rows = read_rows(path)?;
+/// Writes the section from `rows` (`classes.parquet`'s) for `runs`.
+pub(super) fn section(rows: &[BTreeMap<String, Value>], runs: &[Run], html: &mut String) {
     let by_id: BTreeMap<&str, &Run> = runs.iter().map(|r| (r.run_id.as_str(), r)).collect();
     // (deployment, concurrency (open loop last), rate scale, group, class
     // order or tenant) → the means.
     type Key = (String, u64, u64, u8, usize, String);
     let mut cells: BTreeMap<Key, Cell> = BTreeMap::new();
-    for r in &rows {
+    for r in rows {
         let get = |k: &str| r.get(k).unwrap_or(&Value::Null);
         let Some(run) = get("run_id").as_str().and_then(|id| by_id.get(id)) else { continue };
         let name = get("name").as_str().unwrap_or_default().to_owned();
@@ -60,7 +58,7 @@ pub(super) fn section(path: &Path, runs: &[Run], html: &mut String) -> Result<()
         cells.entry(key).or_default().add(values);
     }
     if cells.is_empty() {
-        return Ok(());
+        return;
     }
     html.push_str(
         "<h2>SLO classes and tenants</h2><p>Per deployment and load, the mean over seeds; attainment and goodput \
@@ -88,5 +86,4 @@ pub(super) fn section(path: &Path, runs: &[Run], html: &mut String) -> Result<()
         );
     }
     html.push_str("</table>");
-    Ok(())
 }

@@ -56,46 +56,26 @@ fn defect_21_request_id_is_text_in_every_plan() {
     assert_eq!(key(&text, "nodes"), key(&text, "requests"));
 }
 
-/// A line chart of the report, read back from its SVG: the x axis's label
-/// and tick texts, and series name → its points in data units, mapped
-/// through the chart's own numeric axis labels (first and last numeric tick
-/// of each axis; ~1 % precision, as `../shared/defects/22-*/points.py`).
-type Chart = (String, Vec<String>, BTreeMap<String, Vec<(f64, f64)>>);
+/// A load chart of the report, read from its spec: the x axis's title and
+/// each line (`deployment series stat`, or `deployment stat` where the
+/// series is the statistic) → its points (load, value at the worst seed).
+type Chart = (String, BTreeMap<String, Vec<(f64, f64)>>);
 
-fn chart_points(html: &str, id: &str) -> Chart {
-    let start = html.find(&format!("<figure id=\"{id}\"")).unwrap();
-    let fig = &html[start..start + html[start..].find("</figure>").unwrap()];
-    let attr = |s: &str, name: &str| -> f64 {
-        let at = s.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
-        s[at..at + s[at..].find('"').unwrap()].parse().unwrap()
-    };
-    let text = |s: &str| s[s.find('>').unwrap() + 1..s.find("</text>").unwrap()].to_owned();
-    let (mut xt, mut yt, mut x_texts) = (Vec::new(), Vec::new(), Vec::new());
-    let mut x_label = String::new();
-    for t in fig.split("<text ").skip(1) {
-        if t.contains("font-size=\"11\" text-anchor=\"middle\"") {
-            x_texts.push(text(t));
-            if let Ok(v) = text(t).parse::<f64>() {
-                xt.push((attr(t, "x"), v));
-            }
-        } else if t.contains("font-size=\"11\" text-anchor=\"end\"") {
-            yt.push((attr(t, "y") - 4.0, text(t).parse::<f64>().unwrap()));
-        } else if t.contains("font-size=\"12\" text-anchor=\"middle\">") && x_label.is_empty() {
-            x_label = text(t);
-        }
+fn chart_points(html: &str, id: &str, stat: &str) -> Chart {
+    let spec = crate::util::chart_spec(html, id);
+    let layers = spec["spec"]["layer"].as_array().unwrap();
+    let x_title = layers.last().unwrap()["encoding"]["x"]["title"].as_str().unwrap().to_owned();
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for row in spec["data"]["values"].as_array().unwrap().iter().filter(|r| r["stat"] == stat) {
+        let text = |k: &str| row[k].as_str().unwrap().to_owned();
+        let name = if text("series") == stat {
+            format!("{} {stat}", text("deployment"))
+        } else {
+            format!("{} {} {stat}", text("deployment"), text("series"))
+        };
+        lines.entry(name).or_default().push((row["load"].as_f64().unwrap(), row["value"].as_f64().unwrap()));
     }
-    let lin = |t: &[(f64, f64)], p: f64| {
-        let (a, b) = (t[0], t[t.len() - 1]);
-        a.1 + (p - a.0) * (b.1 - a.1) / (b.0 - a.0)
-    };
-    let mut series = BTreeMap::new();
-    for seg in fig.split("<polyline").skip(1) {
-        let name = seg[seg.find("<title>").unwrap() + 7..seg.find("</title>").unwrap()].to_owned();
-        let points =
-            seg.split("<circle ").skip(1).map(|c| (lin(&xt, attr(c, "cx")), lin(&yt, attr(c, "cy")))).collect();
-        assert!(series.insert(name.clone(), points).is_none(), "two series named {name}");
-    }
-    (x_label, x_texts, series)
+    (x_title, lines)
 }
 
 /// 22: the quickstart's grid — concurrency [open, 8, 32] × rate scale [1, 2]
@@ -110,7 +90,7 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
     dir.create("qs.yaml", include_str!("../data/defects/22-report-averaging/qs.yaml"));
     TestCommand::new(&dir.path, &["-q", "qs.yaml"]).stdout();
     let html = dir.read("out/report.html");
-    let (x_label, _, served) = chart_points(&html, "throughput");
+    let (x_label, served) = chart_points(&html, "throughput", "served");
     assert!(x_label.starts_with("offered load (req/s)"), "{x_label}");
     // The runs, from their own metrics.
     let manifest: serde_json::Value = serde_json::from_str(&dir.read("out/manifest.json")).unwrap();
@@ -138,7 +118,7 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
     assert_eq!((points, served.len(), served.values().map(Vec::len).sum::<usize>()), (12, 6, 12));
     // Each latency chart: the p99 of the same 6 series, 12 points.
     for id in ["ttft", "itl", "e2e"] {
-        let (_, _, lines) = chart_points(&html, id);
+        let (_, lines) = chart_points(&html, id, "p99");
         assert_eq!((lines.len(), lines.values().map(Vec::len).sum::<usize>()), (6, 12), "{id}");
     }
     // The runs table names each run's client.
@@ -156,7 +136,7 @@ fn defect_22_report_draws_each_load_as_its_own_point() {
     );
     TestCommand::new(&dir.path, &["-q", "caps.yaml"]).stdout();
     let html = dir.read("caps/report.html");
-    let (x_label, _, served) = chart_points(&html, "throughput");
+    let (x_label, served) = chart_points(&html, "throughput", "served");
     assert!(x_label.starts_with("offered load (req/s)"), "{x_label}");
     assert_eq!(served.len(), 3, "{:?}", served.keys());
     let manifest: serde_json::Value = serde_json::from_str(&dir.read("caps/manifest.json")).unwrap();

@@ -86,31 +86,3 @@ fn probe_lines_name_the_deployment_the_load_and_the_binding_metric() {
     assert!(probes[1].starts_with("[probe 2] two-ms [engine.max_num_seqs=1] @ 2000 req/s: missed"), "{log}");
     assert!(probes.iter().any(|l| l.contains(": missed ttft_p99 ") && l.contains(" > 5.0 ms (")), "{log}");
 }
-
-#[test]
-fn report_over_a_sharded_sweeps_parent_says_to_report_each_shard() {
-    let dir = Dir::new("progress-shards");
-    dir.create("s.yaml", LINEAR_SCENARIO);
-    TestCommand::new(
-        &dir.path,
-        &["generate", "--preset", "chatbot", "--rate", "20", "--num-requests", "10", "-o", "w.jsonl"],
-    )
-    .stdout();
-    dir.create(
-        "plan.yaml",
-        "name: sh\nworkload: {path: w.jsonl}\nscenarios: [s.yaml]\ngrid: {concurrency: [null, 4]}\noutput: out\n",
-    );
-    for shard in ["0/2", "1/2"] {
-        TestCommand::new(&dir.path, &["plan.yaml", "-q", "--shard", shard]).stdout();
-    }
-    let err = TestCommand::new(&dir.path, &["report", "out"]).fails();
-    assert_eq!(
-        err.trim_end(),
-        "blis-sweep: out: a sharded sweep's parent folder (2 shards: shard=0, shard=1): report each shard, \
-         e.g. `blis-sweep report out/shard=0`"
-    );
-    assert!(!dir.join("out/report.html").exists());
-    // Each shard reports on its own.
-    TestCommand::new(&dir.path, &["report", "out/shard=0"]).stdout();
-    assert!(dir.join("out/shard=0/report.html").exists());
-}

@@ -2,7 +2,7 @@
 //! by `blis-sweep report`, with its figures; CI opens it in headless
 //! Chromium (`scripts/check-report.py`).
 
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand};
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, chart_spec};
 
 const CHAT: &str = include_str!("../../sweeps/workloads/chat-200.jsonl");
 
@@ -22,19 +22,46 @@ fn a_sweep_writes_a_report_with_its_figures() {
     for id in ["ttft", "itl", "e2e", "throughput", "runs"] {
         assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
     }
-    // Two deployments, p99 (the worst seed) in each latency chart; served
-    // and goodput in the throughput chart; the SLO's two targets as lines.
-    assert_eq!(html.matches("class=\"series\"").count(), 3 * 2 + 4);
-    assert_eq!(html.matches("class=\"target\"").count(), 2);
-    // One row per run, nothing fetched from elsewhere.
+    // Two deployments, a small multiple each; p99 (the worst seed) and p50
+    // in each latency chart at the three loads; served and goodput in the
+    // throughput chart; the SLO's two targets as bands.
+    for (id, stats, target) in [
+        ("ttft", ["p99", "p50"], Some(500.0)),
+        ("itl", ["p99", "p50"], Some(40.0)),
+        ("e2e", ["p99", "p50"], None),
+        ("throughput", ["served", "goodput"], None),
+    ] {
+        let spec = chart_spec(&html, id);
+        let facets: Vec<&str> = spec["facet"]["sort"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert_eq!(facets, ["engine_max_num_seqs=8", "engine_max_num_seqs=16"], "{id}");
+        let rows = spec["data"]["values"].as_array().unwrap();
+        for stat in stats {
+            assert_eq!(rows.iter().filter(|r| r["stat"] == stat).count(), 2 * 3, "{id} {stat}");
+        }
+        let bands: Vec<f64> = spec["spec"]["layer"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["mark"]["type"] == "rect")
+            .map(|l| l["encoding"]["y"]["datum"].as_f64().unwrap())
+            .collect();
+        assert_eq!(bands, target.into_iter().collect::<Vec<_>>(), "{id}");
+    }
+    // One row per run.
     let runs = &html[html.find("id=\"runs\"").unwrap()..];
     assert_eq!(runs[..runs.find("</table>").unwrap()].matches("<tr>").count(), 1 + 6);
-    assert!(
-        !html.contains("http://")
-            || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count()
+    // Nothing fetched from elsewhere: the libraries are inline, no element
+    // names an address to load.
+    for fetch in ["<script src", "<link", "<img src=\"http", "<iframe", "@import", "\"url\":"] {
+        assert!(!html.contains(fetch), "{fetch}");
+    }
+    // Scripts: the error capture, Vega, Vega-Lite, vega-embed and the
+    // renderer; the rest are JSON (a spec per chart, the page's data).
+    assert_eq!(html.matches("<script>").count(), 5);
+    assert_eq!(
+        html.matches("<script type=\"application/json\" class=\"spec\">").count(),
+        html.matches("<figure class=\"chart\"").count()
     );
-    // No script runs: the one script element is the page's data, JSON.
-    assert_eq!(html.matches("<script").count(), 1);
     assert!(html.contains("<script type=\"application/json\" id=\"report-data\">"));
     // --no-report leaves it out; `report` writes it again.
     std::fs::remove_file(dir.join("out/report.html")).unwrap();

@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::parquet_util::read_columns;
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand};
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, chart_spec};
 
 const CHAT: &str = include_str!("../../sweeps/workloads/chat-200.jsonl");
 
@@ -94,8 +94,17 @@ fn every_grid_point_is_one_point_its_seeds_a_spread() {
         assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
     }
     assert!(html.contains("offered load (req/s)") && !html.contains("× the workload"));
-    assert!(html.matches("class=\"band\"").count() >= 4, "a band per series of two seeds");
-    assert_eq!(html.matches("class=\"point\"").count(), 2 * points.len());
+    // Seeds drawn as bands: each latency chart has its area layer, the
+    // line at the worst seed, the band from the lowest to the highest.
+    let ttft = chart_spec(&html, "ttft");
+    assert!(ttft["spec"]["layer"].as_array().unwrap().iter().any(|l| l["mark"]["type"] == "area"), "no band");
+    for row in ttft["data"]["values"].as_array().unwrap() {
+        assert_eq!((row["value"].clone(), row["seeds"].clone()), (row["hi"].clone(), 2.into()), "{row}");
+    }
+    // Each frontier view: every point that ran, once.
+    for id in ["pareto", "pareto-ttft"] {
+        assert_eq!(chart_spec(&html, id)["data"]["values"].as_array().unwrap().len(), points.len(), "{id}");
+    }
     assert!(!data["frontier"]["tokens_per_sec_per_user"].as_array().unwrap().is_empty());
     let runs_table = &html[html.find("id=\"runs\"").unwrap()..];
     let runs_table = &runs_table[..runs_table.find("</table>").unwrap()];
@@ -256,4 +265,41 @@ fn the_pareto_frontier_of_capacity_70b_equals_a_duckdb_query_of_its_tables() {
     assert!(["TTFT p99", "ITL p99"].contains(&binding["metric"].as_str().unwrap()), "{binding}");
     assert!(binding["margin"].as_f64().unwrap() >= 0.0 && binding["margin"].as_f64().unwrap() < 1.0);
     assert!(html.contains("the worst seed decides"));
+}
+
+/// A sharded sweep's parent folder is reported as one sweep: the same
+/// points, frontier and charts as the sweep run on one machine.
+#[test]
+fn a_sharded_sweeps_parent_is_reported_as_the_whole_sweep() {
+    let dir = Dir::new("report-data-shards");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("w.jsonl", &CHAT.lines().take(30).map(|l| format!("{l}\n")).collect::<String>());
+    let plan = |out: &str| {
+        format!(
+            "name: sh\nworkload: {{path: w.jsonl}}\nscenarios: [s.yaml]\nslo: {{ttft_p99_ms: 400}}\n\
+             grid: {{concurrency: [null, 4], rate_scale: [1.0, 2.0], seed: [1, 2]}}\noutput: {out}\n"
+        )
+    };
+    dir.create("whole.yaml", &plan("whole"));
+    dir.create("sharded.yaml", &plan("out"));
+    TestCommand::new(&dir.path, &["-q", "whole.yaml"]).stdout();
+    for shard in ["0/3", "1/3", "2/3"] {
+        TestCommand::new(&dir.path, &["-q", "sharded.yaml", "--shard", shard]).stdout();
+    }
+    assert!(!dir.join("out/report.html").exists(), "a shard reports only with the whole");
+    TestCommand::new(&dir.path, &["report", "out"]).stdout();
+    let (whole, sharded) = (dir.read("whole/report.html"), dir.read("out/report.html"));
+    assert!(sharded.contains("A sharded sweep: 3 shards (shard=0, shard=1, shard=2), reported as one."));
+    assert_eq!(embedded(&sharded), embedded(&whole));
+    assert_eq!(embedded(&whole)["points"].as_array().unwrap().len(), 4);
+    for id in ["pareto", "ttft", "throughput"] {
+        assert_eq!(chart_spec(&sharded, id), chart_spec(&whole, id), "{id}");
+    }
+    let runs = |html: &str| html[html.find("id=\"runs\"").unwrap()..].split("</table>").next().unwrap().to_owned();
+    assert_eq!(runs(&sharded), runs(&whole));
+    // Shards of another plan are refused, naming the file.
+    dir.create("other.yaml", &plan("out").replace("seed: [1, 2]", "seed: [3, 4]"));
+    TestCommand::new(&dir.path, &["-q", "other.yaml", "--shard", "3/4"]).stdout();
+    let err = TestCommand::new(&dir.path, &["report", "out"]).fails();
+    assert!(err.contains("out/shard=3/manifest.json: plan_hash") && err.contains("shards of different plans"), "{err}");
 }

@@ -156,3 +156,13 @@ impl blis_sweep::sim::ResultSink for Steps {
         self.steps.push(step.clone());
     }
 }
+
+/// The Vega-Lite spec of chart `id` in a report's HTML (its
+/// `<script type="application/json" class="spec">`).
+pub fn chart_spec(html: &str, id: &str) -> serde_json::Value {
+    let start = html.find(&format!("<figure class=\"chart\" id=\"{id}\">")).unwrap_or_else(|| panic!("no chart {id}"));
+    let figure = &html[start..start + html[start..].find("</figure>").unwrap()];
+    let open = "<script type=\"application/json\" class=\"spec\">";
+    let at = figure.find(open).unwrap() + open.len();
+    serde_json::from_str(&figure[at..at + figure[at..].find("</script>").unwrap()]).unwrap()
+}

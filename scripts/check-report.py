@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 
+MAX_SHOT = int(os.environ.get("MAX_SHOT", "2600"))
 CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
             "--virtual-time-budget=60000"]
 
@@ -56,7 +57,10 @@ def main() -> None:
         fail(f"the browser's DOM lacks {missing}")
     if not charts and not ids:
         fail("no chart and nothing asked for")
-    height = max(1400, min(16000, 500 + 430 * len(charts)))
+    # The window: the page's height (the renderer writes it), at most
+    # MAX_SHOT px: the top of a long page.
+    page = re.search(r'<body[^>]*data-height="(\d+)"', dom)
+    height = max(800, min(MAX_SHOT, int(page.group(1)) if page else MAX_SHOT))
     subprocess.run(CHROMIUM + [f"--window-size=1280,{height}", f"--screenshot={shot}", url],
                    capture_output=True, timeout=300)
     size = os.path.getsize(shot) if os.path.exists(shot) else 0

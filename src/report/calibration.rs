@@ -34,7 +34,14 @@ pub(super) fn section(rows: &[BTreeMap<String, Value>], html: &mut String) {
         }
         cells.insert((run, metric), (ours, blis));
     }
-    html.push_str("<h2>Calibration against real vLLM runs</h2><p>sim / real − 1; BLIS's published error in parentheses.</p><table id=\"calibration\"><tr><th>run</th>");
+    html.push_str("<h2>Calibration against real vLLM runs</h2>");
+    if !dots.is_empty() {
+        html.push_str(&chart("calibration-errors", &calibration_errors(dots, metrics.clone())));
+    }
+    html.push_str(
+        "<p>sim / real − 1 per run and metric; BLIS's published error in parentheses.</p>\
+         <table id=\"calibration\"><tr><th>run</th>",
+    );
     for m in &metrics {
         let _ = write!(html, "<th>{}</th>", escape(m));
     }
@@ -59,7 +66,4 @@ pub(super) fn section(rows: &[BTreeMap<String, Value>], html: &mut String) {
         html.push_str("</tr>");
     }
     html.push_str("</table>");
-    if !dots.is_empty() {
-        html.push_str(&chart("calibration-errors", &calibration_errors(dots, metrics)));
-    }
 }

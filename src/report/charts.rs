@@ -19,6 +19,12 @@ const LOG_RATIO: f64 = 10.0;
 /// Facets per row of small multiples (the page is ~1,180 px wide).
 const COLUMNS: usize = 3;
 
+/// Every chart's look: axis labels that would overlap are thinned (a log
+/// axis labels 1–9 of each decade), titles left-aligned.
+fn config() -> Value {
+    json!({"axis": {"labelOverlap": "greedy", "labelSeparation": 6}, "title": {"anchor": "start", "fontSize": 13}})
+}
+
 /// The colour of what misses an SLO.
 const MISS: &str = "#d62728";
 
@@ -91,7 +97,7 @@ pub(super) fn against_load(c: AgainstLoad<'_>) -> Value {
     let y = json!({"field": "value", "type": "quantitative", "title": c.y_title, "scale": c.y_scale,
                    "axis": {"format": ",~r"}});
     let color = json!({"field": "series", "type": "nominal", "sort": c.series, "title": null,
-                       "scale": {"scheme": "tableau10"}, "legend": {"orient": "top", "labelLimit": 480}});
+                       "scale": {"scheme": "tableau10"}, "legend": {"orient": "top", "labelLimit": 480, "symbolLimit": 0}});
     let mut layers = Vec::new();
     if let Some((label, ms)) = &c.target {
         layers.extend(slo_band(label, *ms));
@@ -123,6 +129,7 @@ pub(super) fn against_load(c: AgainstLoad<'_>) -> Value {
     let width = if c.facets.len() == 1 { 640 } else { 320 };
     json!({
         "$schema": SCHEMA,
+        "config": config(),
         "title": c.title,
         "data": {"values": c.rows},
         "facet": {"field": "deployment", "type": "nominal", "sort": c.facets, "title": null,
@@ -143,6 +150,7 @@ pub(super) fn tradeoff(title: &str, x_title: &str, x_scale: Value, tooltip: Valu
                    "axis": {"format": ",~r"}});
     json!({
         "$schema": SCHEMA,
+        "config": config(),
         "title": title,
         "width": 520,
         "height": 320,
@@ -156,7 +164,7 @@ pub(super) fn tradeoff(title: &str, x_title: &str, x_scale: Value, tooltip: Valu
              "encoding": {
                  "x": x, "y": y,
                  "color": {"field": "deployment", "type": "nominal", "sort": null, "title": null,
-                           "scale": {"scheme": "tableau20"}, "legend": {"orient": "bottom", "columns": 2, "labelLimit": 420}},
+                           "scale": {"scheme": "tableau20"}, "legend": {"orient": "bottom", "columns": 2, "labelLimit": 420, "symbolLimit": 0}},
                  "shape": {"field": "slo", "type": "nominal", "title": null,
                            "scale": {"domain": ["meets the SLO", "misses the SLO", "no SLO"],
                                      "range": ["circle", "triangle-down", "square"]}},
@@ -168,9 +176,25 @@ pub(super) fn tradeoff(title: &str, x_title: &str, x_scale: Value, tooltip: Valu
     })
 }
 
+/// The bars' colours, by verdict: against a target, or the search's own
+/// verdict without one (`capacity.parquet`'s, underscores as spaces).
+const VERDICTS: [(&str, &str); 8] = [
+    ("meets the target", "#2ca02c"),
+    ("below the target", "#9e9e9e"),
+    ("capacity", "#1f77b4"),
+    ("at least", "#17becf"),
+    ("below range", "#bcbd22"),
+    ("too short", "#ff7f0e"),
+    ("requests failed", "#8c564b"),
+    ("failed", MISS),
+];
+
 /// Each deployment's capacity as a bar (rows `{deployment, capacity,
 /// label, verdict}`), its label beside it, the target a dashed rule.
 pub(super) fn capacity_bars(unit: &str, target: Option<f64>, rows: Vec<Value>) -> Value {
+    // The legend names the verdicts the rows have, each its own colour.
+    let present: Vec<(&str, &str)> =
+        VERDICTS.iter().copied().filter(|v| rows.iter().any(|r| r["verdict"] == v.0)).collect();
     let y = json!({"field": "deployment", "type": "nominal", "sort": null, "title": null, "axis": {"labelLimit": 360}});
     let x =
         json!({"field": "capacity", "type": "quantitative", "title": format!("highest load within the SLO ({unit})")});
@@ -178,7 +202,9 @@ pub(super) fn capacity_bars(unit: &str, target: Option<f64>, rows: Vec<Value>) -
         json!({"mark": {"type": "bar", "height": {"band": 0.7}},
                "encoding": {"y": y, "x": x,
                             "color": {"field": "verdict", "type": "nominal", "title": null,
-                                      "scale": {"scheme": "set2"}, "legend": {"orient": "top"}},
+                                      "scale": {"domain": present.iter().map(|v| v.0).collect::<Vec<_>>(),
+                                                "range": present.iter().map(|v| v.1).collect::<Vec<_>>()},
+                                      "legend": {"orient": "top"}},
                             "tooltip": [{"field": "deployment"}, {"field": "label", "title": "capacity"},
                                         {"field": "verdict"}]}}),
         json!({"mark": {"type": "text", "align": "left", "dx": 4, "fontSize": 11},
@@ -194,6 +220,7 @@ pub(super) fn capacity_bars(unit: &str, target: Option<f64>, rows: Vec<Value>) -
     }
     json!({
         "$schema": SCHEMA,
+        "config": config(),
         "title": "Highest load within the SLO, per deployment",
         "width": 520,
         "height": {"step": 26},
@@ -214,16 +241,18 @@ pub(super) fn replicas(rows: Vec<Value>, runs: Vec<String>) -> Value {
         });
         if color {
             e["color"] = json!({"field": "run", "type": "nominal", "sort": runs, "title": null,
-                                "legend": {"orient": "bottom", "labelLimit": 520}});
+                                "legend": {"orient": "bottom", "labelLimit": 520, "symbolLimit": 0}});
         }
         e
     };
     let mark = json!({"type": "line", "interpolate": "step-after", "point": true});
     if runs.len() <= 6 {
-        json!({"$schema": SCHEMA, "title": "Routable replicas", "width": 900, "height": 240,
+        json!({"$schema": SCHEMA,
+        "config": config(), "title": "Routable replicas", "width": 900, "height": 240,
                "data": {"values": rows}, "mark": mark, "encoding": encoding(true)})
     } else {
-        json!({"$schema": SCHEMA, "title": "Routable replicas", "data": {"values": rows},
+        json!({"$schema": SCHEMA,
+        "config": config(), "title": "Routable replicas", "data": {"values": rows},
                "facet": {"field": "run", "type": "nominal", "sort": runs, "title": null, "header": {"labelLimit": 360}},
                "columns": COLUMNS, "spec": {"width": 320, "height": 160, "mark": mark, "encoding": encoding(false)}})
     }
@@ -236,6 +265,7 @@ pub(super) fn replicas(rows: Vec<Value>, runs: Vec<String>) -> Value {
 pub(super) fn calibration_errors(rows: Vec<Value>, metrics: Vec<String>) -> Value {
     json!({
         "$schema": SCHEMA,
+        "config": config(),
         "title": "Calibration: sim / real − 1 per metric, each real run a dot",
         "width": 640,
         "height": {"step": 34},
@@ -266,8 +296,8 @@ mod tests {
 
     #[test]
     fn latency_axes_turn_logarithmic_past_a_decade() {
-        assert_eq!(scale_for([40.0, 45.0, 390.0].into_iter(), true)["type"], "log");
-        assert_eq!(scale_for([40.0, 45.0, 390.0 / 1.1].into_iter(), true)["type"], "linear");
+        assert_eq!(scale_for([40.0, 45.0, 400.0].into_iter(), true)["type"], "log");
+        assert_eq!(scale_for([40.0, 45.0, 400.0 / 1.1].into_iter(), true)["type"], "linear");
         // Zero has no logarithm.
         assert_eq!(scale_for([0.0, 45.0, 870.0].into_iter(), true)["type"], "linear");
     }

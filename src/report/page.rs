@@ -36,7 +36,9 @@ const CAPTURE: &str = r#"
 /// Renders every chart; counts the data marks each drew (items of marks
 /// whose role is `mark`, groups excepted: axes, legends and facet cells
 /// are not data); when every chart is done, writes what was logged into
-/// `#report-errors` and the count of charts on `body[data-rendered]`.
+/// `#report-errors`, the page's height on `body[data-height]` (for a
+/// screenshot of the whole page) and the count of charts on
+/// `body[data-rendered]`.
 const RENDER: &str = r#"
 (function () {
   function marks(mark) {
@@ -54,6 +56,7 @@ const RENDER: &str = r#"
     var log = document.getElementById('report-errors');
     log.textContent = window.reportNotes.join('\n');
     log.hidden = window.reportNotes.length === 0;
+    document.body.setAttribute('data-height', String(document.documentElement.scrollHeight));
     document.body.setAttribute('data-rendered', String(figures.length));
   }
   pending += 1;

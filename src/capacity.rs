@@ -127,6 +127,8 @@ impl Answer {
 
 /// A deployment being searched: its seeds' base cells and its bracket.
 struct State {
+    /// Req/s at a rate scale of 1 (its workload's own rate; 1 for users).
+    base: f64,
     cells: Vec<Cell>,
     good: Option<(f64, Vec<Metrics>)>,
     bad: Option<f64>,
@@ -136,12 +138,6 @@ struct State {
     error: Option<String>,
     probes: usize,
     done: bool,
-}
-
-/// The workload's own rate, requests per second (see
-/// [`WorkloadSource::base_rate`](crate::sweep::source::WorkloadSource::base_rate)).
-fn base_rate(plan: &Plan, seed: u64) -> Result<f64, String> {
-    plan.workload.base_rate(seed)
 }
 
 /// One probe run finished: the run, and what it showed on one line
@@ -163,15 +159,25 @@ pub fn search(
     on_probe: &mut (dyn FnMut(Probe<'_>) + Send),
 ) -> Result<Vec<Capacity>, SweepError> {
     plan.slo = Some(search.slo);
-    let base = match search.over {
-        Over::Rate => {
-            let seed = plan.cells.first().map_or(0, |c| c.seed);
-            base_rate(&plan, seed).map_err(|e| SweepError::Io {
-                path: plan.file.display().to_string(),
-                error: std::io::Error::other(e),
-            })?
+    // The rate a rate scale of 1 offers: each deployment's own workload's
+    // (a grid over workloads, or a workload override, gives each its own),
+    // at the plan's first seed — the load `manifest.json` and the report
+    // show for each run.
+    let seed = plan.cells.first().map_or(0, |c| c.seed);
+    let mut bases: Vec<(Option<usize>, f64)> = Vec::new();
+    let mut base_of = |cell: &Cell| -> Result<f64, SweepError> {
+        if search.over == Over::Concurrency {
+            return Ok(1.0);
         }
-        Over::Concurrency => 1.0,
+        if let Some(&(_, b)) = bases.iter().find(|(w, _)| *w == cell.workload) {
+            return Ok(b);
+        }
+        let b = plan
+            .workload_of(cell)
+            .base_rate(seed)
+            .map_err(|e| SweepError::Io { path: plan.file.display().to_string(), error: std::io::Error::other(e) })?;
+        bases.push((cell.workload, b));
+        Ok(b)
     };
     // Deployments: the grid's cells by scenario and overrides; each keeps
     // its seeds' cells.
@@ -184,6 +190,7 @@ pub fn search(
             None => {
                 keys.push(key);
                 states.push(State {
+                    base: base_of(cell)?,
                     cells: vec![cell.clone()],
                     good: None,
                     bad: None,
@@ -223,7 +230,7 @@ pub fn search(
                 .cells
                 .iter()
                 .map(|c| match search.over {
-                    Over::Rate => c.probe(0, load / base, None),
+                    Over::Rate => c.probe(0, load / s.base, None),
                     Over::Concurrency => c.probe(0, 1.0, Some(load as u32)),
                 })
                 .collect();

@@ -1,8 +1,10 @@
 //! The report's per-class section, when the sweep wrote `classes.parquet`
 //! (its runs' requests carried SLO classes or tenants): per deployment and
-//! load, each class's requests, TTFT p99, SLO attainment and goodput, the
-//! mean over the seeds of that load; and each run's Jain index over
-//! tenants where it has one.
+//! load, each class's requests, TTFT p99, SLO attainment and goodput, and
+//! the Jain index over tenants where a run has one — each at the worst seed
+//! of that load (the capacity search's rule: the highest TTFT, the lowest
+//! attainment, goodput and fairness), the seeds' range beside it, never a
+//! mean.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,26 +15,40 @@ use super::Run;
 use super::page::escape;
 use crate::workload::SloClass;
 
-/// Means over seeds: requests, TTFT p99, attainment, goodput, Jain (each a
-/// sum and a count of the values present).
+/// Over seeds: requests, TTFT p99, attainment, goodput, Jain (each the
+/// lowest and highest of the values present).
 #[derive(Default)]
 struct Cell {
-    sums: [f64; 5],
-    counts: [u32; 5],
+    range: [Option<(f64, f64)>; 5],
 }
+
+/// Which end of each value's range is its worst: TTFT's highest, the
+/// others' lowest (requests: the fewest completed).
+const WORST_IS_HIGH: [bool; 5] = [false, true, false, false, false];
 
 impl Cell {
     fn add(&mut self, values: [Option<f64>; 5]) {
-        for (i, v) in values.into_iter().enumerate() {
+        for (r, v) in self.range.iter_mut().zip(values) {
             if let Some(v) = v {
-                self.sums[i] += v;
-                self.counts[i] += 1;
+                *r = Some(r.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
             }
         }
     }
 
-    fn mean(&self, i: usize) -> Option<f64> {
-        (self.counts[i] > 0).then(|| self.sums[i] / f64::from(self.counts[i]))
+    /// Value `i` at the worst seed, and its range when the seeds differ,
+    /// each through `show`.
+    fn text(&self, i: usize, show: &dyn Fn(f64) -> String) -> String {
+        match self.range[i] {
+            None => "–".to_owned(),
+            Some((lo, hi)) => {
+                let worst = if WORST_IS_HIGH[i] { hi } else { lo };
+                if show(lo) == show(hi) {
+                    show(worst)
+                } else {
+                    format!("{} ({}–{})", show(worst), show(lo), show(hi))
+                }
+            }
+        }
     }
 }
 
@@ -61,14 +77,15 @@ pub(super) fn section(rows: &[BTreeMap<String, Value>], runs: &[Run], html: &mut
         return;
     }
     html.push_str(
-        "<h2>SLO classes and tenants</h2><p>Per deployment and load, the mean over seeds; attainment and goodput \
-         need an SLO (–: none).</p><table id=\"classes\"><tr><th>deployment</th><th>concurrency</th>\
-         <th>rate ×</th><th>class / tenant</th><th>requests</th><th>TTFT p99 ms</th><th>SLO attainment</th>\
-         <th>goodput req/s</th><th>Jain (tenants)</th></tr>",
+        "<h2>SLO classes and tenants</h2><p>Per deployment and load, each value at the worst seed (the highest \
+         TTFT, the lowest attainment, goodput and fairness), the seeds' range in parentheses where they differ; \
+         attainment and goodput need an SLO (–: none).</p><table id=\"classes\"><tr><th>deployment</th>\
+         <th>concurrency</th><th>rate ×</th><th>class / tenant</th><th>requests</th><th>TTFT p99 ms</th>\
+         <th>SLO attainment</th><th>goodput req/s</th><th>Jain (tenants)</th></tr>",
     );
     for ((deployment, cap, rate, group, _, name), cell) in &cells {
-        let f = |i: usize, digits: usize| cell.mean(i).map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"));
-        let att = cell.mean(2).map_or_else(|| "–".to_owned(), |v| format!("{:.1} %", v * 100.0));
+        let fixed = |digits: usize| move |v: f64| format!("{v:.digits$}");
+        let percent = |v: f64| format!("{:.1} %", v * 100.0);
         let who = if *group == 0 { name.clone() } else { format!("tenant {name}") };
         let _ = write!(
             html,
@@ -78,12 +95,30 @@ pub(super) fn section(rows: &[BTreeMap<String, Value>], runs: &[Run], html: &mut
             if *cap == u64::MAX { "open".to_owned() } else { cap.to_string() },
             f64::from_bits(*rate),
             escape(&who),
-            f(0, 0),
-            f(1, 1),
-            att,
-            f(3, 2),
-            f(4, 3),
+            cell.text(0, &fixed(0)),
+            cell.text(1, &fixed(1)),
+            cell.text(2, &percent),
+            cell.text(3, &fixed(2)),
+            cell.text(4, &fixed(3)),
         );
     }
     html.push_str("</table>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_shows_its_worst_seed_and_the_range_never_a_mean() {
+        let mut cell = Cell::default();
+        cell.add([Some(100.0), Some(80.0), Some(0.99), Some(4.0), None]);
+        cell.add([Some(98.0), Some(120.0), Some(0.90), Some(4.0), None]);
+        let fixed = |v: f64| format!("{v:.1}");
+        // TTFT: the highest is the worst; attainment: the lowest.
+        assert_eq!(cell.text(1, &fixed), "120.0 (80.0–120.0)");
+        assert_eq!(cell.text(2, &|v| format!("{:.2}", v)), "0.90 (0.90–0.99)");
+        // Equal seeds: one number; none: a dash.
+        assert_eq!((cell.text(3, &fixed), cell.text(4, &fixed)), ("4.0".to_owned(), "–".to_owned()));
+    }
 }

@@ -2,7 +2,7 @@
 //! its tables, and its mistakes.
 
 use crate::parquet_util::read_columns;
-use crate::util::{Dir, TestCommand};
+use crate::util::{Dir, LINEAR_SCENARIO, TestCommand};
 
 /// One request at a time (max_num_seqs 1), every step 1 ms, each request a
 /// prefill step and one decode step: 2 ms of service, 500 req/s.
@@ -109,4 +109,35 @@ fn a_concurrency_search_counts_users() {
     TestCommand::new(&dir.path, &["capacity", "-q", "plan.yaml"]).stdout();
     let rows = read_columns(&dir.join("out/capacity.parquet"), &["max_concurrency", "at_least"]);
     assert_eq!(rows, [["5", "false"]]);
+}
+
+/// A capacity search over a workload override (`workload.generate.rate`):
+/// each deployment's probes offer the load the search names, at its own
+/// workload's rate — not the plan's main workload's (a rate scale of
+/// load / 10 on a 40 req/s workload offered 4× the load).
+#[test]
+fn each_deployment_is_probed_at_its_own_workloads_rate() {
+    let dir = Dir::new("capacity-workload-override");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create(
+        "plan.yaml",
+        "name: c\nworkload: {generate: {preset: chatbot, rate: 10, num_requests: 200}}\nscenarios: [s.yaml]\n\
+         grid: {overrides: {workload.generate.rate: [10, 40]}}\n\
+         search: {slo: {ttft_p99_ms: 500}, range: [5, 80], precision: 0.5}\noutput: out\n",
+    );
+    TestCommand::new(&dir.path, &["-q", "plan.yaml"]).output();
+    let manifest: serde_json::Value = serde_json::from_str(&dir.read("out/manifest.json")).unwrap();
+    for rate in [10, 40] {
+        let offered: Vec<f64> = manifest["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["overrides"]["workload.generate.rate"] == rate)
+            .map(|r| r["offered_rps"].as_f64().unwrap())
+            .collect();
+        // The range's ends are probed first: 5 and 80 req/s offered.
+        for load in [5.0, 80.0] {
+            assert!(offered.iter().any(|o| (o - load).abs() < 1e-6 * load), "rate {rate}: {offered:?} lacks {load}");
+        }
+    }
 }

@@ -25,6 +25,16 @@ fn config() -> Value {
     json!({"axis": {"labelOverlap": "greedy", "labelSeparation": 6}, "title": {"anchor": "start", "fontSize": 13}})
 }
 
+/// A whole spec: the schema, the look, `title`, `rows` inline, then
+/// `body`'s keys (size, layers, facets).
+fn spec(title: &str, rows: Vec<Value>, body: Value) -> Value {
+    let mut spec = json!({"$schema": SCHEMA, "config": config(), "title": title, "data": {"values": rows}});
+    if let (Some(spec), Value::Object(body)) = (spec.as_object_mut(), body) {
+        spec.extend(body);
+    }
+    spec
+}
+
 /// The colour of what misses an SLO.
 const MISS: &str = "#d62728";
 
@@ -127,17 +137,17 @@ pub(super) fn against_load(c: AgainstLoad<'_>) -> Value {
         }
     }));
     let width = if c.facets.len() == 1 { 640 } else { 320 };
-    json!({
-        "$schema": SCHEMA,
-        "config": config(),
-        "title": c.title,
-        "data": {"values": c.rows},
-        "facet": {"field": "deployment", "type": "nominal", "sort": c.facets, "title": null,
-                  "header": {"labelLimit": 360, "labelFontSize": 11}},
-        "columns": COLUMNS.min(c.facets.len()),
-        "resolve": {"scale": {"x": "independent"}},
-        "spec": {"width": width, "height": 200, "layer": layers}
-    })
+    spec(
+        c.title,
+        c.rows,
+        json!({
+            "facet": {"field": "deployment", "type": "nominal", "sort": c.facets, "title": null,
+                      "header": {"labelLimit": 360, "labelFontSize": 11}},
+            "columns": COLUMNS.min(c.facets.len()),
+            "resolve": {"scale": {"x": "independent"}},
+            "spec": {"width": width, "height": 200, "layer": layers}
+        }),
+    )
 }
 
 /// Output tokens/s per GPU (`y`) against `x` for every grid point (rows
@@ -148,32 +158,32 @@ pub(super) fn tradeoff(title: &str, x_title: &str, x_scale: Value, tooltip: Valu
         json!({"field": "x", "type": "quantitative", "title": x_title, "scale": x_scale, "axis": {"format": ",~r"}});
     let y = json!({"field": "y", "type": "quantitative", "title": "output tokens/s per GPU", "scale": {"zero": false},
                    "axis": {"format": ",~r"}});
-    json!({
-        "$schema": SCHEMA,
-        "config": config(),
-        "title": title,
-        "width": 520,
-        "height": 320,
-        "data": {"values": rows},
-        "layer": [
-            {"transform": [{"filter": "datum.frontier"}],
-             "mark": {"type": "line", "color": "#444", "strokeDash": [4, 3]},
-             "encoding": {"x": x, "y": y, "order": {"field": "x"}}},
-            {"params": [legend_filter("pick", "deployment")],
-             "mark": {"type": "point", "size": 70, "strokeWidth": 2, "filled": true},
-             "encoding": {
-                 "x": x, "y": y,
-                 "color": {"field": "deployment", "type": "nominal", "sort": null, "title": null,
-                           "scale": {"scheme": "tableau20"}, "legend": {"orient": "bottom", "columns": 2, "labelLimit": 420, "symbolLimit": 0}},
-                 "shape": {"field": "slo", "type": "nominal", "title": null,
-                           "scale": {"domain": ["meets the SLO", "misses the SLO", "no SLO"],
-                                     "range": ["circle", "triangle-down", "square"]}},
-                 "fillOpacity": {"condition": {"test": "datum.slo !== 'misses the SLO'", "value": 0.85}, "value": 0.1},
-                 "opacity": faded_unless("pick"),
-                 "tooltip": tooltip
-             }}
-        ]
-    })
+    spec(
+        title,
+        rows,
+        json!({
+            "width": 520,
+            "height": 320,
+            "layer": [
+                {"transform": [{"filter": "datum.frontier"}],
+                 "mark": {"type": "line", "color": "#444", "strokeDash": [4, 3]},
+                 "encoding": {"x": x, "y": y, "order": {"field": "x"}}},
+                {"params": [legend_filter("pick", "deployment")],
+                 "mark": {"type": "point", "size": 70, "strokeWidth": 2, "filled": true},
+                 "encoding": {
+                     "x": x, "y": y,
+                     "color": {"field": "deployment", "type": "nominal", "sort": null, "title": null,
+                               "scale": {"scheme": "tableau20"}, "legend": {"orient": "bottom", "columns": 2, "labelLimit": 420, "symbolLimit": 0}},
+                     "shape": {"field": "slo", "type": "nominal", "title": null,
+                               "scale": {"domain": ["meets the SLO", "misses the SLO", "no SLO"],
+                                         "range": ["circle", "triangle-down", "square"]}},
+                     "fillOpacity": {"condition": {"test": "datum.slo !== 'misses the SLO'", "value": 0.85}, "value": 0.1},
+                     "opacity": faded_unless("pick"),
+                     "tooltip": tooltip
+                 }}
+            ]
+        }),
+    )
 }
 
 /// The bars' colours, by verdict: against a target, or the search's own
@@ -218,15 +228,11 @@ pub(super) fn capacity_bars(unit: &str, target: Option<f64>, rows: Vec<Value>) -
                          "tooltip": {"value": format!("target {t} {unit}")}}
         }));
     }
-    json!({
-        "$schema": SCHEMA,
-        "config": config(),
-        "title": "Highest load within the SLO, per deployment",
-        "width": 520,
-        "height": {"step": 26},
-        "data": {"values": rows},
-        "layer": layers
-    })
+    spec(
+        "Highest load within the SLO, per deployment",
+        rows,
+        json!({"width": 520, "height": {"step": 26}, "layer": layers}),
+    )
 }
 
 /// Replicas over simulated time per run (rows `{run, t, replicas}`, steps
@@ -247,14 +253,14 @@ pub(super) fn replicas(rows: Vec<Value>, runs: Vec<String>) -> Value {
     };
     let mark = json!({"type": "line", "interpolate": "step-after", "point": true});
     if runs.len() <= 6 {
-        json!({"$schema": SCHEMA,
-        "config": config(), "title": "Routable replicas", "width": 900, "height": 240,
-               "data": {"values": rows}, "mark": mark, "encoding": encoding(true)})
+        spec("Routable replicas", rows, json!({"width": 900, "height": 240, "mark": mark, "encoding": encoding(true)}))
     } else {
-        json!({"$schema": SCHEMA,
-        "config": config(), "title": "Routable replicas", "data": {"values": rows},
-               "facet": {"field": "run", "type": "nominal", "sort": runs, "title": null, "header": {"labelLimit": 360}},
-               "columns": COLUMNS, "spec": {"width": 320, "height": 160, "mark": mark, "encoding": encoding(false)}})
+        spec(
+            "Routable replicas",
+            rows,
+            json!({"facet": {"field": "run", "type": "nominal", "sort": runs, "title": null, "header": {"labelLimit": 360}},
+                   "columns": COLUMNS, "spec": {"width": 320, "height": 160, "mark": mark, "encoding": encoding(false)}}),
+        )
     }
 }
 
@@ -263,31 +269,31 @@ pub(super) fn replicas(rows: Vec<Value>, runs: Vec<String>) -> Value {
 /// simulator's errors fall. Errors past ±100 % sit at the edge (their
 /// value in the tooltip).
 pub(super) fn calibration_errors(rows: Vec<Value>, metrics: Vec<String>) -> Value {
-    json!({
-        "$schema": SCHEMA,
-        "config": config(),
-        "title": "Calibration: sim / real − 1 per metric, each real run a dot",
-        "width": 640,
-        "height": {"step": 34},
-        "data": {"values": rows},
-        "layer": [
-            {"data": {"values": [{"zero": 0}]}, "mark": {"type": "rule", "color": "#888"},
-             "encoding": {"x": {"field": "zero", "type": "quantitative"}}},
-            {"params": [legend_filter("pick", "simulator")],
-             "mark": {"type": "tick", "thickness": 2, "size": 12},
-             "encoding": {
-                 "y": {"field": "metric", "type": "nominal", "sort": metrics, "title": null},
-                 "yOffset": {"field": "simulator", "type": "nominal", "sort": ["blis-sweep", "BLIS (published)"]},
-                 "x": {"field": "error", "type": "quantitative", "title": "sim / real − 1",
-                       "scale": {"domain": [-1, 1], "clamp": true}, "axis": {"format": "+.0%"}},
-                 "color": {"field": "simulator", "type": "nominal", "title": null,
-                           "sort": ["blis-sweep", "BLIS (published)"], "legend": {"orient": "top"}},
-                 "opacity": faded_unless("pick"),
-                 "tooltip": [{"field": "run"}, {"field": "metric"}, {"field": "simulator"},
-                             {"field": "error", "title": "sim / real − 1", "format": "+.1%"}]
-             }}
-        ]
-    })
+    spec(
+        "Calibration: sim / real − 1 per metric, each real run a dot",
+        rows,
+        json!({
+            "width": 640,
+            "height": {"step": 34},
+            "layer": [
+                {"data": {"values": [{"zero": 0}]}, "mark": {"type": "rule", "color": "#888"},
+                 "encoding": {"x": {"field": "zero", "type": "quantitative"}}},
+                {"params": [legend_filter("pick", "simulator")],
+                 "mark": {"type": "tick", "thickness": 2, "size": 12},
+                 "encoding": {
+                     "y": {"field": "metric", "type": "nominal", "sort": metrics, "title": null},
+                     "yOffset": {"field": "simulator", "type": "nominal", "sort": ["blis-sweep", "BLIS (published)"]},
+                     "x": {"field": "error", "type": "quantitative", "title": "sim / real − 1",
+                           "scale": {"domain": [-1, 1], "clamp": true}, "axis": {"format": "+.0%"}},
+                     "color": {"field": "simulator", "type": "nominal", "title": null,
+                               "sort": ["blis-sweep", "BLIS (published)"], "legend": {"orient": "top"}},
+                     "opacity": faded_unless("pick"),
+                     "tooltip": [{"field": "run"}, {"field": "metric"}, {"field": "simulator"},
+                                 {"field": "error", "title": "sim / real − 1", "format": "+.1%"}]
+                 }}
+            ]
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -60,6 +60,10 @@ fn slo_text(p: &Point) -> &'static str {
     }
 }
 
+/// A view of the frontier: its chart id, title, x axis title, x metric,
+/// whether that metric's worst is its highest, and the frontier's points.
+type View<'a> = (&'a str, &'a str, &'a str, &'a str, bool, &'a [usize]);
+
 /// The section; `names` are the points' short names.
 pub(super) fn section(data: &Data, names: &[String], html: &mut String) {
     html.push_str(
@@ -75,7 +79,7 @@ pub(super) fn section(data: &Data, names: &[String], html: &mut String) {
         {"field": "ttft_p99_ms", "title": "TTFT p99 (ms)", "format": ",.4~r"},
         {"field": "slo", "title": "SLO"}
     ]);
-    let axes: [(&str, &str, &str, &str, bool, &[usize]); 2] = [
+    let axes: [View<'_>; 2] = [
         (
             "pareto",
             "Output tokens/s per GPU against output tokens/s per user",

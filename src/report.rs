@@ -177,15 +177,15 @@ fn sweep_sections(
     let _ = write!(
         html,
         "<p>{} runs: {} grid points (a scenario with its overrides, a client and a load){}. Each grid point is \
-         its own point, never averaged with another; {}</p>",
+         its own point, never averaged with another{}</p>",
         runs.len(),
         data.points.len(),
         if seeds > 1 { format!(", up to {seeds} seeds each") } else { String::new() },
         if seeds > 1 {
-            "its seeds are a spread (the band: lowest to highest), the line its worst seed, as the capacity \
+            "; its seeds are a spread (the band: lowest to highest), the line its worst seed, as the capacity \
              search judges a load: met only when every seed met the SLO."
         } else {
-            "the capacity search judges a load met only when every seed met the SLO."
+            "."
         }
     );
     // The answer first: the capacity of each deployment, cheapest on top.

@@ -154,6 +154,12 @@ pub(super) fn against_load(c: AgainstLoad<'_>) -> Value {
 /// `{deployment, load, x, y, slo, frontier, gpus, …}`), the frontier joined
 /// in x order; shape and fill say whether a point met the SLO.
 pub(super) fn tradeoff(title: &str, x_title: &str, x_scale: Value, tooltip: Value, rows: Vec<Value>) -> Value {
+    // The legend names the SLO outcomes the points have.
+    let shapes: Vec<(&str, &str)> =
+        [("meets the SLO", "circle"), ("misses the SLO", "triangle-down"), ("no SLO", "square")]
+            .into_iter()
+            .filter(|s| rows.iter().any(|r| r["slo"] == s.0))
+            .collect();
     let x =
         json!({"field": "x", "type": "quantitative", "title": x_title, "scale": x_scale, "axis": {"format": ",~r"}});
     let y = json!({"field": "y", "type": "quantitative", "title": "output tokens/s per GPU", "scale": {"zero": false},
@@ -175,8 +181,8 @@ pub(super) fn tradeoff(title: &str, x_title: &str, x_scale: Value, tooltip: Valu
                      "color": {"field": "deployment", "type": "nominal", "sort": null, "title": null,
                                "scale": {"scheme": "tableau20"}, "legend": {"orient": "bottom", "columns": 2, "labelLimit": 420, "symbolLimit": 0}},
                      "shape": {"field": "slo", "type": "nominal", "title": null,
-                               "scale": {"domain": ["meets the SLO", "misses the SLO", "no SLO"],
-                                         "range": ["circle", "triangle-down", "square"]}},
+                               "scale": {"domain": shapes.iter().map(|s| s.0).collect::<Vec<_>>(),
+                                         "range": shapes.iter().map(|s| s.1).collect::<Vec<_>>()}},
                      "fillOpacity": {"condition": {"test": "datum.slo !== 'misses the SLO'", "value": 0.85}, "value": 0.1},
                      "opacity": faded_unless("pick"),
                      "tooltip": tooltip

@@ -28,10 +28,18 @@ def main() -> None:
     ids = [i for i in (sys.argv[2] if len(sys.argv) > 2 else "-").split(",") if i and i != "-"]
     shot = sys.argv[3] if len(sys.argv) > 3 else os.path.join(tempfile.mkdtemp(), "report.png")
     url = "file://" + path
-    run = subprocess.run(CHROMIUM + ["--enable-logging=stderr", "--v=0", "--dump-dom", url],
-                         capture_output=True, text=True, timeout=300)
-    dom = run.stdout
     fail = lambda why: sys.exit(f"{path}: {why}")
+    # Headless Chromium dumps the DOM when its virtual time budget is spent;
+    # once in a few dozen loads on a busy 2-core machine it dumped before the
+    # page's script had run at all (no `data-rendered`, nothing logged):
+    # that load is tried again, at most twice, and said so.
+    for attempt in range(3):
+        run = subprocess.run(CHROMIUM + ["--enable-logging=stderr", "--v=0", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=300)
+        dom = run.stdout
+        if re.search(r'<body[^>]*data-rendered=', dom):
+            break
+        print(f"note: {path}: the DOM was dumped before the renderer finished (attempt {attempt + 1})", file=sys.stderr)
     uncaught = [l for l in run.stderr.splitlines() if "CONSOLE" in l and "Uncaught" in l]
     if uncaught:
         fail(f"uncaught error in the browser: {uncaught[0]}")

@@ -1,11 +1,22 @@
 //! `blis-sweep report OUTPUT_DIR`: one self-contained HTML page
-//! (`report.html`: inline SVG, no script, no network) from a sweep's output
-//! folder — latency (TTFT, ITL, E2E p50 and p99; TPOT too under a TPOT target) and throughput with goodput
-//! against offered load per deployment, the SLO's targets as lines; the
-//! capacity of each deployment (`capacity.parquet`); the calibration matrix
-//! as a heatmap with BLIS's errors beside ours (`calibration.parquet`); and
-//! the runs; the replica count over time of the runs that autoscaled. Sweeps
-//! write it at the end unless `--no-report`.
+//! (`report.html`, opens offline: Vega-Lite charts drawn by the vendored
+//! Vega, see `page.rs`) from a sweep's output folder, or a sharded sweep's
+//! parent (`read.rs`). A reading guide, in page order:
+//!
+//! - `capacity.rs`: the answer — the cheapest deployment meeting the
+//!   target, its GPUs, cost and binding SLO metric; every deployment's row
+//!   and bar (`capacity.parquet`).
+//! - `points.rs` + `pareto.rs`: one point per grid point of `runs.parquet`
+//!   (seeds a spread, never a mean), the Pareto frontier of output tokens/s
+//!   per GPU against tokens/s per user and against TTFT p99.
+//! - `load.rs`: latency, throughput and goodput against absolute load, a
+//!   small multiple per deployment, SLO targets as bands.
+//! - `autoscale.rs`, `classes.rs`, `calibration.rs`: replicas over time,
+//!   per-class results, the calibration matrix (`calibration.parquet`).
+//! - then the runs table, and the page's data as JSON (`#report-data`).
+//!
+//! `charts.rs` writes the Vega-Lite specs. Sweeps write the report at the
+//! end unless `--no-report`.
 
 mod autoscale;
 mod calibration;

@@ -6,9 +6,10 @@
 //! - `capacity.rs`: the answer — the cheapest deployment meeting the
 //!   target, its GPUs, cost and binding SLO metric; every deployment's row
 //!   and bar (`capacity.parquet`).
-//! - `points.rs` + `pareto.rs`: one point per grid point of `runs.parquet`
-//!   (seeds a spread, never a mean), the Pareto frontier of output tokens/s
-//!   per GPU against tokens/s per user and against TTFT p99.
+//! - `points.rs` + `pareto.rs`, drawn by `tradeoff.rs`: one point per grid
+//!   point of `runs.parquet` (seeds a spread, never a mean), the Pareto
+//!   frontier of output tokens/s per GPU against tokens/s per user and
+//!   against TTFT p99.
 //! - `load.rs`: latency, throughput and goodput against absolute load, a
 //!   small multiple per deployment, SLO targets as bands.
 //! - `autoscale.rs`, `classes.rs`, `calibration.rs`: replicas over time,
@@ -28,6 +29,7 @@ mod page;
 mod pareto;
 mod points;
 mod read;
+mod tradeoff;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -210,7 +212,7 @@ fn sweep_sections(
     };
     if has_table {
         let names = short_names(&data);
-        pareto::section(&data, &names, html);
+        tradeoff::section(&data, &names, html);
         load::sections(&data, &names, slo, html);
     }
     autoscale::section(runs.iter().filter_map(|r| Some((r.run_id.as_str(), r.metrics.as_ref()?))), html);

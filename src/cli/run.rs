@@ -1,12 +1,14 @@
 //! `blis-sweep run`: one deployment, one workload.
 //!
-//! The workload is read twice, streaming both times: a first pass validates
-//! every row, so a bad file is rejected before any output exists (results may
-//! go to stdout, which cannot be taken back); the second pass feeds the
-//! simulation. A workload on a pipe or FIFO, like an imported trace there,
-//! is copied to an unnamed temporary file on its first read and read back
-//! from it ([`crate::spool`]).
-//! Results arrive from `sim::run` in input order and are written as they come.
+//! The workload is read once, streamed into the simulation, each row checked
+//! as it is read (the format's rules, a LoRA adapter the deployment does not
+//! serve, the rate scale); the first bad row ends the run with its error and
+//! no output: every file is written under a temporary name and committed only
+//! when the run is whole, and results bound for stdout go to an unnamed
+//! temporary file first, copied to stdout at the end (stdout cannot be taken
+//! back). A replayed TraceV2 trace without `--horizon` is counted first: its
+//! horizon is twice its last arrival. Results arrive from `sim::run` in input
+//! order and are written as they come.
 
 use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -114,12 +116,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     check_paths(&args)?;
     let deployment = scenario::load(&args.scenario)?;
     let mut traffic = args.traffic()?;
-    let (rows, input) = match args.workload.source()? {
-        Source::File(path) => validate(path, traffic.rate_scale, Some(&deployment))?,
-        Source::Generate(spec, seed) => {
-            let input = Input::Generate(spec, seed);
-            (input.count(traffic.rate_scale, Some(&deployment))?.0, input)
-        }
+    let input = match args.workload.source()? {
+        Source::File(path) => Input::File(path.to_owned()),
+        Source::Generate(spec, seed) => Input::Generate(spec, seed),
         Source::Trace(format, path, data) => {
             // TraceV2's adapters are served where the engines serve LoRA.
             let adapters = deployment.pools.iter().all(|p| p.engine.lora.is_some());
@@ -128,11 +127,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 deployment.pools.iter().any(|p| p.engine.scheduling_policy == crate::sim::SchedulingPolicy::Priority);
             let options = ImportOptions { trace_data: data, adapters, priorities, ..args.workload.import.options()? };
             let input = Input::Import(format, path, options);
-            let (n, last_arrival_us) = input.count(traffic.rate_scale, Some(&deployment))?;
-            replay_defaults(&input, &mut traffic, last_arrival_us, args.sending.concurrency.is_some())?;
-            (n, input)
+            replay_defaults(&input, &mut traffic, &deployment, args.sending.concurrency.is_some())?;
+            input
         }
     };
+    let rows = std::cell::Cell::new(0);
     let wall = Instant::now();
     // Every output is written under a temporary name and committed only once
     // all of them are complete: a failing command leaves none of its own.
@@ -142,17 +141,23 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(path) => {
             let mut out = atomic::create(path)?;
             let name = path.display().to_string();
-            let outcome = simulate(&deployment, &input, traffic, (&mut out, &name), &mut extra)?;
+            let outcome = simulate(&deployment, &input, traffic, (&mut out, &name), &mut extra, &rows)?;
             (outcome, Some(out))
         }
         None => {
-            let stdout = io::stdout();
-            let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-            let outcome = simulate(&deployment, &input, traffic, (&mut out, "stdout"), &mut extra)?;
-            out.flush().context("stdout")?;
+            // Held in an unnamed temporary file until the run is whole.
+            let (spool, file) = crate::atomic::unnamed_temp_file()?;
+            let mut held = BufWriter::with_capacity(1 << 20, file);
+            let outcome = simulate(&deployment, &input, traffic, (&mut held, "stdout"), &mut extra, &rows)?;
+            let mut file = held.into_inner().map_err(|e| e.into_error()).context("stdout")?;
+            io::Seek::seek(&mut file, io::SeekFrom::Start(0)).with_context(|| spool.display().to_string())?;
+            let mut stdout = io::stdout().lock();
+            io::copy(&mut file, &mut stdout).context("stdout")?;
+            stdout.flush().context("stdout")?;
             (outcome, None)
         }
     };
+    let rows = rows.get();
     let wall_s = wall.elapsed().as_secs_f64();
     let mut outcome = outcome;
     if let Input::Import(ImportFormat::TraceV2, header, options) = &input {
@@ -244,6 +249,43 @@ impl Input {
         Ok((n, last))
     }
 
+    /// The rows of one pass, each checked as it is read: a LoRA adapter
+    /// `d` does not serve is an error naming the row (its line in a
+    /// workload file), so is an arrival the rate scale cannot hold; `count`
+    /// counts the rows read.
+    pub(crate) fn checked_rows<'a>(
+        &'a self,
+        rate_scale: f64,
+        d: &'a Deployment,
+        count: &'a std::cell::Cell<u64>,
+    ) -> anyhow::Result<Rows<'a>> {
+        let check = move |mut request: Request, at: &dyn Fn(&Request) -> String| -> anyhow::Result<Request> {
+            if let Some((field, reason)) = scenario::unserved_adapter(d, &request) {
+                bail!("{}: {field}: {reason}", at(&request));
+            }
+            if let Err(e) = request.scale_arrival(rate_scale) {
+                bail!("{}: --rate-scale: {e}", at(&request));
+            }
+            count.set(count.get() + 1);
+            Ok(request)
+        };
+        if let Input::File(path) = self {
+            let name = path.display().to_string();
+            let file = crate::spool::open(path).with_context(|| format!("{name}: cannot open"))?;
+            let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file), name.clone(), Format::Workload);
+            return Ok(Box::new(std::iter::from_fn(move || {
+                let row = reader.next()?.map_err(anyhow::Error::new);
+                Some(row.and_then(|r| check(r, &|_| format!("{name}:{}", reader.line()))))
+            })));
+        }
+        let name = match self {
+            Input::Import(_, path, _) => path.display().to_string(),
+            _ => "--workload-spec".to_owned(),
+        };
+        let at = move |r: &Request| format!("{name}: request {}", r.request_id);
+        Ok(Box::new(self.rows()?.map(move |row| row.and_then(|r| check(r, &at)))))
+    }
+
     pub(crate) fn rows(&self) -> anyhow::Result<Rows<'_>> {
         let path = match self {
             Input::Import(format, path, options) => {
@@ -283,11 +325,12 @@ pub(crate) fn validate(path: &Path, rate_scale: f64, deployment: Option<&Deploym
 /// twice the last arrival (600 s when every arrival is at 0); a pool of
 /// concurrent sessions is sent by a client that admits that many at a time
 /// and runs until the pool drains.
-fn replay_defaults(input: &Input, traffic: &mut Traffic, last_arrival_us: u64, capped: bool) -> anyhow::Result<()> {
+fn replay_defaults(input: &Input, traffic: &mut Traffic, d: &Deployment, capped: bool) -> anyhow::Result<()> {
     let Input::Import(format, path, options) = input else { return Ok(()) };
     if let Some(client) = super::workload_args::trace_client(*format, path, options, capped)? {
         traffic.client = client;
     } else if *format == ImportFormat::TraceV2 && traffic.horizon_us.is_none() {
+        let (_, last_arrival_us) = input.count(traffic.rate_scale, Some(d))?;
         traffic.horizon_us = Some(if last_arrival_us == 0 { 600_000_000 } else { last_arrival_us.saturating_mul(2) });
     }
     Ok(())
@@ -350,12 +393,14 @@ impl From<&Deployment> for TraceV2Server {
     }
 }
 
+/// Runs `input` on `d` into `out` and `extra`; `rows` counts the rows read.
 fn simulate(
     d: &Deployment,
     input: &Input,
     traffic: Traffic,
     out: (&mut dyn Write, &str),
     extra: &mut Extra,
+    rows: &std::cell::Cell<u64>,
 ) -> anyhow::Result<Metrics> {
     let mut metrics = MetricsCollector::with_slo(d.slo).measuring(&traffic.measurement).pooled(d.pool_layout());
     let tracing = extra.steps.is_some();
@@ -376,12 +421,7 @@ fn simulate(
         step_trace: tracing,
         ..d.run_config()
     };
-    let rows = input.rows()?.map(|row| -> anyhow::Result<Request> {
-        let mut request = row?;
-        // (Checked by the first pass.)
-        request.scale_arrival(traffic.rate_scale).map_err(anyhow::Error::msg)?;
-        Ok(request)
-    });
+    let rows = input.checked_rows(traffic.rate_scale, d, rows)?;
     let end = sim::run(config, rows, &mut Tee(&mut metrics, Tee(&mut writer, &mut trace))).map_err(|e| match e {
         RunError::Source(e) => e,
         RunError::Sink(e) => anyhow::Error::new(e),

@@ -133,7 +133,7 @@ fn times_beyond_the_clock_are_refused() {
     };
     assert!(run(&["--timeout", "2e13"]).contains("--timeout: 20000000000000 s is beyond the simulator's clock"));
     assert!(run(&["--concurrency", "1", "--closed-loop", "--think-time", "2e13"]).contains("--think-time"));
-    assert!(run(&["--rate-scale", "1e-300"]).contains("w.jsonl: --rate-scale: request 0: arrival_time"));
+    assert!(run(&["--rate-scale", "1e-300"]).contains("w.jsonl:1: --rate-scale: request 0: arrival_time"));
     assert!(run(&["--rate-scale", "1e-320"]).contains("--rate-scale"));
     dir.create("far.jsonl", r#"{"request_id":0,"arrival_time":1e308,"initial":[0],"sub_requests":[{"kind":"llm","next":[],"input_tokens":1,"output_tokens":1}]}"#);
     let err = TestCommand::new(&dir.path, &["run", "-q", "-s", "s.yaml", "far.jsonl"]).fails();

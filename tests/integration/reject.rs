@@ -318,3 +318,23 @@ fn scenario_unknown_key() {
     assert!(stderr.contains("max_num_seq"), "should name the key:\n{stderr}");
     assert_eq!(dir.files(), ["s.yaml", "w.jsonl"]);
 }
+
+/// The workload is read once, streamed into the simulation: a bad row after
+/// many finished requests still leaves nothing on stdout (the results are
+/// held until the run is whole) and no file.
+#[test]
+fn a_late_bad_row_leaves_nothing_behind() {
+    let chat = include_str!("../../sweeps/workloads/chat-200.jsonl");
+    let mut workload: String = chat.lines().take(199).map(|l| format!("{l}\n")).collect();
+    workload.push_str(r#"{"request_id":9999,"arrival_time":1e9,"initial":[0],"sub_requests":[]}"#);
+    workload.push('\n');
+    let dir = Dir::new("reject-late");
+    dir.create("s.yaml", LINEAR_SCENARIO);
+    dir.create("w.jsonl", &workload);
+    let out = TestCommand::new(&dir.path, &["run", "-q", "--scenario", "s.yaml", "w.jsonl"]).output();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "{} bytes on stdout", out.stdout.len());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("blis-sweep: w.jsonl:200: "), "{stderr}");
+    assert_eq!(dir.files(), ["s.yaml", "w.jsonl"]);
+}

@@ -18,6 +18,8 @@
 //!
 //! Not a test: nothing is asserted; the figures go in the README.
 
+#[path = "common/chat.rs"]
+mod chat;
 #[path = "common/rss.rs"]
 mod rss;
 
@@ -29,52 +31,16 @@ use blis_sweep::metrics::MetricsCollector;
 use blis_sweep::output::JsonlWriter;
 use blis_sweep::sim::{self, FinishedRequest, Sink, Tee};
 use blis_sweep::workload::writer::write_workload_row;
-use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
+use blis_sweep::workload::{NodeKind, Request};
+use chat::{RATE, chat};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-
-/// Arrival rate, requests/s: about 93 % of where this deployment saturates.
-/// Swept with `-- one 50000 RATE`: TTFT p99 is 74 ms at 50 req/s, 0.26 s at
-/// 52 and 0.8 s at 54, and diverges from 56 (the served rate stops following
-/// the offered rate at 56.2 req/s).
-const RATE: f64 = 52.0;
 
 /// Arrival rate of the 4P+4D cluster, requests/s: about 93 % of where it
 /// saturates. Swept with `-- pd 20000 RATE`: served throughput tops out at
 /// 263 req/s (260.5 served at 300 offered, 263.5 at 400, TTFT p99 6 s and
 /// 22 s); TTFT p99 is 73 ms at 200 and 83 ms at 245.
 const PD_RATE: f64 = 245.0;
-
-/// BLIS's `chatbot` preset lengths (`../shared/reference/blis-spec.md` §9.8):
-/// prompt and output gaussian, mean 256, std 100, clamped to [2, 800] and
-/// [1, 1024]. Poisson arrivals at `rate`.
-fn chat(n: u64, rate: f64) -> impl Iterator<Item = Request> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(42);
-    let mut t = 0.0f64;
-    (0..n).map(move |i| {
-        t += -(1.0 - rng.random::<f64>()).ln() / rate;
-        let gaussian = |rng: &mut Xoshiro256PlusPlus, min: f64, max: f64| {
-            let u1: f64 = rng.random::<f64>().max(1e-12);
-            let u2: f64 = rng.random();
-            let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-            (256.0 + 100.0 * z).round().clamp(min, max) as u32
-        };
-        let input_tokens = gaussian(&mut rng, 2.0, 800.0);
-        let output_tokens = gaussian(&mut rng, 1.0, 1024.0);
-        Request {
-            traffic: Default::default(),
-            request_id: RequestId::Int(i),
-            arrival_time: (t * 1e6).round() / 1e6,
-            initial: vec![0],
-            sub_requests: vec![SubRequest {
-                next: vec![],
-                interval: 0.0,
-                kind: NodeKind::Llm(LlmCall::new(input_tokens, output_tokens)),
-                result: None,
-            }],
-        }
-    })
-}
 
 /// Adapters of the LoRA runs, and the Zipf exponent of their popularity
 /// (adapter k drawn with weight 1/k^s: a few hot adapters, a long tail).

@@ -86,6 +86,7 @@ impl Deployment {
             client: Client::OpenLoop,
             measurement: crate::sim::Measurement::default(),
             horizon_us: None,
+            replay_horizon: false,
             timeout_us: None,
             step_trace: false,
             autoscale: self.pools[0].autoscale,

@@ -61,7 +61,7 @@ pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};
 pub use router::{Affinity, RouterConfig, RouterEnv, RoutingPolicy, Scorer};
-pub use run::{RunConfig, RunError, RunSummary, Sink, Tee, run};
+pub use run::{REPLAY_HORIZON_AT_ZERO_US, RunConfig, RunError, RunSummary, Sink, Tee, replay_horizon_us, run};
 pub use simulation::Simulation;
 pub use step_trace::{EngineStep, NodeRef};
 pub use window::{Measurement, Warmup, Window};

@@ -85,6 +85,9 @@ pub(crate) struct Traffic {
     pub(crate) client: Client,
     pub(crate) rate_scale: f64,
     pub(crate) horizon_us: Option<u64>,
+    /// `blis replay`'s horizon, found as the trace is read (see
+    /// [`RunConfig::replay_horizon`]).
+    pub(crate) replay_horizon: bool,
     pub(crate) timeout_us: Option<u64>,
     pub(crate) measurement: crate::sim::Measurement,
 }
@@ -108,7 +111,7 @@ impl RunArgs {
         };
         let ramp_us = self.ramp.map(|r| seconds("ramp", r)).transpose()?.unwrap_or(0);
         let measurement = crate::sim::Measurement { warmup, ramp_us };
-        Ok(Traffic { client, rate_scale, horizon_us, timeout_us, measurement })
+        Ok(Traffic { client, rate_scale, horizon_us, replay_horizon: false, timeout_us, measurement })
     }
 }
 
@@ -330,8 +333,15 @@ fn replay_defaults(input: &Input, traffic: &mut Traffic, d: &Deployment, capped:
     if let Some(client) = super::workload_args::trace_client(*format, path, options, capped)? {
         traffic.client = client;
     } else if *format == ImportFormat::TraceV2 && traffic.horizon_us.is_none() {
-        let (_, last_arrival_us) = input.count(traffic.rate_scale, Some(d))?;
-        traffic.horizon_us = Some(if last_arrival_us == 0 { 600_000_000 } else { last_arrival_us.saturating_mul(2) });
+        if traffic.client == Client::OpenLoop {
+            // Set by the run when the trace is read (the trace read once).
+            traffic.replay_horizon = true;
+        } else {
+            // A client that holds requests back sends them by the horizon:
+            // it must be known from the start.
+            let (_, last_arrival_us) = input.count(traffic.rate_scale, Some(d))?;
+            traffic.horizon_us = Some(sim::replay_horizon_us(last_arrival_us));
+        }
     }
     Ok(())
 }
@@ -417,6 +427,7 @@ fn simulate(
         client: traffic.client,
         measurement: traffic.measurement,
         horizon_us: traffic.horizon_us,
+        replay_horizon: traffic.replay_horizon,
         timeout_us: traffic.timeout_us,
         step_trace: tracing,
         ..d.run_config()

@@ -38,6 +38,13 @@ pub struct RunConfig<L> {
     pub measurement: Measurement,
     /// Nothing is sent or simulated after this time, µs.
     pub horizon_us: Option<u64>,
+    /// Without `horizon_us`, `blis replay`'s horizon: twice the last arrival
+    /// read ([`REPLAY_HORIZON_AT_ZERO_US`] when every arrival is at 0), set
+    /// when the source is exhausted — before then the clock has not passed
+    /// the last arrival read, so the run is the one a horizon set from the
+    /// start gives, for a client that sends each request at its arrival
+    /// (open loop: the only client this is for). The source is read once.
+    pub replay_horizon: bool,
     /// The client's request timeout, µs.
     pub timeout_us: Option<u64>,
     /// Push every engine step to the sink.
@@ -60,6 +67,7 @@ impl<L> RunConfig<L> {
             client: Client::OpenLoop,
             measurement: Measurement::default(),
             horizon_us: None,
+            replay_horizon: false,
             timeout_us: None,
             step_trace: false,
             autoscale: None,
@@ -186,6 +194,15 @@ pub enum RunError<E> {
     Clock(super::outcome::ClockOverflow),
 }
 
+/// `blis replay`'s horizon when every arrival is at 0, µs (its 600 s).
+pub const REPLAY_HORIZON_AT_ZERO_US: u64 = 600_000_000;
+
+/// `blis replay`'s horizon for a trace whose last arrival is
+/// `last_arrival_us`: twice it, or [`REPLAY_HORIZON_AT_ZERO_US`] at 0.
+pub fn replay_horizon_us(last_arrival_us: u64) -> u64 {
+    if last_arrival_us == 0 { REPLAY_HORIZON_AT_ZERO_US } else { last_arrival_us.saturating_mul(2) }
+}
+
 /// Simulates `requests` on `config`, pushing results to `sink`.
 pub fn run<L: LatencyModel, E>(
     config: RunConfig<L>,
@@ -202,9 +219,11 @@ pub fn run<L: LatencyModel, E>(
     sim.set_autoscale(config.autoscale);
     let mut out = InputOrder::new(Forward { sink, error: None });
     let mut read = 0;
+    let mut last_arrival_us = 0;
     for request in requests {
         let request = request.map_err(RunError::Source)?;
         read += 1;
+        last_arrival_us = last_arrival_us.max(request.arrival_us());
         let more = sim.add_request(request, &mut out);
         if let Some(e) = out.inner.error.take() {
             return Err(RunError::Sink(e));
@@ -215,6 +234,9 @@ pub fn run<L: LatencyModel, E>(
         if !more {
             break;
         }
+    }
+    if config.replay_horizon && config.horizon_us.is_none() {
+        sim.set_horizon(Some(replay_horizon_us(last_arrival_us)));
     }
     sim.finish(&mut out);
     if let Some(e) = sim.clock_overflow() {
@@ -340,5 +362,47 @@ mod tests {
         let mut tee = Tee(Log::default(), Log::default());
         let err = run(config(), [request(0, 2), Err("bad row")], &mut tee).unwrap_err();
         assert!(matches!(err, RunError::Source("bad row")));
+    }
+
+    /// Results and the end, as text: what two runs must agree on.
+    #[derive(Default)]
+    struct Outcomes(Vec<String>);
+
+    impl Sink for Outcomes {
+        fn request_done(&mut self, r: &FinishedRequest) -> io::Result<()> {
+            let node = &r.nodes[0];
+            self.0.push(format!("{} {:?} {:?} {:?}", r.request.request_id, r.status, node.error, node.token_times_us));
+            Ok(())
+        }
+        fn finish(&mut self, end: &RunSummary) -> io::Result<()> {
+            self.0.push(format!("end {} {}", end.requests, end.sim_end_us));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_replay_horizon_found_as_the_source_ends_is_the_one_set_from_the_start() {
+        // Arrivals at 1, 2 and 3 ms, long outputs (1 ms a step): twice the
+        // last arrival, 6 ms, cuts the later requests short.
+        let requests = || {
+            (0..3u64).map(|i| {
+                let mut r = request::<()>(i, 20)?;
+                r.arrival_time = 0.001 * (i + 1) as f64;
+                Ok::<_, ()>(r)
+            })
+        };
+        let mut set = Outcomes::default();
+        run(RunConfig { horizon_us: Some(6_000), ..config() }, requests(), &mut set).unwrap();
+        let mut found = Outcomes::default();
+        run(RunConfig { replay_horizon: true, ..config() }, requests(), &mut found).unwrap();
+        assert_eq!(found.0, set.0);
+        assert!(set.0.iter().any(|o| o.contains("Unfinished")), "{:?}", set.0);
+        assert_eq!(set.0.last().unwrap(), "end 3 6000");
+        // An explicit horizon wins; every arrival at 0: 600 s.
+        let mut explicit = Outcomes::default();
+        run(RunConfig { horizon_us: Some(6_000), replay_horizon: true, ..config() }, requests(), &mut explicit)
+            .unwrap();
+        assert_eq!(explicit.0, set.0);
+        assert_eq!(replay_horizon_us(0), REPLAY_HORIZON_AT_ZERO_US);
     }
 }

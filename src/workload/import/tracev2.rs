@@ -704,10 +704,32 @@ fn stream_of(name: &str) -> u64 {
     h | 1 << 63
 }
 
-/// Each record's prompt and output ids, by position in `records`; a
-/// non-zero `salt` (a clone of the corpus) gives every record new tokens but
-/// its group prefix.
-fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, Vec<u32>)> {
+/// A record's call as built: its prompt and output lengths, and their ids
+/// where anything can use them (empty where not: see [`token_ids`]).
+#[derive(Debug, Default)]
+struct Tokens {
+    prompt_len: u32,
+    output_len: u32,
+    prompt: Vec<u32>,
+    output: Vec<u32>,
+}
+
+/// Each record's prompt and output, by position in `records`; a non-zero
+/// `salt` (a clone of the corpus) gives every record new tokens but its
+/// group prefix. Ids are drawn only where something can use them: where the
+/// engine knows them (`token_ids`), where a later record's prompt is built
+/// from them (a `prefix_parent`; a record with one is built whole, its
+/// length depending on its parent's) and in an accumulate corpus (a
+/// session's context); a record whose ids the engine is not given and
+/// nothing copies gets its lengths alone (fresh ids would be drawn, hashed by nothing and
+/// dropped: 2 KB a chat record, the whole trace held at once).
+fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<Tokens> {
+    let mut parent = vec![false; records.len()];
+    for r in records {
+        if let Some((p, _)) = r.parent {
+            parent[p] = true;
+        }
+    }
     let mut groups: HashMap<&str, Vec<u32>> = HashMap::new();
     for r in records {
         if !r.group.is_empty() && r.prefix_length > 0 && !groups.contains_key(r.group.as_str()) {
@@ -726,9 +748,17 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
         order.sort_by_key(|&i| (records[i].session.clone(), records[i].round, i));
     }
     let mut context: HashMap<&str, Vec<u32>> = HashMap::new();
-    let mut out = vec![(Vec::new(), Vec::new()); records.len()];
+    let mut out: Vec<Tokens> = std::iter::repeat_with(Tokens::default).take(records.len()).collect();
     for i in order {
         let r = &records[i];
+        if !(r.ids.0 || parent[i] || accumulate || r.parent.is_some()) {
+            // As the prompt below would be: the group's prefix and the
+            // record's own tokens.
+            let group = groups.get(r.group.as_str()).map_or(0, Vec::len) as u64;
+            let prompt_len = (group + u64::from(r.input)).min(u64::from(super::common::MAX_TOKENS)) as u32;
+            out[i] = Tokens { prompt_len, output_len: r.output, ..Tokens::default() };
+            continue;
+        }
         let stream = r.request_id ^ salt.wrapping_mul(0xA076_1D64_78BD_642F);
         let own = |n: u32| super::common::fresh_tokens(stream, 0, n as usize);
         let group = groups.get(r.group.as_str()).map_or(&[][..], Vec::as_slice);
@@ -751,7 +781,7 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
                 // own tokens), its first `len` tokens copied.
                 Some((parent, len)) => {
                     let total = group.len() + r.input as usize;
-                    let (prompt, output) = &out[parent];
+                    let Tokens { prompt, output, .. } = &out[parent];
                     let mut p: Vec<u32> = prompt.iter().chain(output.iter()).take(len as usize).copied().collect();
                     p.extend(own(total.saturating_sub(p.len()) as u32));
                     p
@@ -770,7 +800,7 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<(Vec<u32>, 
             ctx.extend_from_slice(&output);
             context.insert(&r.session, ctx);
         }
-        out[i] = (prompt, output);
+        out[i] = Tokens { prompt_len: prompt.len() as u32, output_len: output.len() as u32, prompt, output };
     }
     out
 }
@@ -783,13 +813,13 @@ fn root_wait(r: &Record) -> u64 {
     if r.round == 0 { r.think_us.min(r.arrival_us) } else { 0 }
 }
 
-/// Record `r`'s call: its prompt and output ids (those the engine knows),
-/// and its adapter.
-fn call(prompt: Vec<u32>, output: Vec<u32>, r: &Record) -> LlmCall {
+/// Record `r`'s call: its prompt and output, their ids where the engine
+/// knows them, and its adapter.
+fn call(t: Tokens, r: &Record) -> LlmCall {
     let (known_prompt, known_output) = r.ids;
-    LlmCall::new(prompt.len() as u32, output.len() as u32)
-        .with_input_ids(known_prompt.then_some(prompt))
-        .with_output_ids((known_prompt && known_output).then_some(output))
+    LlmCall::new(t.prompt_len, t.output_len)
+        .with_input_ids(known_prompt.then_some(t.prompt))
+        .with_output_ids((known_prompt && known_output).then_some(t.output))
         .with_lora(r.adapter.clone())
         .with_priority(r.priority.clone().unwrap_or(0))
 }
@@ -804,10 +834,9 @@ fn build(
 ) -> Result<Vec<(u64, Request)>, ImportError> {
     // Each record's ids are moved into its call, once.
     let mut ids = token_ids(records, accumulate, salt);
-    let single = |r: &Record, ids: (Vec<u32>, Vec<u32>)| {
+    let single = |r: &Record, ids: Tokens| {
         let wait = root_wait(r);
-        let mut request =
-            super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids.0, ids.1, r));
+        let mut request = super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids, r));
         request.sub_requests[0].interval = wait as f64 / 1e6;
         request.traffic = r.traffic.clone();
         (r.line, request)
@@ -872,10 +901,7 @@ fn build(
             nodes.push(SubRequest {
                 next: if k + 1 < rounds.len() { vec![k as u32 + 1] } else { vec![] },
                 interval: think_us as f64 / 1e6,
-                kind: {
-                    let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output, r))
-                },
+                kind: NodeKind::Llm(call(std::mem::take(&mut ids[i]), r)),
                 result: None,
             });
         }
@@ -899,7 +925,7 @@ fn dag_request(
     records: &[Record],
     rounds: &[usize],
     dag: &[DagNode],
-    ids: &mut [(Vec<u32>, Vec<u32>)],
+    ids: &mut [Tokens],
     file: &str,
     name: &str,
 ) -> Result<Request, ImportError> {
@@ -930,8 +956,7 @@ fn dag_request(
             node.sub_request(match node.round {
                 Some(k) => {
                     let i = rounds[k as usize];
-                    let (prompt, output) = std::mem::take(&mut ids[i]);
-                    NodeKind::Llm(call(prompt, output, &records[i]))
+                    NodeKind::Llm(call(std::mem::take(&mut ids[i]), &records[i]))
                 }
                 None => NodeKind::ToolCall { duration: node.duration_us as f64 / 1e6 },
             })
@@ -1027,5 +1052,32 @@ mod tests {
         r.round = 0;
         r.think_us = 900_000;
         assert_eq!(root_wait(&r), 700_000);
+    }
+
+    #[test]
+    fn ids_nothing_can_use_are_not_drawn_and_the_lengths_stay() {
+        // Record 0 opens group g (8 tokens); record 1 copies 12 tokens of
+        // record 0 (its parent); record 2 is in the group, record 3 alone.
+        let mut r: Vec<Record> = (0..4).map(|i| record(i, i * 10, 0, 0)).collect();
+        for i in [0, 2] {
+            r[i].group = "g".into();
+            r[i].prefix_length = 8;
+        }
+        r[1].parent = Some((0, 12));
+        r[3].input = 300;
+        let known = token_ids(&r, false, 0);
+        for x in &mut r {
+            x.ids = (false, false);
+        }
+        let unknown = token_ids(&r, false, 0);
+        for (i, (k, u)) in known.iter().zip(&unknown).enumerate() {
+            assert_eq!((u.prompt_len, u.output_len), (k.prompt_len, k.output_len), "record {i}");
+            assert_eq!((k.prompt.len() as u32, k.output.len() as u32), (k.prompt_len, k.output_len));
+        }
+        // Drawn: the parent (copied) and the child (its length is its
+        // parent's); not drawn: the others, whose ids the engine is not given.
+        let drawn: Vec<bool> = unknown.iter().map(|u| !u.prompt.is_empty()).collect();
+        assert_eq!(drawn, [true, true, false, false]);
+        assert_eq!(unknown[2].prompt_len, 8 + 10);
     }
 }

@@ -2,7 +2,8 @@
 //! binary itself (`CARGO_BIN_EXE_blis-sweep`, built by cargo for the bench)
 //! on the same chat traffic (`common/chat.rs`: BLIS's chatbot lengths,
 //! Poisson arrivals at 52 req/s, Llama-3.1-8B on one H100) given as a
-//! workload JSONL, a TraceV2 pair, a Mooncake trace and an Azure trace; then
+//! workload JSONL, a TraceV2 pair, a Mooncake trace, an Azure trace and a
+//! plain CSV; then
 //! the JSONL on 8 replicas (least-requests) at 8× the rate, and on 4
 //! prefill and 4 decode replicas at 245 req/s. Every run writes its full output (the
 //! per-token result JSONL and the metrics) to a file. For each, the CPU time
@@ -29,7 +30,7 @@ use blis_sweep::workload::NodeKind;
 use blis_sweep::workload::writer::write_workload_row;
 
 /// The paths, in the order they are run.
-const PATHS: [&str; 6] = ["jsonl", "tracev2", "mooncake", "azure", "cluster", "pd"];
+const PATHS: [&str; 7] = ["jsonl", "tracev2", "mooncake", "azure", "csv", "cluster", "pd"];
 
 /// Arrival rate of the 4P+4D cluster (as `benches/sim.rs`'s `PD_RATE`:
 /// about 93 % of where it saturates).
@@ -144,6 +145,16 @@ fn input(dir: &Path, path: &str, n: u64) -> Vec<String> {
                 }
             });
             vec!["-s".into(), scenario, "--input".into(), format!("azure:{}", p.display())]
+        }
+        "csv" => {
+            let p = file("chat-plain").with_extension("csv");
+            once(&p, |out| {
+                writeln!(out, "arrival,input_tokens,output_tokens").unwrap();
+                for (t, input, output) in chat_rows(n, chat::RATE) {
+                    writeln!(out, "{t},{input},{output}").unwrap();
+                }
+            });
+            vec!["-s".into(), scenario, "--input".into(), format!("csv:{}", p.display())]
         }
         "cluster" => {
             let s = dir.join("cluster-8.yaml");

@@ -23,8 +23,9 @@
 //! a simulated session lasts its calls' service times longer than
 //! recorded). `fixed-accumulate` sends every row at its own arrival, with
 //! the same prompts. A row without a session is a one-call request at its
-//! arrival in either mode. Requests are numbered from 0 in arrival order
-//! (file order among equal arrivals).
+//! arrival in either mode; with no `prefix` either it carries no token ids
+//! (nothing could share them). Requests are numbered from 0 in arrival
+//! order (file order among equal arrivals).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -61,7 +62,11 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
     let units = read(path)?;
     let mut requests: Vec<(u64, Request)> = Vec::new();
     for (k, rows) in units.iter().enumerate() {
-        let (prompts, outputs) = token_ids(k as u64, rows);
+        // A lone row outside any prefix group shares nothing: fresh ids
+        // would be hashed by the prefix cache, never found, and written
+        // into its result row (2 KB of a chat row's 2.5): it has none.
+        let lone = rows.len() == 1 && rows[0].prefix.is_none();
+        let (prompts, outputs) = if lone { (vec![None], vec![None]) } else { token_ids(k as u64, rows) };
         let calls = rows.iter().zip(prompts.into_iter().zip(outputs)).map(|(r, (prompt, output))| {
             LlmCall::new(r.input, r.output).with_input_ids(prompt).with_output_ids(output)
         });
@@ -209,7 +214,7 @@ fn group_stream(name: &str) -> u64 {
 
 /// Every row's prompt and output token ids for unit `k` (a session or a
 /// lone row).
-fn token_ids(k: u64, rows: &[Row]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+fn token_ids(k: u64, rows: &[Row]) -> (Vec<Option<Vec<u32>>>, Vec<Option<Vec<u32>>>) {
     let mut drawn = 0u64;
     let mut draw = |n: usize| -> Vec<u32> {
         let ids: Vec<u32> = fresh_tokens(k, drawn, n).collect();
@@ -232,7 +237,7 @@ fn token_ids(k: u64, rows: &[Row]) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
         prompts.push(prompt);
         outputs.push(draw(r.output as usize));
     }
-    (prompts, outputs)
+    (prompts.into_iter().map(Some).collect(), outputs.into_iter().map(Some).collect())
 }
 
 #[cfg(test)]
@@ -273,8 +278,9 @@ mod tests {
         // Group sys: rows 2 and 3 share the shorter count, 32 tokens, only.
         assert_eq!(ids(0, 0)[..32], ids(2, 0)[..32]);
         assert_ne!(ids(0, 0)[32..50], ids(2, 0)[32..]);
-        // Row 7 has no group: nothing in common with row 3.
-        assert_ne!(ids(1, 0)[..30], ids(2, 0)[..30]);
+        // Row 7, alone and in no group, shares nothing: it has no ids.
+        assert_eq!(calls(&requests[1])[0].input_token_ids, None);
+        assert_eq!(calls(&requests[1])[0].output_token_ids, None);
     }
 
     #[test]

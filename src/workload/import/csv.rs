@@ -212,9 +212,12 @@ fn group_stream(name: &str) -> u64 {
     hash | 1 << 63
 }
 
+/// A call's token ids, where it has them.
+type Ids = Option<Vec<u32>>;
+
 /// Every row's prompt and output token ids for unit `k` (a session or a
 /// lone row).
-fn token_ids(k: u64, rows: &[Row]) -> (Vec<Option<Vec<u32>>>, Vec<Option<Vec<u32>>>) {
+fn token_ids(k: u64, rows: &[Row]) -> (Vec<Ids>, Vec<Ids>) {
     let mut drawn = 0u64;
     let mut draw = |n: usize| -> Vec<u32> {
         let ids: Vec<u32> = fresh_tokens(k, drawn, n).collect();

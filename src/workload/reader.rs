@@ -251,7 +251,22 @@ impl<'de> Deserialize<'de> for RequestId {
 
 pub(crate) type FieldError = (String, String);
 
+/// A row's fields. The usual row parses untracked; one that fails is parsed
+/// again with every field's path tracked, to name the field (tracking every
+/// row cost ~3 % of a 100k-row run; path tracking changes no value, so a row
+/// the first parse accepts the second would too, and one it refuses gets the
+/// same error with its path).
 fn parse_raw(line: &str) -> Result<RawRequest, FieldError> {
+    let mut de = serde_json::Deserializer::from_str(line);
+    if let Ok(raw) = RawRequest::deserialize(&mut de)
+        && de.end().is_ok()
+    {
+        return Ok(raw);
+    }
+    parse_tracked(line)
+}
+
+fn parse_tracked(line: &str) -> Result<RawRequest, FieldError> {
     let mut de = serde_json::Deserializer::from_str(line);
     let raw: RawRequest = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let mut path = e.path().to_string();

@@ -138,12 +138,7 @@ fn sweep_sections(
     let mut loads = HashMap::new();
     for r in &entries {
         let run_id = r["run_id"].as_str().unwrap_or_default().to_owned();
-        let mut deployment = r["scenario"].as_str().unwrap_or_default().to_owned();
-        if let Some(o) = r["overrides"].as_object() {
-            for (k, v) in o {
-                let _ = write!(deployment, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
-            }
-        }
+        let deployment = points::deployment(r["scenario"].as_str().unwrap_or_default(), &r["overrides"]);
         let status = r["status"].as_str().unwrap_or("?").to_owned();
         // A run the manifest lists as finished has its metrics: without them
         // the report would draw nothing and still look whole.

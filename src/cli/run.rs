@@ -274,8 +274,7 @@ impl Input {
         };
         if let Input::File(path) = self {
             let name = path.display().to_string();
-            let file = crate::spool::open(path).with_context(|| format!("{name}: cannot open"))?;
-            let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file), name.clone(), Format::Workload);
+            let mut reader = workload_reader(path)?;
             return Ok(Box::new(std::iter::from_fn(move || {
                 let row = reader.next()?.map_err(anyhow::Error::new);
                 Some(row.and_then(|r| check(r, &|_| format!("{name}:{}", reader.line()))))
@@ -298,10 +297,15 @@ impl Input {
             Input::Generate(spec, seed) => return Ok(Box::new(spec.requests(*seed))),
             Input::File(path) => path,
         };
-        let file = crate::spool::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-        let reader = Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload);
-        Ok(Box::new(reader.map(|r| r.map_err(anyhow::Error::new))))
+        Ok(Box::new(workload_reader(path)?.map(|r| r.map_err(anyhow::Error::new))))
     }
+}
+
+/// The workload file at `path` (a pipe's copy: [`crate::spool`]), read row
+/// by row.
+fn workload_reader(path: &Path) -> anyhow::Result<Reader<BufReader<crate::spool::Input>>> {
+    let file = crate::spool::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    Ok(Reader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Format::Workload))
 }
 
 /// First pass: every row valid (arrivals scaled by `rate_scale` included;
@@ -310,9 +314,8 @@ impl Input {
 /// blis-sweep run -s S /dev/stdin`) is copied as it is read.
 pub(crate) fn validate(path: &Path, rate_scale: f64, deployment: Option<&Deployment>) -> anyhow::Result<(u64, Input)> {
     let name = path.display().to_string();
-    let file = crate::spool::open(path).with_context(|| format!("{name}: cannot open"))?;
     let mut n = 0;
-    let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file), name.as_str(), Format::Workload);
+    let mut reader = workload_reader(path)?;
     while let Some(row) = reader.next() {
         let mut request = row?;
         if let Some((field, reason)) = deployment.and_then(|d| scenario::unserved_adapter(d, &request)) {

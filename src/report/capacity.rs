@@ -64,10 +64,10 @@ pub(super) fn rows(rows: &[BTreeMap<String, Value>], slo: Option<&Slo>, target: 
             // A column the table lacks reads as null (a table from elsewhere).
             let r = |k: &str| r.get(k).unwrap_or(&Value::Null);
             let overrides = r("overrides").as_str().and_then(|o| serde_json::from_str::<Value>(o).ok());
-            let mut deployment = r("scenario").as_str().unwrap_or_default().to_owned();
-            for (k, v) in overrides.as_ref().and_then(Value::as_object).into_iter().flatten() {
-                let _ = write!(deployment, " {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned));
-            }
+            let deployment = super::points::deployment(
+                r("scenario").as_str().unwrap_or_default(),
+                overrides.as_ref().unwrap_or(&Value::Null),
+            );
             let users = r("max_concurrency").as_f64().is_some()
                 || rows.first().is_some_and(|r| r.contains_key("max_concurrency"));
             let gpus = r("gpus").as_i64();

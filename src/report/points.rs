@@ -127,8 +127,9 @@ pub(crate) struct RunLoad {
     pub(crate) offered_rps: Option<f64>,
 }
 
-/// `deployment` names: the scenario, then each override key and value.
-fn deployment(scenario: &str, overrides: &Value) -> String {
+/// A deployment's name, as every table and chart of the report writes it:
+/// the scenario, then each override key and value.
+pub(crate) fn deployment(scenario: &str, overrides: &Value) -> String {
     let mut name = scenario.to_owned();
     for (k, v) in overrides.as_object().into_iter().flatten() {
         name.push_str(&format!(" {k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)));

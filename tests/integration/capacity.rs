@@ -2,17 +2,7 @@
 //! its tables, and its mistakes.
 
 use crate::parquet_util::read_columns;
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand};
-
-/// One request at a time (max_num_seqs 1), every step 1 ms, each request a
-/// prefill step and one decode step: 2 ms of service, 500 req/s.
-const SCENARIO: &str = "\
-name: two-ms
-model: Llama-3.1-8B
-hardware: H100
-engine: {max_num_seqs: 1, max_num_batched_tokens: 64, num_gpu_blocks: 1000, enable_prefix_caching: false, async_scheduling: false}
-latency_model: {kind: linear, beta: [1000, 0, 0]}
-";
+use crate::util::{Dir, LINEAR_SCENARIO, TWO_MS_SCENARIO, TestCommand};
 
 /// `n` requests at a constant 100 req/s.
 fn constant(n: usize) -> String {
@@ -29,7 +19,7 @@ fn constant(n: usize) -> String {
 #[test]
 fn the_search_finds_a_capacity_known_by_construction() {
     let dir = Dir::new("capacity-known");
-    dir.create("s.yaml", SCENARIO);
+    dir.create("s.yaml", TWO_MS_SCENARIO);
     dir.create("w.jsonl", &constant(1000));
     // TTFT is 1 ms while the server keeps up; past 500 req/s the queue grows
     // by (2 ms − 1/rate) a request, so the 99th of 1,000 stays within 5 ms
@@ -65,7 +55,7 @@ fn the_search_finds_a_capacity_known_by_construction() {
 #[test]
 fn a_search_names_its_mistakes() {
     let dir = Dir::new("capacity-bad");
-    dir.create("s.yaml", SCENARIO);
+    dir.create("s.yaml", TWO_MS_SCENARIO);
     dir.create("w.jsonl", &constant(10));
     for (search, key) in [
         ("{slo: {ttft_p99_ms: 5}, range: [10, 1]}", "search.range"),
@@ -95,7 +85,7 @@ fn a_search_names_its_mistakes() {
 #[test]
 fn a_concurrency_search_counts_users() {
     let dir = Dir::new("capacity-users");
-    dir.create("s.yaml", SCENARIO);
+    dir.create("s.yaml", TWO_MS_SCENARIO);
     dir.create("w.jsonl", &constant(400));
     // Closed loop, no think time: with u users each request waits for the
     // u − 1 before it, 2 ms each, so TTFT = 1 ms + 2 (u − 1) ms: 9 ms at 5

@@ -3,7 +3,7 @@
 //! probe lines naming the deployment, the load and the binding SLO metric —
 //! and `report` over a sharded sweep's parent folder.
 
-use crate::util::{Dir, LINEAR_SCENARIO, TestCommand, rows};
+use crate::util::{Dir, LINEAR_SCENARIO, TWO_MS_SCENARIO, TestCommand, rows};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -39,20 +39,10 @@ fn the_sweep_says_its_runs_requests_tokens_time_and_disk_before_it_starts() {
     assert_eq!(stderr(&quiet), "");
 }
 
-/// One request at a time, every step 1 ms: 2 ms of service, 500 req/s
-/// (as tests/integration/capacity.rs).
-const TWO_MS: &str = "\
-name: two-ms
-model: Llama-3.1-8B
-hardware: H100
-engine: {max_num_seqs: 1, max_num_batched_tokens: 64, num_gpu_blocks: 1000, enable_prefix_caching: false, async_scheduling: false}
-latency_model: {kind: linear, beta: [1000, 0, 0]}
-";
-
 #[test]
 fn probe_lines_name_the_deployment_the_load_and_the_binding_metric() {
     let dir = Dir::new("progress-probes");
-    dir.create("s.yaml", TWO_MS);
+    dir.create("s.yaml", TWO_MS_SCENARIO);
     let w: String = (0..1000)
         .map(|i| {
             format!(

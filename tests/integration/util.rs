@@ -99,6 +99,16 @@ impl TestCommand {
 
 /// A scenario with a linear latency model, so every step time is hand-computable:
 /// `step = 1000 + 2·prefill + 10·decode` µs.
+/// One request at a time (max_num_seqs 1), every step 1 ms, each request a
+/// prefill step and one decode step: 2 ms of service, 500 req/s.
+pub const TWO_MS_SCENARIO: &str = "\
+name: two-ms
+model: Llama-3.1-8B
+hardware: H100
+engine: {max_num_seqs: 1, max_num_batched_tokens: 64, num_gpu_blocks: 1000, enable_prefix_caching: false, async_scheduling: false}
+latency_model: {kind: linear, beta: [1000, 0, 0]}
+";
+
 pub const LINEAR_SCENARIO: &str = "\
 name: linear-test
 model: Llama-3.1-8B

@@ -49,14 +49,27 @@ pub(crate) struct SeqBlocks {
     pub(crate) blocks: Vec<u32>,
     /// How many leading blocks have been registered in the prefix cache (or
     /// were claimed from it): vLLM's `num_cached_block[request]`.
-    num_hashed: usize,
+    num_hashed: u32,
+    /// How many block hashes the request has (the length of the `hashes`
+    /// passed with it, which never changes): the fast paths compare the two
+    /// counts here, in the cache line the engine's step reads, instead of
+    /// reading the hashes' own header (a second line a running request a
+    /// step).
+    num_hashes: u32,
 }
 
 impl SeqBlocks {
     /// Room for `blocks` blocks, allocated once: a request's block list
-    /// never outgrows what its whole sequence needs.
-    pub(crate) fn with_capacity(blocks: usize) -> SeqBlocks {
-        SeqBlocks { blocks: Vec::with_capacity(blocks), num_hashed: 0 }
+    /// never outgrows what its whole sequence needs; `hashes` block hashes.
+    pub(crate) fn with_capacity(blocks: usize, hashes: usize) -> SeqBlocks {
+        SeqBlocks { blocks: Vec::with_capacity(blocks), num_hashed: 0, num_hashes: hashes as u32 }
+    }
+
+    /// Every block with a hash is registered (or none has one).
+    #[inline]
+    fn all_hashed(&self, hashes: &[u64]) -> bool {
+        debug_assert_eq!(self.num_hashes as usize, hashes.len(), "a request's hashes are fixed");
+        self.num_hashed >= self.num_hashes
     }
 }
 
@@ -259,8 +272,9 @@ impl KvCache {
         if hits.is_empty()
             && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
             && (!self.prefix_caching
-                || seq.num_hashed >= hashes.len()
-                || seq.num_hashed >= self.num_full(hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead))))
+                || seq.all_hashed(hashes)
+                || seq.num_hashed as usize
+                    >= self.num_full(hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead))))
         {
             return true;
         }
@@ -280,6 +294,12 @@ impl KvCache {
         num_tokens: u32,
         known: u32,
     ) -> bool {
+        // (A `SeqBlocks::default()` learns its hashes here, at its first
+        // allocation, before any fast path can read the count.)
+        seq.num_hashes = hashes.len() as u32;
+        // (A `SeqBlocks::default()` learns its hashes here, at its first
+        // allocation, before any fast path can read the count.)
+        seq.num_hashes = hashes.len() as u32;
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(seq.blocks.len() + hits.len());
         let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();
@@ -296,7 +316,7 @@ impl KvCache {
         // Hit blocks are registered already. Only hits advance the count
         // here: a partly filled last block is registered when it fills up.
         if !hits.is_empty() {
-            seq.num_hashed = seq.blocks.len();
+            seq.num_hashed = seq.blocks.len() as u32;
         }
         for _ in 0..new {
             let b = self.pop_front();
@@ -312,13 +332,20 @@ impl KvCache {
         true
     }
 
+    /// Whether [`KvCache::register`] has nothing to do for `seq`, whatever
+    /// its tokens: a caller may skip working out how many it has.
+    #[inline]
+    pub(crate) fn registered_all(&self, seq: &SeqBlocks, hashes: &[u64]) -> bool {
+        !self.prefix_caching || seq.all_hashed(hashes)
+    }
+
     /// Registers every block of `seq` full within its first `tokens` tokens
     /// that is not registered yet (vLLM's `cache_blocks`).
     #[inline]
     pub(crate) fn register(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
         // Every block with a hash is registered already (always, for a
         // request without token ids): the common case, kept out of line.
-        if !self.prefix_caching || seq.num_hashed >= hashes.len() {
+        if self.registered_all(seq, hashes) {
             return;
         }
         self.register_blocks(seq, hashes, tokens);
@@ -326,7 +353,7 @@ impl KvCache {
 
     fn register_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
         let full = self.num_full(hashes, tokens).min(seq.blocks.len());
-        let start = seq.num_hashed.min(full);
+        let start = (seq.num_hashed as usize).min(full);
         for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {
             self.blocks[b as usize].hash = h;
             match self.cached.entry(h) {
@@ -339,7 +366,7 @@ impl KvCache {
                 std::collections::hash_map::Entry::Occupied(_) => self.duplicates.entry(h).or_default().push(b),
             }
         }
-        seq.num_hashed = seq.num_hashed.max(full);
+        seq.num_hashed = seq.num_hashed.max(full as u32);
     }
 
     /// Block `b`, registered under `h`, is reused for new tokens: it leaves
@@ -563,16 +590,17 @@ mod tests {
         // D1: a prefill split inside a block (6 of 8 tokens, then the rest)
         // registers that block when the second chunk fills it, so a request
         // sharing the prefix past the split hits both blocks.
+        // A request's hashes are fixed when it is added (its prompt and
+        // output ids): 13 tokens, three full blocks, 9 of them known first.
         let mut kv = KvCache::new(8, 4, true, false);
-        let h = hashes(0..9);
+        let h = hashes(0..13);
         let mut a = SeqBlocks::default();
         assert!(kv.allocate(&mut a, &h, &[], 6, 9));
         assert!(kv.allocate(&mut a, &h, &[], 9, 9));
         let mut hits = Vec::new();
-        kv.find_cached(&h, 2, &mut hits);
+        kv.find_cached(&h, 3, &mut hits);
         assert_eq!(hits, a.blocks[..2]);
         // Decodes fill blocks too: the third block fills at token 12.
-        let h = hashes(0..13);
         assert!(kv.allocate(&mut a, &h, &[], 12, 12));
         hits.clear();
         kv.find_cached(&h, 3, &mut hits);

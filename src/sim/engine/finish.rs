@@ -12,6 +12,10 @@ impl Engine {
     pub(crate) fn finish_step(&mut self, now_us: u64, events: &mut Vec<EngineEvent>) {
         self.stepping = false;
         let mut any_finished = false;
+        // Read once, not through `self` a request (the loop writes through
+        // `seq`, which the compiler cannot tell apart from the config).
+        let async_scheduling = self.config.async_scheduling;
+        let hash_lookahead = self.kv.hash_lookahead();
         for k in 0..self.executing.entries.len() {
             let Entry { slot, tokens, samples, dead, drafts, pos, preempted } = self.executing.entries[k];
             if dead {
@@ -56,13 +60,13 @@ impl Engine {
                     seq.token_times_us.resize(n, now_us);
                 }
             }
-            if self.config.async_scheduling && seq.num_computed > 0 {
+            if async_scheduling && seq.num_computed > 0 && !self.kv.registered_all(&seq.blocks, &seq.hashes) {
                 // With placeholders, the blocks a sampled token completes are
                 // registered when it arrives, before a finished request frees
                 // them; not for a request preempted since (vLLM 0.15.1
                 // async_scheduler.py `_update_request_with_output`; 0.33.0
                 // scheduler.py `update_from_output`).
-                let known = seq.num_tokens.saturating_sub(self.kv.hash_lookahead());
+                let known = seq.num_tokens.saturating_sub(hash_lookahead);
                 let upto = (seq.num_computed - seq.in_flight_tokens).min(known);
                 self.kv.register(&mut seq.blocks, &seq.hashes, upto);
             }

@@ -2,8 +2,9 @@
 //! binary itself (`CARGO_BIN_EXE_blis-sweep`, built by cargo for the bench)
 //! on the same chat traffic (`common/chat.rs`: BLIS's chatbot lengths,
 //! Poisson arrivals at 52 req/s, Llama-3.1-8B on one H100) given as a
-//! workload JSONL, a TraceV2 pair, a Mooncake trace, an Azure trace and a
-//! plain CSV; then
+//! workload JSONL, a TraceV2 pair, a Mooncake trace, an Azure trace, a
+//! plain CSV, an LLMServingSim dataset (with every prompt's ids, which the
+//! results then carry) and a `vllm bench serve` result file; then
 //! the JSONL on 8 replicas (least-requests) at 8× the rate, and on 4
 //! prefill and 4 decode replicas at 245 req/s. Every run writes its full output (the
 //! per-token result JSONL and the metrics) to a file. For each, the CPU time
@@ -30,7 +31,8 @@ use blis_sweep::workload::NodeKind;
 use blis_sweep::workload::writer::write_workload_row;
 
 /// The paths, in the order they are run.
-const PATHS: [&str; 7] = ["jsonl", "tracev2", "mooncake", "azure", "csv", "cluster", "pd"];
+const PATHS: [&str; 9] =
+    ["jsonl", "tracev2", "mooncake", "azure", "csv", "llmservingsim", "vllm-bench", "cluster", "pd"];
 
 /// Arrival rate of the 4P+4D cluster (as `benches/sim.rs`'s `PD_RATE`:
 /// about 93 % of where it saturates).
@@ -156,6 +158,66 @@ fn input(dir: &Path, path: &str, n: u64) -> Vec<String> {
             });
             vec!["-s".into(), scenario, "--input".into(), format!("csv:{}", p.display())]
         }
+        "llmservingsim" => {
+            // LLMServingSim's dataset carries every prompt's ids: each
+            // request its own (a counter), so no prompt shares KV, as in the
+            // JSONL.
+            let p = file("chat-llmservingsim").with_extension("jsonl");
+            once(&p, |out| {
+                let mut next = 0u64;
+                let mut line = String::new();
+                for (t, input, output) in chat_rows(n, chat::RATE) {
+                    line.clear();
+                    let ns = (t * 1e6).round() as u64 * 1000;
+                    line.push_str(&format!(
+                        "{{\"arrival_time_ns\":{ns},\"input_toks\":{input},\"output_toks\":{output},\"input_tok_ids\":["
+                    ));
+                    for k in 0..u64::from(input) {
+                        if k > 0 {
+                            line.push(',');
+                        }
+                        line.push_str(&next.to_string());
+                        next += 1;
+                    }
+                    line.push_str("],\"output_tok_ids\":[]}\n");
+                    out.write_all(line.as_bytes()).unwrap();
+                }
+            });
+            vec!["-s".into(), scenario, "--input".into(), format!("llmservingsim-dataset:{}", p.display())]
+        }
+        "vllm-bench" => {
+            // `vllm bench serve --save-detailed`'s one JSON object, its
+            // per-request lists in send order; the send times are the chat
+            // arrivals (the latencies, which only a baseline reads, made up).
+            let p = file("chat-vllm-bench").with_extension("json");
+            once(&p, |out| {
+                // Each list streamed from the generator again: the bench's
+                // own memory stays small (a child's peak RSS reads the
+                // parent's at the spawn).
+                let list = |out: &mut dyn Write, key: &str, f: &dyn Fn(f64, u32, u32) -> String| {
+                    write!(out, ",\"{key}\":[").unwrap();
+                    for (i, (t, input, output)) in chat_rows(n, chat::RATE).enumerate() {
+                        write!(out, "{}{}", if i > 0 { "," } else { "" }, f(t, input, output)).unwrap();
+                    }
+                    write!(out, "]").unwrap();
+                };
+                write!(
+                    out,
+                    "{{\"model_id\":\"meta-llama/Llama-3.1-8B\",\"num_prompts\":{n},\"request_rate\":{}",
+                    chat::RATE
+                )
+                .unwrap();
+                list(out, "input_lens", &|_, input, _| input.to_string());
+                list(out, "output_lens", &|_, _, output| output.to_string());
+                list(out, "ttfts", &|_, _, _| "0.05".to_owned());
+                list(out, "itls", &|_, _, _| "[]".to_owned());
+                list(out, "latencies", &|_, _, _| "1.0".to_owned());
+                list(out, "start_times", &|t, _, _| t.to_string());
+                list(out, "errors", &|_, _, _| "\"\"".to_owned());
+                writeln!(out, "}}").unwrap();
+            });
+            vec!["-s".into(), scenario, "--input".into(), format!("vllm-bench:{}", p.display())]
+        }
         "cluster" => {
             let s = dir.join("cluster-8.yaml");
             once(&s, |out| {
@@ -231,7 +293,7 @@ fn main() {
     std::fs::create_dir_all(&inputs).unwrap();
     std::fs::create_dir_all(&out).unwrap();
     println!(
-        "{:<9} {:>9} {:>9} {:>14} {:>11} {:>10} {:>12} {:>9} {:>10}",
+        "{:<13} {:>9} {:>9} {:>14} {:>11} {:>10} {:>12} {:>9} {:>10}",
         "path", "requests", "CPU s", "sim req/CPU-s", "CPU µs/req", "RSS MiB", "RSS / 100k", "wall s", "output MB"
     );
     for path in paths {
@@ -245,7 +307,7 @@ fn main() {
             let ratio =
                 rss_100k.filter(|_| n > 100_000).map_or_else(|| "–".to_owned(), |r| format!("{:.2}", c.rss_mib / r));
             println!(
-                "{path:<9} {n:>9} {:>9.3} {:>14.0} {:>11.2} {:>10.1} {ratio:>12} {:>9.2} {:>10.0}",
+                "{path:<13} {n:>9} {:>9.3} {:>14.0} {:>11.2} {:>10.1} {ratio:>12} {:>9.2} {:>10.0}",
                 c.cpu_s,
                 n as f64 / c.cpu_s,
                 c.cpu_s / n as f64 * 1e6,

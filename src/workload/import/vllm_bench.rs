@@ -62,7 +62,7 @@ pub struct Bench {
 /// Opens `path` as a workload (arrivals seeded by `options.seed` where the
 /// file has no start times).
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
-    Ok(Box::new(read(path, options.seed)?.workload.into_iter().map(Ok)))
+    Ok(Box::new(read(path, options.seed, false)?.workload.into_iter().map(Ok)))
 }
 
 /// The client's `max_concurrency` of the result file `path` (`None`: none,
@@ -74,7 +74,7 @@ pub fn max_concurrency(path: &Path) -> Result<Option<u32>, ImportError> {
 
 /// The workload and the per-token baseline of the result file `path`.
 pub fn convert(path: &Path, seed: u64) -> Result<Bench, ImportError> {
-    read(path, seed)
+    read(path, seed, true)
 }
 
 /// The file's one JSON object, with its file name and first line.
@@ -116,8 +116,10 @@ fn cap(file: &str, line: u64, object: &serde_json::Map<String, serde_json::Value
     }
 }
 
-/// Reads `path` (see the module doc).
-fn read(path: &Path, seed: u64) -> Result<Bench, ImportError> {
+/// Reads `path` (see the module doc); the baseline only `with_baseline`
+/// (a replay needs none: its per-token latencies were 2 KB a chat request,
+/// the run's whole input held before it starts), every list checked alike.
+fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportError> {
     let (file, line, object) = object(path)?;
     let bad = |key: &str, reason: String| ImportError::new(&file, line, key, reason);
     let list = |key: &str| -> Result<Option<&Vec<serde_json::Value>>, ImportError> {
@@ -193,28 +195,31 @@ fn read(path: &Path, seed: u64) -> Result<Bench, ImportError> {
             }
             v => Err(at("itls", format!("{v} is not a list of gaps"))),
         }?;
-        let token_latency = if gaps.len() + 1 == output as usize {
-            std::iter::once(ttft).chain(gaps).collect()
-        } else {
+        let whole = gaps.len() + 1 == output as usize;
+        let mut e2e = 0.0;
+        if !whole {
             spread_count += 1;
-            let e2e = match latencies {
+            e2e = match latencies {
                 Some(l) => seconds("latencies", i, &l[i])?,
                 None => ttft + gaps.iter().sum::<f64>(),
             };
             if e2e < ttft {
                 return Err(at("latencies", format!("{e2e} s is shorter than the TTFT ({ttft} s)")));
             }
-            spread(ttft, e2e, output)
-        };
+        }
         let (arrival, send) = (timing.arrival[i], timing.send[i]);
         // The file has no prompts: lengths only.
         let request = one_call(i as u64, arrival, LlmCall::new(input, output));
-        // A baseline row arrives at its send, as a capped client's result
-        // rows do (its latencies count from there).
-        let mut measured = one_call(i as u64, send, LlmCall::new(input, output));
-        measured.sub_requests[0].result = Some(NodeResult { token_latency, error: None, replica: None });
         workload.push((arrival, request));
-        baseline.push((send, measured));
+        if with_baseline {
+            let token_latency =
+                if whole { std::iter::once(ttft).chain(gaps).collect() } else { spread(ttft, e2e, output) };
+            // A baseline row arrives at its send, as a capped client's result
+            // rows do (its latencies count from there).
+            let mut measured = one_call(i as u64, send, LlmCall::new(input, output));
+            measured.sub_requests[0].result = Some(NodeResult { token_latency, error: None, replica: None });
+            baseline.push((send, measured));
+        }
     }
     // Arrival order, index order among equal arrivals (a stable sort).
     workload.sort_by(|a, b| a.0.total_cmp(&b.0));

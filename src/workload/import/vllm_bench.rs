@@ -349,7 +349,7 @@ mod tests {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let path = dir.join(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string());
         std::fs::write(&path, text).unwrap();
-        let r = read(&path, seed);
+        let r = read(&path, seed, true);
         let _ = std::fs::remove_file(&path);
         r
     }
@@ -388,6 +388,18 @@ mod tests {
         assert!(notes.contains("1 of 6 requests failed"), "{notes}");
         assert!(notes.contains("1 requests' ITL lists"), "{notes}");
         assert!(notes.contains("--concurrency 4"), "{notes}");
+    }
+
+    #[test]
+    fn a_replay_reads_the_same_workload_without_the_baseline() {
+        let path = std::env::temp_dir().join(format!("blis-vllm-bench-replay-{}", std::process::id()));
+        std::fs::write(&path, FIXTURE).unwrap();
+        let (replay, whole) = (read(&path, 0, false).unwrap(), read(&path, 0, true).unwrap());
+        let _ = std::fs::remove_file(&path);
+        assert!(replay.baseline.is_empty());
+        assert_eq!(whole.baseline.len(), 5);
+        assert_eq!(format!("{:?}", replay.workload), format!("{:?}", whole.workload));
+        assert_eq!(replay.notes, whole.notes);
     }
 
     #[test]

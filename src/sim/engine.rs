@@ -35,6 +35,7 @@ mod offload;
 mod priority;
 mod speculative;
 mod stats;
+mod token_times;
 
 use std::collections::VecDeque;
 
@@ -52,6 +53,7 @@ pub use priority::SchedulingPolicy;
 pub(crate) use speculative::request_key;
 pub use speculative::{EaglePrefixRule, SpecDecode, SpecMethod, SpecStats};
 pub use stats::EngineStats;
+use token_times::{StepLog, TokenRuns};
 
 use super::kv_cache::{KvCache, SeqBlocks, block_hashes, block_hashes_with_next};
 use crate::latency::{LatencyModel, PrefillChunk};
@@ -91,8 +93,9 @@ struct Seq {
     /// `LoraConfig::skipped_queue_first`: in vLLM's `skipped_waiting`.
     lora_skipped: bool,
     blocks: SeqBlocks,
-    /// Emission time of each token so far; sized for all of them up front.
-    token_times_us: Vec<u64>,
+    /// The steps it sampled its tokens in (their times are in the engine's
+    /// `step_log`).
+    tokens: TokenRuns,
     hashes: Vec<u64>,
     owner: Owner,
     /// Seeded tokens whose KV is resident at first admission.
@@ -128,10 +131,10 @@ enum RemoteKv {
 }
 
 impl Seq {
-    fn departure(self) -> Departure {
+    fn departure(mut self, log: &StepLog) -> Departure {
         Departure {
             owner: self.owner,
-            token_times_us: self.token_times_us,
+            token_times_us: self.tokens.take(log),
             preemptions: self.preemptions,
             cached_tokens: self.cached_tokens,
         }
@@ -176,6 +179,8 @@ pub(crate) struct Engine {
     eagle_prefix: EaglePrefixRule,
     /// Requests added so far: the next one's arrival number.
     arrivals: u64,
+    /// When each step finished, for the requests' token times.
+    step_log: StepLog,
 }
 
 impl Engine {
@@ -229,6 +234,7 @@ impl Engine {
             tracing: false,
             stats,
             arrivals: 0,
+            step_log: StepLog::default(),
         }
     }
 

@@ -61,11 +61,11 @@ impl Engine {
         let num_tokens = known.max(call.input_tokens);
         // A prefill request is checked as the prefill server checks it: its
         // prompt and the one token it generates.
-        let (total_len, tokens_to_emit, what) = if transfer == KvTransfer::SendAfterPrefill {
+        let (total_len, what) = if transfer == KvTransfer::SendAfterPrefill {
             let total = (call.input_tokens + call.output_tokens).min(num_tokens + 1);
-            (total, 1, "the prompt + the prefill request's 1 output token")
+            (total, "the prompt + the prefill request's 1 output token")
         } else {
-            (call.input_tokens + call.output_tokens, call.tokens_to_emit(), "input_tokens + output_tokens")
+            (call.input_tokens + call.output_tokens, "input_tokens + output_tokens")
         };
         if total_len > self.config.max_model_len {
             return Err(format!(
@@ -132,7 +132,7 @@ impl Engine {
             remote: RemoteKv::None,
             held: false,
             lora_skipped: false,
-            token_times_us: Vec::with_capacity(tokens_to_emit as usize),
+            tokens: TokenRuns::default(),
             lora,
             spec_stream: self.config.speculative.as_ref().map_or(0, |s| s.stream(spec_key)),
             prompt_len: num_tokens,

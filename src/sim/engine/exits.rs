@@ -16,7 +16,8 @@ impl Engine {
         if let Some(l) = &mut self.lora {
             l.clear_requests();
         }
-        self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(Seq::departure).collect()
+        let log = &self.step_log;
+        self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(|s| s.departure(log)).collect()
     }
 
     /// The send of a finished request's KV (held in `slot`) completed: its
@@ -40,7 +41,7 @@ impl Engine {
         let seq = self.seqs[slot as usize].as_mut().expect("found");
         let departure = Departure {
             owner,
-            token_times_us: std::mem::take(&mut seq.token_times_us),
+            token_times_us: seq.tokens.take(&self.step_log),
             preemptions: seq.preemptions,
             cached_tokens: seq.cached_tokens,
         };

@@ -16,6 +16,7 @@ impl Engine {
         // `seq`, which the compiler cannot tell apart from the config).
         let async_scheduling = self.config.async_scheduling;
         let hash_lookahead = self.kv.hash_lookahead();
+        let step = self.step_log.push(now_us);
         for k in 0..self.executing.entries.len() {
             let Entry { slot, tokens, samples, dead, drafts, pos, preempted } = self.executing.entries[k];
             if dead {
@@ -51,14 +52,7 @@ impl Engine {
             }
             seq.num_tokens += emitted;
             if !seq.aborted {
-                // One token a step without speculation: a push, which
-                // `resize` costs more than on this path.
-                if emitted == 1 {
-                    seq.token_times_us.push(now_us);
-                } else {
-                    let n = seq.token_times_us.len() + emitted as usize;
-                    seq.token_times_us.resize(n, now_us);
-                }
+                seq.tokens.record(step, emitted);
             }
             if async_scheduling && seq.num_computed > 0 && !self.kv.registered_all(&seq.blocks, &seq.hashes) {
                 // With placeholders, the blocks a sampled token completes are
@@ -99,7 +93,7 @@ impl Engine {
                     seq.held = true;
                     let departure = Departure {
                         owner: seq.owner,
-                        token_times_us: std::mem::take(&mut seq.token_times_us),
+                        token_times_us: seq.tokens.take(&self.step_log),
                         preemptions: seq.preemptions,
                         cached_tokens: seq.cached_tokens,
                     };
@@ -112,7 +106,7 @@ impl Engine {
                 if seq.aborted {
                     self.pending_aborts.retain(|&s| s != slot);
                 } else {
-                    events.push(EngineEvent::Finished(seq.departure()));
+                    events.push(EngineEvent::Finished(seq.departure(&self.step_log)));
                 }
                 self.free_slots.push(slot);
             }
@@ -125,6 +119,11 @@ impl Engine {
         }
         for slot in std::mem::take(&mut self.pending_aborts) {
             self.remove(slot);
+        }
+        if self.step_log.wants_trim() {
+            // The oldest step a live request's tokens came out in.
+            let first = self.seqs.iter().flatten().filter_map(|s| s.tokens.first_step()).min();
+            self.step_log.trim(first.unwrap_or(self.step_log.next()));
         }
     }
 }

@@ -118,7 +118,63 @@ impl TokenRuns {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Engine, EngineConfig, EngineEvent, KvTransfer, Owner};
     use super::*;
+    use crate::workload::LlmCall;
+
+    /// Every step takes 1 ms.
+    struct Fixed;
+
+    impl crate::latency::LatencyModel for Fixed {
+        fn step_time_us(&self, _: &crate::latency::StepBatch) -> u64 {
+            1000
+        }
+    }
+
+    /// Runs `e` a step at a time from `now` for `steps` steps, adding a
+    /// 4-token request of `output` tokens as node `next` before each; returns
+    /// the departures by node and the time it stopped.
+    fn run(e: &mut Engine, now: u64, steps: u32, output: u32, next: &mut u32) -> (Vec<(u32, Vec<u64>)>, u64) {
+        let (mut out, mut now, ev) = (Vec::new(), now, &mut Vec::new());
+        for _ in 0..steps {
+            if output > 0 {
+                let call = LlmCall::new(4, output);
+                e.add(Owner { slot: *next, node: *next }, &call, KvTransfer::Local, now, u64::from(*next)).unwrap();
+                *next += 1;
+            }
+            now += e.start_step(&Fixed, ev).expect("work to do");
+            e.finish_step(now, ev);
+            for event in ev.drain(..) {
+                if let EngineEvent::Finished(d) = event {
+                    out.push((d.owner.node, d.token_times_us));
+                }
+            }
+        }
+        (out, now)
+    }
+
+    #[test]
+    fn a_long_request_keeps_its_times_and_the_log_is_trimmed_once_it_leaves() {
+        // Node 0: 9,000 tokens, one a step, past two trims' worth of log,
+        // beside a 2-token request added every step.
+        let now = 5_000;
+        let mut e = Engine::new(EngineConfig { async_scheduling: false, ..EngineConfig::new(8, 64, 20_000, 16, 2048) });
+        let call = LlmCall::new(4, 9000);
+        e.add(Owner { slot: 0, node: 0 }, &call, KvTransfer::Local, now, 0).unwrap();
+        let mut next = 1;
+        let (done, end) = run(&mut e, now, 9000, 2, &mut next);
+        let (_, times) = done.iter().find(|d| d.0 == 0).expect("node 0 finished");
+        // A token at the end of every step, the first step its prefill's.
+        let expected: Vec<u64> = (1..=9000).map(|k| now + 1000 * k).collect();
+        assert_eq!(*times, expected);
+        assert_eq!(end, now + 9_000_000);
+        // Every short request's times: its steps' ends, one apart.
+        assert!(done.iter().filter(|d| d.0 != 0).all(|(_, t)| t.len() == 2 && t[1] == t[0] + 1000));
+        // Pinned by node 0, the log held every step; gone, it is trimmed.
+        assert!(e.step_log.times.len() >= 9000);
+        run(&mut e, end, 2 * TRIM_AT as u32, 2, &mut next);
+        assert!(e.step_log.times.len() <= 2 * TRIM_AT, "{}", e.step_log.times.len());
+    }
 
     #[test]
     fn runs_give_back_every_time_in_order_with_repeats_and_gaps() {

@@ -47,7 +47,9 @@ struct Row {
     prefix: Option<(String, u32)>,
 }
 
-/// Reads `path` whole (rows are grouped by session and sorted by arrival).
+/// Reads `path`: streamed, row by row, when it has no sessions or prefix
+/// groups and its rows are in arrival order (one column read ahead tells);
+/// else whole (rows grouped by session, then sorted by arrival).
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
     let file = path.display().to_string();
     let mode = options.session_mode.unwrap_or(SessionMode::ClosedLoop);
@@ -59,40 +61,41 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
             "csv sessions grow their context: replay them closed-loop (the default) or fixed-accumulate",
         ));
     }
-    let units = read(path)?;
+    let (mut reader, columns) = header(path)?;
+    if columns[3].is_none() && columns[4].is_none() && arrivals_sorted(path, columns[0]) {
+        // Every row its own request, already in arrival order: streamed,
+        // nothing kept (the whole-file path below held ~0.5 KB a row).
+        let file = path.display().to_string();
+        let mut records = reader.into_records().enumerate();
+        let mut failed = false;
+        return Ok(Box::new(std::iter::from_fn(move || {
+            if failed {
+                return None;
+            }
+            let (i, record) = records.next()?;
+            let line = i as u64 + 2;
+            let row = record
+                .map_err(|e| ImportError::new(&file, line, "csv", e.to_string()))
+                .and_then(|record| parse_row(&file, line, &record, &columns).map(|(row, _)| row));
+            match row {
+                Ok(row) => {
+                    let mut built = Vec::with_capacity(1);
+                    unit_requests(i as u64, &[row], mode, &mut built);
+                    let (_, mut request) = built.pop().expect("a row is a request");
+                    request.request_id = RequestId::Int(i as u64);
+                    Some(Ok(request))
+                }
+                Err(e) => {
+                    failed = true;
+                    Some(Err(e))
+                }
+            }
+        })));
+    }
+    let units = read(&mut reader, &columns, &path.display().to_string())?;
     let mut requests: Vec<(u64, Request)> = Vec::new();
     for (k, rows) in units.iter().enumerate() {
-        // A lone row outside any prefix group shares nothing: fresh ids
-        // would be hashed by the prefix cache, never found, and written
-        // into its result row (2 KB of a chat row's 2.5): it has none.
-        let lone = rows.len() == 1 && rows[0].prefix.is_none();
-        let (prompts, outputs) = if lone { (vec![None], vec![None]) } else { token_ids(k as u64, rows) };
-        let calls = rows.iter().zip(prompts.into_iter().zip(outputs)).map(|(r, (prompt, output))| {
-            LlmCall::new(r.input, r.output).with_input_ids(prompt).with_output_ids(output)
-        });
-        if mode == SessionMode::ClosedLoop {
-            let nodes: Vec<SubRequest> = calls
-                .enumerate()
-                .map(|(j, call)| SubRequest {
-                    next: if j + 1 < rows.len() { vec![j as u32 + 1] } else { vec![] },
-                    interval: if j == 0 { 0.0 } else { gap_s(&rows[j - 1], &rows[j]) },
-                    kind: NodeKind::Llm(call),
-                    result: None,
-                })
-                .collect();
-            let request = Request {
-                traffic: Default::default(),
-                request_id: RequestId::Int(0),
-                arrival_time: rows[0].arrival_s,
-                initial: vec![0],
-                sub_requests: nodes,
-            };
-            requests.push((rows[0].line, request));
-        } else {
-            for (r, call) in rows.iter().zip(calls) {
-                requests.push((r.line, super::common::one_call(0, r.arrival_s, call)));
-            }
-        }
+        unit_requests(k as u64, rows, mode, &mut requests);
     }
     requests.sort_by(|a, b| a.1.arrival_time.total_cmp(&b.1.arrival_time).then(a.0.cmp(&b.0)));
     Ok(Box::new(requests.into_iter().enumerate().map(|(i, (_, mut r))| {
@@ -101,18 +104,80 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
     })))
 }
 
+/// Unit `k`'s requests (a session's one, or a lone row's), each with the
+/// line it sorts by, onto `out`.
+fn unit_requests(k: u64, rows: &[Row], mode: SessionMode, out: &mut Vec<(u64, Request)>) {
+    // A lone row outside any prefix group shares nothing: fresh ids
+    // would be hashed by the prefix cache, never found, and written
+    // into its result row (2 KB of a chat row's 2.5): it has none.
+    let lone = rows.len() == 1 && rows[0].prefix.is_none();
+    let (prompts, outputs) = if lone { (vec![None], vec![None]) } else { token_ids(k, rows) };
+    let calls = rows
+        .iter()
+        .zip(prompts.into_iter().zip(outputs))
+        .map(|(r, (prompt, output))| LlmCall::new(r.input, r.output).with_input_ids(prompt).with_output_ids(output));
+    if mode == SessionMode::ClosedLoop {
+        let nodes: Vec<SubRequest> = calls
+            .enumerate()
+            .map(|(j, call)| SubRequest {
+                next: if j + 1 < rows.len() { vec![j as u32 + 1] } else { vec![] },
+                interval: if j == 0 { 0.0 } else { gap_s(&rows[j - 1], &rows[j]) },
+                kind: NodeKind::Llm(call),
+                result: None,
+            })
+            .collect();
+        let request = Request {
+            traffic: Default::default(),
+            request_id: RequestId::Int(0),
+            arrival_time: rows[0].arrival_s,
+            initial: vec![0],
+            sub_requests: nodes,
+        };
+        out.push((rows[0].line, request));
+    } else {
+        for (r, call) in rows.iter().zip(calls) {
+            out.push((r.line, super::common::one_call(0, r.arrival_s, call)));
+        }
+    }
+}
+
+/// Whether every row's `arrival` (column `c`) parses as a number ≥ 0 and
+/// none is earlier than the one before: then file order is arrival order
+/// and the rows can be streamed. A read of that one column ahead of the
+/// run (any doubt, a bad row included, answers no: the whole-file path
+/// then reads as before and names it).
+fn arrivals_sorted(path: &Path, c: Option<usize>) -> bool {
+    let (Some(c), Ok(input)) = (c, open_file(path)) else { return false };
+    let mut reader = ::csv::Reader::from_reader(input);
+    let mut record = ::csv::ByteRecord::new();
+    let mut previous = 0.0;
+    loop {
+        match reader.read_byte_record(&mut record) {
+            Ok(false) => return true,
+            Ok(true) => {}
+            Err(_) => return false,
+        }
+        let arrival =
+            record.get(c).and_then(|f| std::str::from_utf8(f).ok()).and_then(|f| f.trim().parse::<f64>().ok());
+        match arrival {
+            Some(a) if a.is_finite() && a >= previous => previous = a,
+            _ => return false,
+        }
+    }
+}
+
 /// The recorded gap between two rows of a session, s, to the µs.
 fn gap_s(before: &Row, after: &Row) -> f64 {
     ((after.arrival_s - before.arrival_s) * 1e6).round() / 1e6
 }
 
-/// The rows of `path`: each session's rows together (sessions in order of
-/// their first row), a row without a session alone.
-fn read(path: &Path) -> Result<Vec<Vec<Row>>, ImportError> {
+/// The reader of `path` past its header row, and the header's column
+/// index of each of [`COLUMNS`], checked.
+fn header(path: &Path) -> Result<(::csv::Reader<Input>, Columns), ImportError> {
     let file = path.display().to_string();
     let mut reader = ::csv::Reader::from_reader(open_file(path)?);
     let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
-    let mut at_column: [Option<usize>; 6] = [None; 6];
+    let mut at_column: Columns = [None; 6];
     for (c, name) in headers.iter().enumerate() {
         let name = name.trim();
         let Some(k) = COLUMNS.iter().position(|&known| known == name) else {
@@ -137,38 +202,61 @@ fn read(path: &Path) -> Result<Vec<Vec<Row>>, ImportError> {
         (None, Some(_)) => return Err(ImportError::new(&file, 1, "prefix_tokens", "needs a prefix column")),
         _ => {}
     }
+    Ok((reader, at_column))
+}
+
+/// Where each of [`COLUMNS`] is in the file, if it is.
+type Columns = [Option<usize>; 6];
+
+/// What a trace is read through.
+type Input = std::io::BufReader<crate::spool::Input>;
+
+/// The row on `line`, checked, and its session (empty: none).
+fn parse_row<'r>(
+    file: &str,
+    line: u64,
+    record: &'r ::csv::StringRecord,
+    at_column: &Columns,
+) -> Result<(Row, &'r str), ImportError> {
+    let at = |column: &str, reason: String| ImportError::new(file, line, column, reason);
+    let field = |k: usize| at_column[k].map_or("", |c| record.get(c).unwrap_or("").trim());
+    let count = |k: usize, min: i64| -> Result<u32, ImportError> {
+        let v: i64 = field(k).parse().map_err(|_| at(COLUMNS[k], format!("`{}` is not a count", field(k))))?;
+        tokens(v, min).map_err(|e| at(COLUMNS[k], e))
+    };
+    let arrival_s: f64 =
+        field(0).parse().map_err(|_| at("arrival", format!("`{}` is not a number of seconds", field(0))))?;
+    if arrival_s < 0.0 {
+        return Err(at("arrival", format!("{arrival_s} is negative")));
+    }
+    crate::workload::checked_seconds_to_us(arrival_s).map_err(|e| at("arrival", e))?;
+    let input = count(1, 1)?;
+    let output = count(2, 1)?;
+    let prefix = match field(4) {
+        "" if field(5).is_empty() || field(5) == "0" => None,
+        "" => return Err(at("prefix_tokens", format!("{} given without a prefix group", field(5)))),
+        group => {
+            let n = count(5, 1)?;
+            if n > input {
+                return Err(at("prefix_tokens", format!("{n} is more than the row's {input} input tokens")));
+            }
+            Some((group.to_owned(), n))
+        }
+    };
+    Ok((Row { line, arrival_s, input, output, prefix }, field(3)))
+}
+
+/// The rows after the header: each session's rows together (sessions in
+/// order of their first row), a row without a session alone.
+fn read(reader: &mut ::csv::Reader<Input>, at_column: &Columns, file: &str) -> Result<Vec<Vec<Row>>, ImportError> {
     let mut units: Vec<Vec<Row>> = Vec::new();
     let mut session_unit: HashMap<String, usize> = HashMap::new();
     for (i, record) in reader.records().enumerate() {
         let line = i as u64 + 2;
-        let at = |column: &str, reason: String| ImportError::new(&file, line, column, reason);
+        let at = |column: &str, reason: String| ImportError::new(file, line, column, reason);
         let record = record.map_err(|e| at("csv", e.to_string()))?;
-        let field = |k: usize| at_column[k].map_or("", |c| record.get(c).unwrap_or("").trim());
-        let count = |k: usize, min: i64| -> Result<u32, ImportError> {
-            let v: i64 = field(k).parse().map_err(|_| at(COLUMNS[k], format!("`{}` is not a count", field(k))))?;
-            tokens(v, min).map_err(|e| at(COLUMNS[k], e))
-        };
-        let arrival_s: f64 =
-            field(0).parse().map_err(|_| at("arrival", format!("`{}` is not a number of seconds", field(0))))?;
-        if arrival_s < 0.0 {
-            return Err(at("arrival", format!("{arrival_s} is negative")));
-        }
-        crate::workload::checked_seconds_to_us(arrival_s).map_err(|e| at("arrival", e))?;
-        let input = count(1, 1)?;
-        let output = count(2, 1)?;
-        let prefix = match field(4) {
-            "" if field(5).is_empty() || field(5) == "0" => None,
-            "" => return Err(at("prefix_tokens", format!("{} given without a prefix group", field(5)))),
-            group => {
-                let n = count(5, 1)?;
-                if n > input {
-                    return Err(at("prefix_tokens", format!("{n} is more than the row's {input} input tokens")));
-                }
-                Some((group.to_owned(), n))
-            }
-        };
-        let row = Row { line, arrival_s, input, output, prefix };
-        let session = field(3);
+        let (row, session) = parse_row(file, line, &record, at_column)?;
+        let arrival_s = row.arrival_s;
         if session.is_empty() {
             units.push(vec![row]);
             continue;
@@ -255,6 +343,39 @@ mod tests {
     }
 
     use super::super::common::tests::llm_calls as calls;
+
+    #[test]
+    fn a_sorted_sessionless_file_streams_to_the_same_requests_as_the_whole_file_path() {
+        let rows = "0.5,10,2\n0.5,11,3\n1.25,12,4\n7,13,5\n";
+        for mode in [None, Some(SessionMode::FixedAccumulate)] {
+            assert!(arrivals_sorted_text(&format!("arrival,input_tokens,output_tokens\n{rows}")));
+            let streamed = open_str(&format!("arrival,input_tokens,output_tokens\n{rows}"), mode).unwrap();
+            // A session column, every value empty: read whole, the same rows.
+            let with_sessions: String = rows.lines().map(|l| format!("{l},\n")).collect();
+            let whole =
+                open_str(&format!("arrival,input_tokens,output_tokens,session\n{with_sessions}"), mode).unwrap();
+            assert_eq!(format!("{streamed:?}"), format!("{whole:?}"));
+            assert_eq!(streamed.len(), 4);
+        }
+        // Out of order: read whole and sorted, as before.
+        let unsorted = "arrival,input_tokens,output_tokens\n2,10,2\n1,11,3\n";
+        assert!(!arrivals_sorted_text(unsorted));
+        let r = open_str(unsorted, None).unwrap();
+        assert_eq!(calls(&r[0])[0].input_tokens, 11);
+        // A bad row after good ones is named alike on either path.
+        let bad = "arrival,input_tokens,output_tokens\n0,10,2\n1,x,3\n";
+        assert!(arrivals_sorted_text(bad));
+        let e = open_str(bad, None).unwrap_err().to_string();
+        assert!(e.ends_with(":3: input_tokens: `x` is not a count"), "{e}");
+    }
+
+    fn arrivals_sorted_text(text: &str) -> bool {
+        let path = std::env::temp_dir().join(format!("blis-csv-sorted-{}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let sorted = arrivals_sorted(&path, Some(0));
+        let _ = std::fs::remove_file(&path);
+        sorted
+    }
 
     #[test]
     fn the_fixture_groups_sessions_and_prefixes() {

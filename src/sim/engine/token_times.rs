@@ -108,7 +108,9 @@ impl TokenRuns {
         let runs = std::mem::take(&mut self.closed);
         let count = runs.iter().map(|r| r.1 - r.0).sum::<u64>() + (self.end - self.start);
         let mut times = Vec::with_capacity(count as usize);
-        for (start, end) in runs.into_iter().chain(std::iter::once((self.start, self.end))) {
+        // (An empty open run may point below what the log still holds: a
+        // request that sampled nothing yet, the log trimmed since.)
+        for (start, end) in runs.into_iter().chain(std::iter::once((self.start, self.end))).filter(|r| r.0 < r.1) {
             times.extend_from_slice(log.times(start, end));
         }
         (self.start, self.end) = (0, 0);
@@ -207,5 +209,8 @@ mod tests {
         assert_eq!(log.next(), 5001);
         r.record(next, 1);
         assert_eq!(r.take(&log), [4990, 5000]);
+        // One that sampled nothing leaves with no times, the log trimmed
+        // past where its empty run points.
+        assert_eq!(TokenRuns::default().take(&log), Vec::<u64>::new());
     }
 }

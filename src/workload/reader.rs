@@ -152,16 +152,17 @@ impl<R: BufRead> Iterator for Reader<R> {
 }
 
 /// Request ids seen so far. Integer ids are kept as disjoint ranges, so a file
-/// numbered 0, 1, 2, … costs one range however long it is.
+/// numbered 0, 1, 2, … costs one range however long it is (the workload
+/// reader's, and a streamed TraceV2's, duplicate check).
 #[derive(Debug, Default)]
-struct IdSet {
+pub(crate) struct IdSet {
     ranges: BTreeMap<u64, u64>,
     strings: HashSet<String>,
 }
 
 impl IdSet {
     /// Inserts `id`; false if it was already there.
-    fn insert(&mut self, id: &RequestId) -> bool {
+    pub(crate) fn insert(&mut self, id: &RequestId) -> bool {
         match id {
             // "17" is the id 17: tables and `results` key rows by the id's
             // text, where the two would collide.

@@ -332,7 +332,10 @@ pub type Requests = Box<dyn Iterator<Item = Result<Request, ImportError>> + Send
 /// Opens `path` for reading, or names it. A pipe or FIFO is copied on its
 /// first open and read from the copy on every open ([`crate::spool`]): an
 /// importer's trace is read more than once (a count pass, then the runs).
-pub(super) fn open_file(path: &Path) -> Result<std::io::BufReader<crate::spool::Input>, ImportError> {
+/// What a trace file is read through.
+pub(super) type Input = std::io::BufReader<crate::spool::Input>;
+
+pub(super) fn open_file(path: &Path) -> Result<Input, ImportError> {
     crate::spool::open(path)
         .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
         .map_err(|e| ImportError::new(&path.display().to_string(), 0, "file", format!("cannot open: {e}")))

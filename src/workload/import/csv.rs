@@ -30,7 +30,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::common::{ImportError, ImportOptions, Requests, SessionMode, fresh_tokens, open_file, tokens};
+use super::common::{ImportError, ImportOptions, Input, Requests, SessionMode, fresh_tokens, open_file, tokens};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// The columns this format reads, required first.
@@ -207,9 +207,6 @@ fn header(path: &Path) -> Result<(::csv::Reader<Input>, Columns), ImportError> {
 
 /// Where each of [`COLUMNS`] is in the file, if it is.
 type Columns = [Option<usize>; 6];
-
-/// What a trace is read through.
-type Input = std::io::BufReader<crate::spool::Input>;
 
 /// The row on `line`, checked, and its session (empty: none).
 fn parse_row<'r>(

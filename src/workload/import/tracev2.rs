@@ -66,6 +66,8 @@
 //!   Fisher–Yates, cloned in turn to make M (a clone has fresh tokens but its
 //!   group prefix), renumbered 0..M; the run's client sends N at a time.
 
+mod stream;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -266,6 +268,14 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     let head = read_header(header)?;
     let accumulate = head.session_context_growth == "accumulate";
     let data = options.trace_data.clone().unwrap_or_else(|| data_path(header));
+    let pool = options.concurrent_sessions.is_some();
+    let mode = options.session_mode.unwrap_or(if pool { SessionMode::ClosedLoop } else { SessionMode::Fixed });
+    if !pool && mode == SessionMode::Fixed && !accumulate {
+        let (_, cols) = data_columns(&data)?;
+        if let Some(scan) = stream::scan(&data, &cols) {
+            return stream::open(&data, options, scan);
+        }
+    }
     let mut records = read_records(&data)?;
     if !options.adapters {
         records.iter_mut().for_each(|r| r.adapter = None);
@@ -281,8 +291,6 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
             (Ok(_), true) => {}
         }
     }
-    let pool = options.concurrent_sessions.is_some();
-    let mode = options.session_mode.unwrap_or(if pool { SessionMode::ClosedLoop } else { SessionMode::Fixed });
     if pool && mode != SessionMode::ClosedLoop {
         return Err(ImportError::new(
             &file,
@@ -454,123 +462,183 @@ pub fn read_header(path: &Path) -> Result<Header, ImportError> {
 /// Every record of the data CSV at `path`, columns found by name.
 pub fn read_records(path: &Path) -> Result<Vec<TraceRecord>, ImportError> {
     let file = path.display().to_string();
-    let mut reader = csv::Reader::from_reader(open_file(path)?);
-    let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
-    let find = |name: &str| headers.iter().position(|h| h.trim() == name);
-    let need = |name: &str| find(name).ok_or_else(|| ImportError::new(&file, 1, name, "missing column"));
-    let c_id = need("request_id")?;
-    // Session and group columns may be absent (a trace of independent
-    // requests written by a tool that leaves them out).
-    let c_session = find("session_id");
-    let c_round = find("round_index");
-    let c_group = find("prefix_group");
-    let c_prefix = find("prefix_length");
-    let c_in = need("input_tokens")?;
-    let c_out = need("output_tokens")?;
-    let c_server_in = find("server_input_tokens");
-    let c_arrival = need("arrival_time_us")?;
-    let c_send = find("send_time_us");
-    let c_think = find("think_time_us");
-    let c_reset = find("input_tokens_reset");
-    let (c_parent, c_parent_len) = (find("prefix_parent"), find("prefix_parent_length"));
-    let c_ids = find("token_ids");
-    let c_dag = find("dag");
-    let c_adapter = find("adapter");
-    let c_priority = find("vllm_priority");
-    let (c_class, c_tenant, c_target) = (find("slo_class"), find("tenant_id"), find("slo_target_us"));
-    let (c_first, c_last, c_status) = (find("first_chunk_time_us"), find("last_chunk_time_us"), find("status"));
+    let (mut reader, cols) = data_columns(path)?;
     let mut out = Vec::new();
     let mut ids: HashMap<u64, u64> = HashMap::new();
     // Parents by request id, resolved once every record is read.
     let mut parents: Vec<Option<(u64, u32)>> = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let line = i as u64 + 2;
-        let at = |column: &str, reason: String| ImportError::new(&file, line, column, reason);
-        let record = record.map_err(|e| at("csv", e.to_string()))?;
-        let field = |c: usize| record.get(c).unwrap_or("").trim();
-        let int = |c: Option<usize>, name: &str| -> Result<i64, ImportError> {
-            match c.map(field) {
-                None | Some("") => Ok(0),
-                Some(v) => v.parse::<i64>().map_err(|_| at(name, format!("`{v}` is not an integer"))),
-            }
-        };
-        let non_negative = |c: Option<usize>, name: &str| -> Result<u64, ImportError> {
-            u64::try_from(int(c, name)?).map_err(|_| at(name, "must not be negative".to_owned()))
-        };
-        let request_id = non_negative(Some(c_id), "request_id")?;
-        if let Some(first) = ids.insert(request_id, line) {
-            return Err(at("request_id", format!("{request_id} repeats the id of line {first}")));
-        }
-        let server_in = non_negative(c_server_in, "server_input_tokens")?;
-        let group = c_group.map_or("", field).to_owned();
-        let prefix_length = tokens(int(c_prefix, "prefix_length")?, 0).map_err(|e| at("prefix_length", e))?;
-        let input_tokens = tokens(int(Some(c_in), "input_tokens")?, 0).map_err(|e| at("input_tokens", e))?;
-        let mut input = input_tokens;
-        if server_in > 0 && group.is_empty() {
-            input = tokens(server_in as i64, 1).map_err(|e| at("server_input_tokens", e))?;
-        }
-        let output = tokens(int(Some(c_out), "output_tokens")?, 1).map_err(|e| at("output_tokens", e))?;
-        let send = non_negative(c_send, "send_time_us")?;
-        let arrival_time_us = non_negative(Some(c_arrival), "arrival_time_us")?;
-        // A class BLIS does not name either (older traces write e.g.
-        // `interactive`) is served as standard and named in the run summary.
-        let slo_class = SloClass::parse(c_class.map_or("", field));
-        let traffic = Traffic {
-            slo_class,
-            tenant: Some(c_tenant.map_or("", field)).filter(|t| !t.is_empty()).map(str::to_owned),
-            slo_target_us: Some(non_negative(c_target, "slo_target_us")?).filter(|&t| t > 0),
-        };
-        parents.push(match c_parent.map(field) {
-            None | Some("") => None,
-            Some(_) => Some((
-                non_negative(c_parent, "prefix_parent")?,
-                tokens(int(c_parent_len, "prefix_parent_length")?, 1).map_err(|e| at("prefix_parent_length", e))?,
-            )),
-        });
-        out.push(Record {
-            line,
-            request_id,
-            session: c_session.map_or("", field).to_owned(),
-            round: non_negative(c_round, "round_index")?,
-            group,
-            prefix_length,
-            input,
-            input_tokens,
-            server_input_tokens: server_in,
-            output,
-            arrival_us: 0,
-            arrival_time_us,
-            send_us: send,
-            first_chunk_us: non_negative(c_first, "first_chunk_time_us")?,
-            last_chunk_us: non_negative(c_last, "last_chunk_time_us")?,
-            status: c_status.map_or("ok", field).to_owned(),
-            think_us: non_negative(c_think, "think_time_us")?,
-            reset: tokens(int(c_reset, "input_tokens_reset")?, 0).map_err(|e| at("input_tokens_reset", e))?,
-            parent: None,
-            ids: match c_ids.map_or("", field) {
-                "" | "prompt+output" => (true, true),
-                "prompt" => (true, false),
-                "none" => (false, false),
-                v => return Err(at("token_ids", format!("`{v}`: prompt+output, prompt or none"))),
-            },
-            dag: match c_dag.map_or("", field) {
-                "" => None,
-                _ if c_session.map_or("", field).is_empty() => {
-                    return Err(at("dag", "a request DAG is a session's: this record has no session_id".to_owned()));
-                }
-                text => Some(parse_dag(text).map_err(|e| at("dag", e))?),
-            },
-            adapter: Some(c_adapter.map_or("", field)).filter(|a| !a.is_empty()).map(str::to_owned),
-            priority: match c_priority.map_or("", field) {
-                "" => Ok(slo_class.map_or(0, SloClass::vllm_priority)),
-                v => v.parse::<i32>().map_err(|_| format!("`{v}` is not a 32-bit integer")),
-            },
-            traffic,
-        });
+        let record = record.map_err(|e| ImportError::new(&file, line, "csv", e.to_string()))?;
+        let (r, parent) = parse_record(&file, line, &record, &cols, &mut |id| match ids.insert(id, line) {
+            Some(first) => Err(format!("{id} repeats the id of line {first}")),
+            None => Ok(()),
+        })?;
+        parents.push(parent);
+        out.push(r);
     }
     rebase_epoch(&mut out, &file)?;
     resolve_parents(&mut out, &parents, &ids, &file)?;
     Ok(out)
+}
+
+/// Where each column the reader knows is in a data file (`None`: absent;
+/// the required ones are always there).
+struct Columns {
+    id: usize,
+    session: Option<usize>,
+    round: Option<usize>,
+    group: Option<usize>,
+    prefix: Option<usize>,
+    input: usize,
+    output: usize,
+    server_input: Option<usize>,
+    arrival: usize,
+    send: Option<usize>,
+    think: Option<usize>,
+    reset: Option<usize>,
+    parent: Option<usize>,
+    parent_len: Option<usize>,
+    ids: Option<usize>,
+    dag: Option<usize>,
+    adapter: Option<usize>,
+    priority: Option<usize>,
+    class: Option<usize>,
+    tenant: Option<usize>,
+    target: Option<usize>,
+    first_chunk: Option<usize>,
+    last_chunk: Option<usize>,
+    status: Option<usize>,
+}
+
+/// The data file at `path`, past its header row, and where its columns are.
+fn data_columns(path: &Path) -> Result<(csv::Reader<super::common::Input>, Columns), ImportError> {
+    let file = path.display().to_string();
+    let mut reader = csv::Reader::from_reader(open_file(path)?);
+    let headers = reader.headers().map_err(|e| ImportError::new(&file, 1, "header", e.to_string()))?.clone();
+    let find = |name: &str| headers.iter().position(|h| h.trim() == name);
+    let need = |name: &str| find(name).ok_or_else(|| ImportError::new(&file, 1, name, "missing column"));
+    // Session and group columns may be absent (a trace of independent
+    // requests written by a tool that leaves them out).
+    let cols = Columns {
+        id: need("request_id")?,
+        session: find("session_id"),
+        round: find("round_index"),
+        group: find("prefix_group"),
+        prefix: find("prefix_length"),
+        input: need("input_tokens")?,
+        output: need("output_tokens")?,
+        server_input: find("server_input_tokens"),
+        arrival: need("arrival_time_us")?,
+        send: find("send_time_us"),
+        think: find("think_time_us"),
+        reset: find("input_tokens_reset"),
+        parent: find("prefix_parent"),
+        parent_len: find("prefix_parent_length"),
+        ids: find("token_ids"),
+        dag: find("dag"),
+        adapter: find("adapter"),
+        priority: find("vllm_priority"),
+        class: find("slo_class"),
+        tenant: find("tenant_id"),
+        target: find("slo_target_us"),
+        first_chunk: find("first_chunk_time_us"),
+        last_chunk: find("last_chunk_time_us"),
+        status: find("status"),
+    };
+    Ok((reader, cols))
+}
+
+/// The record on `line`, checked (`new_id` refuses an id seen before), with
+/// its `prefix_parent` (request id and length) unresolved; times as
+/// written (see [`rebase_epoch`]).
+fn parse_record(
+    file: &str,
+    line: u64,
+    record: &csv::StringRecord,
+    c: &Columns,
+    new_id: &mut dyn FnMut(u64) -> Result<(), String>,
+) -> Result<(Record, Option<(u64, u32)>), ImportError> {
+    let at = |column: &str, reason: String| ImportError::new(file, line, column, reason);
+    let field = |c: usize| record.get(c).unwrap_or("").trim();
+    let int = |c: Option<usize>, name: &str| -> Result<i64, ImportError> {
+        match c.map(field) {
+            None | Some("") => Ok(0),
+            Some(v) => v.parse::<i64>().map_err(|_| at(name, format!("`{v}` is not an integer"))),
+        }
+    };
+    let non_negative = |c: Option<usize>, name: &str| -> Result<u64, ImportError> {
+        u64::try_from(int(c, name)?).map_err(|_| at(name, "must not be negative".to_owned()))
+    };
+    let request_id = non_negative(Some(c.id), "request_id")?;
+    new_id(request_id).map_err(|e| at("request_id", e))?;
+    let server_in = non_negative(c.server_input, "server_input_tokens")?;
+    let group = c.group.map_or("", field).to_owned();
+    let prefix_length = tokens(int(c.prefix, "prefix_length")?, 0).map_err(|e| at("prefix_length", e))?;
+    let input_tokens = tokens(int(Some(c.input), "input_tokens")?, 0).map_err(|e| at("input_tokens", e))?;
+    let mut input = input_tokens;
+    if server_in > 0 && group.is_empty() {
+        input = tokens(server_in as i64, 1).map_err(|e| at("server_input_tokens", e))?;
+    }
+    let output = tokens(int(Some(c.output), "output_tokens")?, 1).map_err(|e| at("output_tokens", e))?;
+    let send = non_negative(c.send, "send_time_us")?;
+    let arrival_time_us = non_negative(Some(c.arrival), "arrival_time_us")?;
+    // A class BLIS does not name either (older traces write e.g.
+    // `interactive`) is served as standard and named in the run summary.
+    let slo_class = SloClass::parse(c.class.map_or("", field));
+    let traffic = Traffic {
+        slo_class,
+        tenant: Some(c.tenant.map_or("", field)).filter(|t| !t.is_empty()).map(str::to_owned),
+        slo_target_us: Some(non_negative(c.target, "slo_target_us")?).filter(|&t| t > 0),
+    };
+    let parent = match c.parent.map(field) {
+        None | Some("") => None,
+        Some(_) => Some((
+            non_negative(c.parent, "prefix_parent")?,
+            tokens(int(c.parent_len, "prefix_parent_length")?, 1).map_err(|e| at("prefix_parent_length", e))?,
+        )),
+    };
+    let r = Record {
+        line,
+        request_id,
+        session: c.session.map_or("", field).to_owned(),
+        round: non_negative(c.round, "round_index")?,
+        group,
+        prefix_length,
+        input,
+        input_tokens,
+        server_input_tokens: server_in,
+        output,
+        arrival_us: 0,
+        arrival_time_us,
+        send_us: send,
+        first_chunk_us: non_negative(c.first_chunk, "first_chunk_time_us")?,
+        last_chunk_us: non_negative(c.last_chunk, "last_chunk_time_us")?,
+        status: c.status.map_or("ok", field).to_owned(),
+        think_us: non_negative(c.think, "think_time_us")?,
+        reset: tokens(int(c.reset, "input_tokens_reset")?, 0).map_err(|e| at("input_tokens_reset", e))?,
+        parent: None,
+        ids: match c.ids.map_or("", field) {
+            "" | "prompt+output" => (true, true),
+            "prompt" => (true, false),
+            "none" => (false, false),
+            v => return Err(at("token_ids", format!("`{v}`: prompt+output, prompt or none"))),
+        },
+        dag: match c.dag.map_or("", field) {
+            "" => None,
+            _ if c.session.map_or("", field).is_empty() => {
+                return Err(at("dag", "a request DAG is a session's: this record has no session_id".to_owned()));
+            }
+            text => Some(parse_dag(text).map_err(|e| at("dag", e))?),
+        },
+        adapter: Some(c.adapter.map_or("", field)).filter(|a| !a.is_empty()).map(str::to_owned),
+        priority: match c.priority.map_or("", field) {
+            "" => Ok(slo_class.map_or(0, SloClass::vllm_priority)),
+            v => v.parse::<i32>().map_err(|_| format!("`{v}` is not a 32-bit integer")),
+        },
+        traffic,
+    };
+    Ok((r, parent))
 }
 
 /// Send and chunk times written as Unix-epoch µs (`blis observe`: arrival
@@ -751,12 +819,9 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<Tokens> {
     let mut out: Vec<Tokens> = std::iter::repeat_with(Tokens::default).take(records.len()).collect();
     for i in order {
         let r = &records[i];
-        if !(r.ids.0 || parent[i] || accumulate || r.parent.is_some()) {
-            // As the prompt below would be: the group's prefix and the
-            // record's own tokens.
-            let group = groups.get(r.group.as_str()).map_or(0, Vec::len) as u64;
-            let prompt_len = (group + u64::from(r.input)).min(u64::from(super::common::MAX_TOKENS)) as u32;
-            out[i] = Tokens { prompt_len, output_len: r.output, ..Tokens::default() };
+        if !(parent[i] || accumulate || r.parent.is_some()) {
+            let group = groups.get(r.group.as_str()).map_or(&[][..], Vec::as_slice);
+            out[i] = standalone_tokens(r, group.len() as u32, group, salt);
             continue;
         }
         let stream = r.request_id ^ salt.wrapping_mul(0xA076_1D64_78BD_642F);
@@ -805,6 +870,25 @@ fn token_ids(records: &[Record], accumulate: bool, salt: u64) -> Vec<Tokens> {
     out
 }
 
+/// The tokens of record `r`, which nothing else's are built from and which
+/// copies none (no accumulate corpus, no `prefix_parent` either way): its
+/// group's prefix (`group_len` tokens, `group`: drawn where ids are) and its
+/// own fresh tokens, ids drawn only where the engine knows them
+/// ([`token_ids`] on such a record; the streamed path's whole tokenizing).
+fn standalone_tokens(r: &Record, group_len: u32, group: &[u32], salt: u64) -> Tokens {
+    let max = super::common::MAX_TOKENS;
+    if !r.ids.0 {
+        let prompt_len = (u64::from(group_len) + u64::from(r.input)).min(u64::from(max)) as u32;
+        return Tokens { prompt_len, output_len: r.output, ..Tokens::default() };
+    }
+    let stream = r.request_id ^ salt.wrapping_mul(0xA076_1D64_78BD_642F);
+    let mut prompt = group.to_vec();
+    prompt.extend(super::common::fresh_tokens(stream, 0, r.input as usize));
+    prompt.truncate(max as usize);
+    let output: Vec<u32> = super::common::fresh_tokens(stream, 1 << 40, r.output as usize).collect();
+    Tokens { prompt_len: prompt.len() as u32, output_len: output.len() as u32, prompt, output }
+}
+
 /// A first round's `think_time_us` (which BLIS ignores: round 0 has no
 /// predecessor) is the wait between the client sending the request and
 /// this call (a root `interval`, as `run --trace-output` writes it): the
@@ -824,6 +908,15 @@ fn call(t: Tokens, r: &Record) -> LlmCall {
         .with_priority(r.priority.clone().unwrap_or(0))
 }
 
+/// Record `r` as a request of its own, with its line.
+fn single(r: &Record, ids: Tokens) -> (u64, Request) {
+    let wait = root_wait(r);
+    let mut request = super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids, r));
+    request.sub_requests[0].interval = wait as f64 / 1e6;
+    request.traffic = r.traffic.clone();
+    (r.line, request)
+}
+
 /// (sort key: first line, request) pairs for `mode`.
 fn build(
     records: &[Record],
@@ -834,13 +927,6 @@ fn build(
 ) -> Result<Vec<(u64, Request)>, ImportError> {
     // Each record's ids are moved into its call, once.
     let mut ids = token_ids(records, accumulate, salt);
-    let single = |r: &Record, ids: Tokens| {
-        let wait = root_wait(r);
-        let mut request = super::common::one_call(r.request_id, (r.arrival_us - wait) as f64 / 1e6, call(ids, r));
-        request.sub_requests[0].interval = wait as f64 / 1e6;
-        request.traffic = r.traffic.clone();
-        (r.line, request)
-    };
     if mode != SessionMode::ClosedLoop {
         return Ok(records.iter().zip(ids).map(|(r, ids)| single(r, ids)).collect());
     }

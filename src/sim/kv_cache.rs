@@ -297,9 +297,6 @@ impl KvCache {
         // (A `SeqBlocks::default()` learns its hashes here, at its first
         // allocation, before any fast path can read the count.)
         seq.num_hashes = hashes.len() as u32;
-        // (A `SeqBlocks::default()` learns its hashes here, at its first
-        // allocation, before any fast path can read the count.)
-        seq.num_hashes = hashes.len() as u32;
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(seq.blocks.len() + hits.len());
         let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();

@@ -224,7 +224,7 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 /// cursor moved past the digits kept; the chunk is appended to the row when
 /// full. Plain stores a token, no capacity check or length update each
 /// (cachegrind, 20k chat requests: `write_row` 60 instructions a token
-/// before, 40 now).
+/// before, 48 now).
 fn token_latencies(out: &mut Vec<u8>, start_us: u64, times: &[u64]) {
     /// Tokens a chunk holds at their widest.
     const CHUNK_TOKENS: usize = 64;

@@ -329,12 +329,12 @@ impl ImportError {
 /// A stream of imported requests, in arrival order.
 pub type Requests = Box<dyn Iterator<Item = Result<Request, ImportError>> + Send>;
 
-/// Opens `path` for reading, or names it. A pipe or FIFO is copied on its
-/// first open and read from the copy on every open ([`crate::spool`]): an
-/// importer's trace is read more than once (a count pass, then the runs).
 /// What a trace file is read through.
 pub(super) type Input = std::io::BufReader<crate::spool::Input>;
 
+/// Opens `path` for reading, or names it. A pipe or FIFO is copied on its
+/// first open and read from the copy on every open ([`crate::spool`]): an
+/// importer's trace is read more than once (a count pass, then the runs).
 pub(super) fn open_file(path: &Path) -> Result<Input, ImportError> {
     crate::spool::open(path)
         .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
@@ -364,6 +364,30 @@ where
             }
         }
     })))
+}
+
+/// Streams the records of a CSV trace, past its header, through `row(file,
+/// line, record)`: one request a record, a read error named by its line,
+/// nothing after the first error. The CSV importers' one streaming loop
+/// (the counterpart of [`json_lines`]).
+pub(super) fn csv_records<F>(reader: csv::Reader<Input>, path: &Path, mut row: F) -> Requests
+where
+    F: FnMut(&str, u64, &csv::StringRecord) -> Result<Request, ImportError> + Send + 'static,
+{
+    let file = path.display().to_string();
+    let mut records = reader.into_records().enumerate();
+    let mut failed = false;
+    Box::new(std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let (i, record) = records.next()?;
+        let line = i as u64 + 2;
+        let built =
+            record.map_err(|e| ImportError::new(&file, line, "csv", e.to_string())).and_then(|r| row(&file, line, &r));
+        failed = built.is_err();
+        Some(built)
+    }))
 }
 
 /// Fresh token ids of stream `stream` from position `from`: deterministic,

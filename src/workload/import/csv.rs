@@ -30,7 +30,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::common::{ImportError, ImportOptions, Input, Requests, SessionMode, fresh_tokens, open_file, tokens};
+use super::common::{
+    ImportError, ImportOptions, Input, Requests, SessionMode, csv_records, fresh_tokens, open_file, tokens,
+};
 use crate::workload::types::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 
 /// The columns this format reads, required first.
@@ -65,34 +67,18 @@ pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, Imp
     if columns[3].is_none() && columns[4].is_none() && arrivals_sorted(path, columns[0]) {
         // Every row its own request, already in arrival order: streamed,
         // nothing kept (the whole-file path below held ~0.5 KB a row).
-        let file = path.display().to_string();
-        let mut records = reader.into_records().enumerate();
-        let mut failed = false;
-        return Ok(Box::new(std::iter::from_fn(move || {
-            if failed {
-                return None;
-            }
-            let (i, record) = records.next()?;
-            let line = i as u64 + 2;
-            let row = record
-                .map_err(|e| ImportError::new(&file, line, "csv", e.to_string()))
-                .and_then(|record| parse_row(&file, line, &record, &columns).map(|(row, _)| row));
-            match row {
-                Ok(row) => {
-                    let mut built = Vec::with_capacity(1);
-                    unit_requests(i as u64, &[row], mode, &mut built);
-                    let (_, mut request) = built.pop().expect("a row is a request");
-                    request.request_id = RequestId::Int(i as u64);
-                    Some(Ok(request))
-                }
-                Err(e) => {
-                    failed = true;
-                    Some(Err(e))
-                }
-            }
-        })));
+        let mut k = 0;
+        return Ok(csv_records(reader, path, move |file, line, record| {
+            let (row, _) = parse_row(file, line, record, &columns)?;
+            let mut built = Vec::with_capacity(1);
+            unit_requests(k, &[row], mode, &mut built);
+            let (_, mut request) = built.pop().expect("a row is a request");
+            request.request_id = RequestId::Int(k);
+            k += 1;
+            Ok(request)
+        }));
     }
-    let units = read(&mut reader, &columns, &path.display().to_string())?;
+    let units = read(&mut reader, &columns, &file)?;
     let mut requests: Vec<(u64, Request)> = Vec::new();
     for (k, rows) in units.iter().enumerate() {
         unit_requests(k as u64, rows, mode, &mut requests);

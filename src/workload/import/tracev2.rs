@@ -271,25 +271,15 @@ pub(super) fn open(header: &Path, options: &ImportOptions) -> Result<Requests, I
     let pool = options.concurrent_sessions.is_some();
     let mode = options.session_mode.unwrap_or(if pool { SessionMode::ClosedLoop } else { SessionMode::Fixed });
     if !pool && mode == SessionMode::Fixed && !accumulate {
-        let (_, cols) = data_columns(&data)?;
+        let (reader, cols) = data_columns(&data)?;
         if let Some(scan) = stream::scan(&data, &cols) {
-            return stream::open(&data, options, scan);
+            return Ok(stream::requests(reader, cols, &data, options, scan));
         }
     }
     let mut records = read_records(&data)?;
-    if !options.adapters {
-        records.iter_mut().for_each(|r| r.adapter = None);
-    }
     let file = data.display().to_string();
-    // `vllm_priority` is each call's priority where the engines schedule by
-    // it; else it is read and ignored, as before priorities were modelled
-    // (the class's priority stays: the JSONL reader gives it alike).
     for r in &mut records {
-        match (&r.priority, options.priorities) {
-            (Err(e), true) => return Err(ImportError::new(&file, r.line, "vllm_priority", e.clone())),
-            (_, false) => r.priority = Ok(r.traffic.slo_class.map_or(0, SloClass::vllm_priority)),
-            (Ok(_), true) => {}
-        }
+        as_served(r, options, &file)?;
     }
     if pool && mode != SessionMode::ClosedLoop {
         return Err(ImportError::new(
@@ -639,6 +629,22 @@ fn parse_record(
         traffic,
     };
     Ok((r, parent))
+}
+
+/// Record `r` as the options serve it: without its adapter unless adapters
+/// are served; `vllm_priority` is its call's priority where the engines
+/// schedule by it, else it is read and ignored, as before priorities were
+/// modelled (the class's priority stays: the JSONL reader gives it alike).
+fn as_served(r: &mut Record, options: &ImportOptions, file: &str) -> Result<(), ImportError> {
+    if !options.adapters {
+        r.adapter = None;
+    }
+    match (&r.priority, options.priorities) {
+        (Err(e), true) => return Err(ImportError::new(file, r.line, "vllm_priority", e.clone())),
+        (_, false) => r.priority = Ok(r.traffic.slo_class.map_or(0, SloClass::vllm_priority)),
+        (Ok(_), true) => {}
+    }
+    Ok(())
 }
 
 /// Send and chunk times written as Unix-epoch µs (`blis observe`: arrival

@@ -195,25 +195,29 @@ fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportErro
             }
             v => Err(at("itls", format!("{v} is not a list of gaps"))),
         }?;
-        let whole = gaps.len() + 1 == output as usize;
-        let mut e2e = 0.0;
-        if !whole {
+        // Chunks of several tokens: the E2E to spread, checked either way.
+        let e2e = if gaps.len() + 1 == output as usize {
+            None
+        } else {
             spread_count += 1;
-            e2e = match latencies {
+            let e2e = match latencies {
                 Some(l) => seconds("latencies", i, &l[i])?,
                 None => ttft + gaps.iter().sum::<f64>(),
             };
             if e2e < ttft {
                 return Err(at("latencies", format!("{e2e} s is shorter than the TTFT ({ttft} s)")));
             }
-        }
+            Some(e2e)
+        };
         let (arrival, send) = (timing.arrival[i], timing.send[i]);
         // The file has no prompts: lengths only.
         let request = one_call(i as u64, arrival, LlmCall::new(input, output));
         workload.push((arrival, request));
         if with_baseline {
-            let token_latency =
-                if whole { std::iter::once(ttft).chain(gaps).collect() } else { spread(ttft, e2e, output) };
+            let token_latency = match e2e {
+                None => std::iter::once(ttft).chain(gaps).collect(),
+                Some(e2e) => spread(ttft, e2e, output),
+            };
             // A baseline row arrives at its send, as a capped client's result
             // rows do (its latencies count from there).
             let mut measured = one_call(i as u64, send, LlmCall::new(input, output));

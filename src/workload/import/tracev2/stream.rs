@@ -12,10 +12,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::super::common::{ImportError, ImportOptions, Requests, fresh_tokens, open_file, tokens};
-use super::{Columns, EPOCH_US, data_columns, parse_record, single, standalone_tokens, stream_of};
+use super::super::common::{ImportError, ImportOptions, Input, Requests, csv_records, fresh_tokens, open_file, tokens};
+use super::{Columns, EPOCH_US, as_served, parse_record, single, standalone_tokens, stream_of};
+use crate::workload::RequestId;
 use crate::workload::reader::IdSet;
-use crate::workload::{RequestId, SloClass};
 
 /// At most this many prefix groups are held for a streamed trace (more:
 /// the whole-file path).
@@ -76,62 +76,48 @@ pub(super) fn scan(path: &Path, c: &Columns) -> Option<Scan> {
     }
 }
 
-/// The records of the data at `path` as requests, one at a time (see the
-/// module doc; [`scan`] said yes).
-pub(super) fn open(path: &Path, options: &ImportOptions, scan: Scan) -> Result<Requests, ImportError> {
-    let file = path.display().to_string();
-    let (reader, cols) = data_columns(path)?;
+/// The records of the data at `path` (`reader` past its header, columns
+/// `cols`) as requests, one at a time (see the module doc; [`scan`] said
+/// yes).
+pub(super) fn requests(
+    reader: csv::Reader<Input>,
+    cols: Columns,
+    path: &Path,
+    options: &ImportOptions,
+    scan: Scan,
+) -> Requests {
     let mut groups: HashMap<String, (u32, Vec<u32>)> =
         scan.group_len.into_iter().map(|(g, n)| (g, (n, Vec::new()))).collect();
-    let mut records = reader.into_records().enumerate();
     let mut ids = IdSet::default();
-    let (adapters, priorities) = (options.adapters, options.priorities);
-    let path = path.to_owned();
-    let mut failed = false;
-    Ok(Box::new(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
-        let (i, record) = records.next()?;
-        let line = i as u64 + 2;
-        let built = (|| {
-            let at = |column: &str, reason: String| ImportError::new(&file, line, column, reason);
-            let record = record.map_err(|e| at("csv", e.to_string()))?;
-            let mut new_id = |id: u64| {
-                if ids.insert(&RequestId::Int(id)) {
-                    Ok(())
-                } else {
-                    Err(format!("{id} repeats the id of line {}", first_line(&path, cols.id, id)))
-                }
-            };
-            let (mut r, _) = parse_record(&file, line, &record, &cols, &mut new_id)?;
-            // As the whole-file path does for every record.
-            if !adapters {
-                r.adapter = None;
+    let options = options.clone();
+    let data = path.to_owned();
+    csv_records(reader, path, move |file, line, record| {
+        let mut new_id = |id: u64| {
+            if ids.insert(&RequestId::Int(id)) {
+                Ok(())
+            } else {
+                Err(format!("{id} repeats the id of line {}", first_line(&data, cols.id, id)))
             }
-            match (&r.priority, priorities) {
-                (Err(e), true) => return Err(at("vllm_priority", e.clone())),
-                (_, false) => r.priority = Ok(r.traffic.slo_class.map_or(0, SloClass::vllm_priority)),
-                (Ok(_), true) => {}
-            }
-            r.arrival_us = r.arrival_time_us;
-            crate::workload::checked_seconds_to_us(r.arrival_us as f64 / 1e6).map_err(|e| at("arrival_time_us", e))?;
-            // The group's prompt is drawn once the first record the engine
-            // is given ids for needs it; lengths alone until then.
-            let (group_len, group): (u32, &[u32]) = match groups.get_mut(r.group.as_str()) {
-                None => (0, &[]),
-                Some((n, prompt)) => {
-                    if prompt.is_empty() && r.ids.0 {
-                        *prompt = fresh_tokens(stream_of(&r.group), 0, *n as usize).collect();
-                    }
-                    (*n, prompt)
+        };
+        let (mut r, _) = parse_record(file, line, record, &cols, &mut new_id)?;
+        as_served(&mut r, &options, file)?;
+        // No send time (the scan saw none): it arrives at its arrival.
+        r.arrival_us = r.arrival_time_us;
+        crate::workload::checked_seconds_to_us(r.arrival_us as f64 / 1e6)
+            .map_err(|e| ImportError::new(file, line, "arrival_time_us", e))?;
+        // The group's prompt is drawn once the first record the engine is
+        // given ids for needs it; lengths alone until then.
+        let (group_len, group): (u32, &[u32]) = match groups.get_mut(r.group.as_str()) {
+            None => (0, &[]),
+            Some((n, prompt)) => {
+                if prompt.is_empty() && r.ids.0 {
+                    *prompt = fresh_tokens(stream_of(&r.group), 0, *n as usize).collect();
                 }
-            };
-            Ok(single(&r, standalone_tokens(&r, group_len, group, 0)).1)
-        })();
-        failed = built.is_err();
-        Some(built)
-    })))
+                (*n, prompt)
+            }
+        };
+        Ok(single(&r, standalone_tokens(&r, group_len, group, 0)).1)
+    })
 }
 
 /// The line of the first record of `path` whose `request_id` (column `c`)
@@ -180,7 +166,7 @@ mod tests {
         std::fs::write(&header, HEADER).unwrap();
         std::fs::write(&data, format!("{COLUMNS}\n{}\n", rows.join("\n"))).unwrap();
         let options = ImportOptions { trace_data: Some(data.clone()), priorities: true, ..Default::default() };
-        let (_, cols) = super::data_columns(&data).unwrap();
+        let (_, cols) = super::super::data_columns(&data).unwrap();
         let streamed = super::scan(&data, &cols).is_some();
         let requests = super::super::open(&header, &options)
             .and_then(|r| r.collect::<Result<Vec<_>, _>>())

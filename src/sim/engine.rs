@@ -118,6 +118,34 @@ struct Seq {
     arrival: (u64, u64),
 }
 
+/// Decodes scheduled in a plain engine's running loop, summed in registers
+/// and added to the step's price and the engine's counters once: through
+/// `self` they were reloaded and stored again for every request (the
+/// compiler cannot tell a request's stores from the batch's fields).
+#[derive(Debug, Default)]
+struct Decodes {
+    count: u32,
+    context_tokens: u64,
+    computed_tokens: u64,
+}
+
+impl Decodes {
+    #[inline(always)]
+    fn add(&mut self, context_tokens: u32, n: u32) {
+        self.count += 1;
+        self.context_tokens += u64::from(context_tokens);
+        self.computed_tokens += u64::from(n);
+    }
+
+    #[inline(always)]
+    fn flush(&mut self, priced: &mut crate::latency::StepBatch, stats: &mut EngineStats) {
+        priced.decodes += self.count;
+        priced.decode_context_tokens += self.context_tokens;
+        stats.computed_tokens += self.computed_tokens;
+        *self = Decodes::default();
+    }
+}
+
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RemoteKv {
@@ -160,6 +188,8 @@ pub(crate) struct Engine {
     hits: Vec<u32>,
     /// Aborted while a step was executing: freed at its end.
     pending_aborts: Vec<u32>,
+    /// Requests that left at a step's end (kept for its buffer).
+    left: Vec<u32>,
     /// Whether this step preempted anything (then nothing is admitted).
     preempted_this_step: bool,
     /// Whether a step is executing (between starting it and `finish_step`).
@@ -181,6 +211,9 @@ pub(crate) struct Engine {
     arrivals: u64,
     /// When each step finished, for the requests' token times.
     step_log: StepLog,
+    /// No LoRA, speculation or KV offload: the per-request loops of a step
+    /// run without their hooks.
+    plain: bool,
 }
 
 impl Engine {
@@ -207,6 +240,7 @@ impl Engine {
             // Sized once: the metrics report speculation by these counters.
             stats.spec.by_accepted = vec![0; s.k as usize + 1];
         }
+        let config_plain = config.lora.is_none() && config.speculative.is_none() && config.kv_offload.is_none();
         Engine {
             connector,
             lora: config.lora.map(LoraState::new),
@@ -229,12 +263,14 @@ impl Engine {
             building: Batch::default(),
             hits: Vec::new(),
             pending_aborts: Vec::new(),
+            left: Vec::new(),
             preempted_this_step: false,
             stepping: false,
             tracing: false,
             stats,
             arrivals: 0,
             step_log: StepLog::default(),
+            plain: config_plain,
         }
     }
 
@@ -364,60 +400,13 @@ impl Engine {
         }
         let mut budget = self.config.max_num_batched_tokens;
         self.offload_evictions();
-        let mut i = 0;
-        while i < self.running.len() && budget > 0 {
-            let slot = self.running[i];
-            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
-            // Async: its last token is being sampled by a step in flight
-            // (scheduler.py: "Avoid scheduling an extra step when we are sure
-            // that the previous step has reached request.max_tokens"). With
-            // drafts, `pending` holds the in-flight step's drafts too, and only
-            // its first token is sure: vLLM's `num_computed_tokens + 2 −
-            // num_output_placeholders`, which is num_tokens + 1 there.
-            if seq.pending > 0 && seq.num_tokens + seq.pending.min(1) >= seq.total_len {
-                i += 1;
-                continue;
-            }
-            let mut n = seq.num_tokens + seq.pending + seq.drafts - seq.num_computed;
-            if lpt > 0 {
-                n = n.min(lpt);
-            }
-            n = n.min(budget);
-            // vLLM also caps n at max_model_len − num_computed − 1, which
-            // binds only on drafts: `add` refuses sequences longer than
-            // max_model_len. With async scheduling num_computed counts the
-            // in-flight drafts as accepted, and the cap may leave nothing:
-            // the request waits a step (scheduler.py `num_new_tokens == 0`).
-            if seq.drafts > 0 {
-                n = n.min(self.config.max_model_len.saturating_sub(seq.num_computed + 1));
-                if n == 0 {
-                    i += 1;
-                    continue;
-                }
-            }
-            let target = seq.num_computed + n;
-            let known = seq.num_tokens;
-            // Slots for the tokens and the drafts' lookahead (kv_cache_manager.py
-            // `num_tokens_need_slot`, capped at max_model_len).
-            let slots = if self.lookahead == 0 {
-                target
-            } else {
-                (target + self.lookahead).min(self.config.max_model_len.max(target))
-            };
-            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known)
-                && !self.preempt_for(slot, slots, &mut i, &mut budget)
-            {
-                // It went itself: out of `running` (priority takes it from
-                // its place), so `i` is already the next one's.
-                if self.config.scheduling_policy == SchedulingPolicy::Priority && self.config.self_preemption_continues
-                {
-                    continue;
-                }
-                break;
-            }
-            self.schedule_tokens(slot, n);
-            budget -= n;
-            i += 1;
+        // The running loop without the hooks of LoRA, speculation and offload
+        // when none is on (`Engine::plain`): monomorphized apart, it skips
+        // their checks, a few loads each for every running request a step.
+        if self.plain {
+            self.schedule_running::<true>(&mut budget, lpt);
+        } else {
+            self.schedule_running::<false>(&mut budget, lpt);
         }
         // A scheduling that preempted admits nothing (vLLM's `if not
         // preempted_reqs`), but one that preempted every running request and
@@ -459,6 +448,97 @@ impl Engine {
         true
     }
 
+    /// The running requests' half of [`Engine::schedule`], in order, while
+    /// the token budget lasts. `PLAIN`: no LoRA, speculation or offload.
+    fn schedule_running<const PLAIN: bool>(&mut self, budget_ref: &mut u32, lpt: u32) {
+        let mut budget = *budget_ref;
+        let room = self.kv.room();
+        // A plain decode's share of the step, summed here and added once
+        // (see `Decodes`).
+        let mut decodes = Decodes::default();
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let slot = self.running[i];
+            let seq = self.seqs[slot as usize].as_mut().expect("live slot");
+            // Async: its last token is being sampled by a step in flight
+            // (scheduler.py: "Avoid scheduling an extra step when we are sure
+            // that the previous step has reached request.max_tokens"). With
+            // drafts, `pending` holds the in-flight step's drafts too, and only
+            // its first token is sure: vLLM's `num_computed_tokens + 2 −
+            // num_output_placeholders`, which is num_tokens + 1 there.
+            if seq.pending > 0 && seq.num_tokens + seq.pending.min(1) >= seq.total_len {
+                i += 1;
+                continue;
+            }
+            let drafts = if PLAIN { 0 } else { seq.drafts };
+            let mut n = seq.num_tokens + seq.pending + drafts - seq.num_computed;
+            if lpt > 0 {
+                n = n.min(lpt);
+            }
+            n = n.min(budget);
+            // vLLM also caps n at max_model_len − num_computed − 1, which
+            // binds only on drafts: `add` refuses sequences longer than
+            // max_model_len. With async scheduling num_computed counts the
+            // in-flight drafts as accepted, and the cap may leave nothing:
+            // the request waits a step (scheduler.py `num_new_tokens == 0`).
+            if !PLAIN && seq.drafts > 0 {
+                n = n.min(self.config.max_model_len.saturating_sub(seq.num_computed + 1));
+                if n == 0 {
+                    i += 1;
+                    continue;
+                }
+            }
+            let target = seq.num_computed + n;
+            let known = seq.num_tokens;
+            if PLAIN && seq.num_computed >= seq.prefill_end && room.fits(&seq.blocks, &seq.hashes, target, known) {
+                // Most of a step: a decode whose last block has room, what
+                // `schedule_tokens` does without the hooks.
+                let samples = target >= seq.num_tokens + seq.pending;
+                decodes.add(seq.num_computed, n);
+                seq.num_computed = target;
+                seq.in_flight_tokens += n;
+                seq.pending += u32::from(samples);
+                self.building.entries.push(Entry {
+                    slot,
+                    tokens: n,
+                    samples,
+                    dead: false,
+                    drafts: 0,
+                    pos: 0,
+                    preempted: false,
+                });
+                budget -= n;
+                i += 1;
+                continue;
+            }
+            // Preemption may take entries out of the step: its sums complete first.
+            decodes.flush(&mut self.building.priced, &mut self.stats);
+            // Slots for the tokens and the drafts' lookahead (kv_cache_manager.py
+            // `num_tokens_need_slot`, capped at max_model_len).
+            let slots = if PLAIN || self.lookahead == 0 {
+                target
+            } else {
+                (target + self.lookahead).min(self.config.max_model_len.max(target))
+            };
+            if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known)
+                && !self.preempt_for(slot, slots, &mut i, &mut budget)
+            {
+                // It went itself: out of `running` (priority takes it from
+                // its place), so `i` is already the next one's.
+                if self.config.scheduling_policy == SchedulingPolicy::Priority && self.config.self_preemption_continues
+                {
+                    continue;
+                }
+                break;
+            }
+            self.schedule_tokens::<PLAIN>(slot, n);
+            budget -= n;
+            i += 1;
+        }
+        decodes.flush(&mut self.building.priced, &mut self.stats);
+        *budget_ref = budget;
+    }
+
     /// Adds `n` tokens of `slot` to the step being built, and its chunk to
     /// the batch the latency model prices. Like vLLM's
     /// `_update_after_schedule`, the tokens count as computed from now on.
@@ -466,7 +546,7 @@ impl Engine {
     /// step: left as a call it cost 8 % of `cargo bench --bench sim -- one
     /// 100000`.
     #[inline(always)]
-    fn schedule_tokens(&mut self, slot: u32, n: u32) {
+    fn schedule_tokens<const PLAIN: bool>(&mut self, slot: u32, n: u32) {
         let async_scheduling = self.config.async_scheduling;
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         if seq.num_computed >= seq.prefill_end {
@@ -475,14 +555,14 @@ impl Engine {
         }
         let known_end = seq.num_tokens + seq.pending;
         let samples = seq.num_computed + n >= known_end;
-        if let Some(l) = &mut self.lora {
+        if !PLAIN && let Some(l) = &mut self.lora {
             l.note(seq.lora, n, &mut self.building.priced);
         }
         // Tokens past the known sequence are drafts (scheduler.py
         // `num_scheduled_spec_tokens`); none without speculation, whose
         // path skips all of this (it cost ~10 % of the 100k chat bench).
         let (mut drafts, mut pos) = (0, 0);
-        if let Some(s) = &self.config.speculative {
+        if !PLAIN && let Some(s) = &self.config.speculative {
             drafts = (seq.num_computed + n).saturating_sub(known_end);
             seq.drafts = 0;
             self.building.priced.spec_tokens += drafts;
@@ -509,7 +589,7 @@ impl Engine {
         let before = seq.num_computed;
         seq.num_computed += n;
         seq.in_flight_tokens += n;
-        if self.config.kv_offload.is_some() {
+        if !PLAIN && self.config.kv_offload.is_some() {
             // Full blocks this step completes go to the CPU tier.
             let bs = self.config.block_size;
             let (from, to) = ((before / bs) as usize, ((seq.num_computed / bs) as usize).min(seq.hashes.len()));

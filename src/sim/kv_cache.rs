@@ -43,6 +43,41 @@ struct Block {
     next: u32,
 }
 
+/// What decides whether a request's blocks already hold a step's tokens
+/// ([`KvCache::room`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Room {
+    block_size: u32,
+    prefix_caching: bool,
+    hash_lookahead: u32,
+}
+
+impl Room {
+    /// The fast path of [`KvCache::allocate`] without hits, taken by most
+    /// decode steps: the last block has room for `num_tokens` and there is
+    /// nothing new to register.
+    #[inline]
+    pub(crate) fn fits(self, seq: &SeqBlocks, hashes: &[u64], num_tokens: u32, known: u32) -> bool {
+        num_tokens as usize <= seq.blocks.len() * self.block_size as usize
+            && (!self.prefix_caching
+                || seq.all_hashed(hashes)
+                || seq.num_hashed as usize
+                    >= self.num_full(hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead))))
+    }
+
+    /// Whether `seq` has every block with a hash registered (always, without
+    /// prefix caching): [`KvCache::registered_all`].
+    #[inline]
+    pub(crate) fn registered_all(self, seq: &SeqBlocks, hashes: &[u64]) -> bool {
+        !self.prefix_caching || seq.all_hashed(hashes)
+    }
+
+    /// Full blocks within `tokens` that have a hash.
+    fn num_full(self, hashes: &[u64], tokens: u32) -> usize {
+        ((tokens / self.block_size) as usize).min(hashes.len())
+    }
+}
+
 /// The blocks one request holds, in sequence order.
 #[derive(Debug, Default)]
 pub(crate) struct SeqBlocks {
@@ -267,23 +302,23 @@ impl KvCache {
         num_tokens: u32,
         known: u32,
     ) -> bool {
-        // Fast path, taken by most decode steps: the last block has room and
-        // there is nothing new to register.
-        if hits.is_empty()
-            && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
-            && (!self.prefix_caching
-                || seq.all_hashed(hashes)
-                || seq.num_hashed as usize
-                    >= self.num_full(hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead))))
-        {
+        if hits.is_empty() && self.room().fits(seq, hashes, num_tokens, known) {
             return true;
         }
         self.allocate_blocks(seq, hashes, hits, num_tokens, known)
     }
 
+    /// The settings [`Room::fits`] reads, copied out: a loop over the
+    /// running requests keeps them in registers instead of reloading them
+    /// through the cache after every store to a request.
+    #[inline]
+    pub(crate) fn room(&self) -> Room {
+        Room { block_size: self.block_size, prefix_caching: self.prefix_caching, hash_lookahead: self.hash_lookahead }
+    }
+
     /// Full blocks within `tokens` that have a hash.
     fn num_full(&self, hashes: &[u64], tokens: u32) -> usize {
-        ((tokens / self.block_size) as usize).min(hashes.len())
+        self.room().num_full(hashes, tokens)
     }
 
     fn allocate_blocks(
@@ -333,7 +368,7 @@ impl KvCache {
     /// its tokens: a caller may skip working out how many it has.
     #[inline]
     pub(crate) fn registered_all(&self, seq: &SeqBlocks, hashes: &[u64]) -> bool {
-        !self.prefix_caching || seq.all_hashed(hashes)
+        self.room().registered_all(seq, hashes)
     }
 
     /// Registers every block of `seq` full within its first `tokens` tokens

@@ -219,7 +219,7 @@ impl Engine {
                 let full = ((computed / block_size) as usize).min(seq.hashes.len());
                 self.stats.cpu_stored_blocks += u64::from(self.connector.computed(&seq.hashes[..full]));
             }
-            self.schedule_tokens(slot, n);
+            self.schedule_tokens::<false>(slot, n);
             *budget -= n;
         }
     }

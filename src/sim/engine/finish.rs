@@ -11,12 +11,51 @@ impl Engine {
     /// step take effect.
     pub(crate) fn finish_step(&mut self, now_us: u64, events: &mut Vec<EngineEvent>) {
         self.stepping = false;
-        let mut any_finished = false;
+        let step = self.step_log.push(now_us);
+        // Without LoRA, speculation or offload (`Engine::plain`) the loop
+        // is compiled apart, skipping their checks a request a step.
+        let mut left = std::mem::take(&mut self.left);
+        if self.plain {
+            self.finish_entries::<true>(step, &mut left, events);
+        } else {
+            self.finish_entries::<false>(step, &mut left, events);
+        }
+        // Out of the queues, found by value: a step finishes one or two of
+        // ~200 running requests, and a `retain` over all of them read each
+        // one's `Seq` (2 % of the instructions of the 20k chat run).
+        for &slot in &left {
+            if let Some(at) = self.running.iter().position(|&s| s == slot) {
+                self.running.remove(at);
+            } else if let Some(at) = self.waiting.iter().position(|&s| s == slot) {
+                self.waiting.remove(at);
+            }
+        }
+        left.clear();
+        self.left = left;
+        debug_assert!(
+            self.running.iter().chain(&self.waiting).all(|&s| self.seqs[s as usize].as_ref().is_some_and(|q| !q.held)),
+            "a request that left is still queued"
+        );
+        for slot in std::mem::take(&mut self.pending_aborts) {
+            self.remove(slot);
+        }
+        if self.step_log.wants_trim() {
+            // The oldest step a live request's tokens came out in.
+            let first = self.seqs.iter().flatten().filter_map(|s| s.tokens.first_step()).min();
+            self.step_log.trim(first.unwrap_or(self.step_log.next()));
+        }
+    }
+
+    /// Each entry of the executing step gets its tokens (logged as step
+    /// `step`); finished requests leave, their slots added to `left`.
+    /// `PLAIN`: no LoRA, speculation or offload.
+    #[inline(always)]
+    fn finish_entries<const PLAIN: bool>(&mut self, step: u64, left: &mut Vec<u32>, events: &mut Vec<EngineEvent>) {
         // Read once, not through `self` a request (the loop writes through
         // `seq`, which the compiler cannot tell apart from the config).
         let async_scheduling = self.config.async_scheduling;
         let hash_lookahead = self.kv.hash_lookahead();
-        let step = self.step_log.push(now_us);
+        let room = self.kv.room();
         for k in 0..self.executing.entries.len() {
             let Entry { slot, tokens, samples, dead, drafts, pos, preempted } = self.executing.entries[k];
             if dead {
@@ -33,7 +72,7 @@ impl Engine {
                 seq.pending = seq.pending.saturating_sub(1 + drafts);
             }
             let mut emitted = 1;
-            if let Some(s) = &self.config.speculative {
+            if !PLAIN && let Some(s) = &self.config.speculative {
                 if drafts > 0 {
                     let remaining = seq.total_len - seq.num_tokens;
                     let rejected;
@@ -54,7 +93,7 @@ impl Engine {
             if !seq.aborted {
                 seq.tokens.record(step, emitted);
             }
-            if async_scheduling && seq.num_computed > 0 && !self.kv.registered_all(&seq.blocks, &seq.hashes) {
+            if async_scheduling && seq.num_computed > 0 && !room.registered_all(&seq.blocks, &seq.hashes) {
                 // With placeholders, the blocks a sampled token completes are
                 // registered when it arrives, before a finished request frees
                 // them; not for a request preempted since (vLLM 0.15.1
@@ -65,7 +104,7 @@ impl Engine {
                 self.kv.register(&mut seq.blocks, &seq.hashes, upto);
             }
             if seq.num_tokens == seq.total_len {
-                any_finished = true;
+                left.push(slot);
                 if self.has_queued
                     && (self.config.speculative.is_some()
                         || self.config.scheduling_policy == SchedulingPolicy::Priority)
@@ -80,7 +119,7 @@ impl Engine {
                         e.dead = true;
                     }
                 }
-                if let Some(l) = &mut self.lora {
+                if !PLAIN && let Some(l) = &mut self.lora {
                     l.leave(seq.lora);
                     // Preempted after this step was scheduled: it finishes
                     // from the waiting queue.
@@ -110,20 +149,6 @@ impl Engine {
                 }
                 self.free_slots.push(slot);
             }
-        }
-        if any_finished {
-            let seqs = &self.seqs;
-            let gone = |s: u32| seqs[s as usize].as_ref().is_none_or(|q| q.held);
-            self.running.retain(|&s| !gone(s));
-            self.waiting.retain(|&s| !gone(s));
-        }
-        for slot in std::mem::take(&mut self.pending_aborts) {
-            self.remove(slot);
-        }
-        if self.step_log.wants_trim() {
-            // The oldest step a live request's tokens came out in.
-            let first = self.seqs.iter().flatten().filter_map(|s| s.tokens.first_step()).min();
-            self.step_log.trim(first.unwrap_or(self.step_log.next()));
         }
     }
 }

@@ -235,8 +235,8 @@ mod tests {
             e.seqs[s as usize].as_mut().unwrap().admitted = true;
         }
         e.building.clear();
-        e.schedule_tokens(a, 20);
-        e.schedule_tokens(b, 30);
+        e.schedule_tokens::<false>(a, 20);
+        e.schedule_tokens::<false>(b, 30);
         assert_eq!(e.unschedule(a), Some(20));
         let seq = e.seqs[a as usize].as_ref().unwrap();
         assert_eq!((seq.num_computed, seq.in_flight_tokens, seq.pending), (0, 0, 0));
@@ -246,7 +246,7 @@ mod tests {
         e.seqs[b as usize].as_mut().unwrap().num_computed = 0;
         e.seqs[b as usize].as_mut().unwrap().in_flight_tokens = 0;
         e.seqs[b as usize].as_mut().unwrap().pending = 0;
-        e.schedule_tokens(b, 30);
+        e.schedule_tokens::<false>(b, 30);
         assert_eq!(only_b.priced, e.building.priced);
         assert_eq!(only_b.entries.len(), 1);
         assert_eq!(e.unschedule(a), None, "not in the batch");

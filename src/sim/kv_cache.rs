@@ -15,6 +15,9 @@
 //! `free_uncached_blocks_first` is set (vLLM ≥ 0.28: `block_pool.py`
 //! `free_blocks`, "LIFO reuse of non-cached blocks"), else to the tail too.
 //!
+//! Until the first block gets a hash the free blocks are a stack instead,
+//! and no block's metadata is kept (see `KvCache::pool`).
+//!
 //! Invariant, checked by [`KvCache::check`]: every block is either referenced
 //! (`ref_count > 0`) or in the free queue, never both.
 
@@ -171,10 +174,15 @@ pub(crate) struct KvCache {
     /// never-used ones, as a stack (`pooled`): with no hash anywhere the
     /// queue's order only names which block is taken, never what is found
     /// or evicted, so the block freed last is taken first, its metadata
-    /// still in cache. In queue order, a run reached every block of the
-    /// cache before reusing one (8 replicas' blocks, 5 MB of metadata,
-    /// missed L2 at every allocation and free). At the first hash the
-    /// stack joins the queue, and the queue is used from then on.
+    /// still in cache. And with no hash no block is shared (a second
+    /// reference comes only from a prefix hit): each block taken is held by
+    /// one request, so its metadata is not kept, neither its reference
+    /// count nor its hash (`Block` is written only when the pool joins the
+    /// queue). In queue order, touching each block's metadata, a run
+    /// reached every block of the cache before reusing one (8 replicas'
+    /// blocks, 5 MB of metadata, missed L2 at every allocation and free).
+    /// At the first hash the stack joins the queue, and the queue is used
+    /// from then on.
     pool: Vec<u32>,
     pooled: bool,
     /// When a router keeps its own (stale) copy of the prefix index: each
@@ -362,8 +370,15 @@ impl KvCache {
         if !hits.is_empty() {
             seq.num_hashed = seq.blocks.len() as u32;
         }
+        debug_assert!(!self.pooled || hits.is_empty(), "a hit before any hash");
         for _ in 0..new {
             let b = self.pop_front();
+            if self.pooled {
+                // No hash to drop, and a reference count of 1 is implied
+                // (see `pool`): the block's metadata is not touched.
+                seq.blocks.push(b);
+                continue;
+            }
             let block = &mut self.blocks[b as usize];
             let h = std::mem::replace(&mut block.hash, NO_HASH);
             block.ref_count = 1;
@@ -453,14 +468,9 @@ impl KvCache {
     /// the tail like the others.
     pub(crate) fn free(&mut self, seq: &mut SeqBlocks) {
         if self.pooled {
-            for &b in seq.blocks.iter().rev() {
-                let block = &mut self.blocks[b as usize];
-                block.ref_count -= 1;
-                if block.ref_count == 0 {
-                    self.pool.push(b);
-                    self.num_free += 1;
-                }
-            }
+            // Each block held by this request only (see `pool`).
+            self.pool.extend(seq.blocks.iter().rev());
+            self.num_free += seq.blocks.len() as u32;
             seq.blocks.clear();
             seq.num_hashed = 0;
             return;
@@ -490,21 +500,17 @@ impl KvCache {
     /// Checks that referenced + free = total and that the free queue holds
     /// exactly the unreferenced blocks. For tests.
     pub(crate) fn check(&self) -> Result<(), String> {
+        if self.pooled {
+            return self.check_pool();
+        }
         let referenced = self.blocks.iter().filter(|b| b.ref_count > 0).count() as u32;
         if referenced + self.num_free != self.num_blocks() {
             return Err(format!("{referenced} referenced + {} free != {} blocks", self.num_free, self.num_blocks()));
         }
-        if !self.pooled && !self.pool.is_empty() {
+        if !self.pool.is_empty() {
             return Err("blocks left in the pool after it joined the queue".into());
         }
-        if let Some(&b) = self
-            .pool
-            .iter()
-            .find(|&&b| self.blocks[b as usize].ref_count != 0 || self.blocks[b as usize].hash != NO_HASH)
-        {
-            return Err(format!("block {b} is referenced or hashed but in the pool"));
-        }
-        let (mut walked, mut b) = (self.pool.len() as u32, self.head);
+        let (mut walked, mut b) = (0, self.head);
         while b != NONE {
             if b == FRESH {
                 walked += self.num_blocks - self.blocks.len() as u32;
@@ -517,6 +523,27 @@ impl KvCache {
         }
         if walked != self.num_free {
             return Err(format!("free queue holds {walked} blocks, counter says {}", self.num_free));
+        }
+        Ok(())
+    }
+
+    /// [`KvCache::check`] before any hash: the pool holds distinct blocks
+    /// taken before, and with the never-used ones makes the free count; no
+    /// block has a hash.
+    fn check_pool(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.blocks.len()];
+        for &b in &self.pool {
+            match seen.get_mut(b as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(format!("block {b} is in the pool twice or was never taken")),
+            }
+        }
+        let fresh = self.num_blocks - self.blocks.len() as u32;
+        if self.pool.len() as u32 + fresh != self.num_free {
+            return Err(format!("{} pooled + {fresh} never used != {} free", self.pool.len(), self.num_free));
+        }
+        if self.blocks.iter().any(|b| b.hash != NO_HASH) || !self.cached.is_empty() {
+            return Err("a hash before the pool joined the queue".into());
         }
         Ok(())
     }
@@ -551,6 +578,13 @@ impl KvCache {
     fn leave_pool(&mut self) {
         self.pooled = false;
         let pool = std::mem::take(&mut self.pool);
+        // Every block taken so far is held by one request, but those in the pool.
+        for block in &mut self.blocks {
+            block.ref_count = 1;
+        }
+        for &b in &pool {
+            self.blocks[b as usize].ref_count = 0;
+        }
         self.num_free -= pool.len() as u32;
         for b in pool {
             self.push_back(b);

@@ -160,7 +160,16 @@ pub trait ResultSink {
     /// Called once per engine step when the step trace is on
     /// (`Simulation::set_step_trace`), in execution order.
     fn engine_step(&mut self, _step: &EngineStep) {}
+
+    /// Moves emptied token-time buffers of requests already passed on into
+    /// `into` while it holds fewer than `SPARE_BUFFERS` (16), for an engine to
+    /// reuse. A sink that keeps its requests has none.
+    fn reclaim(&mut self, _into: &mut Vec<Vec<u64>>) {}
 }
+
+/// Spare token-time buffers an engine keeps at most (see
+/// [`ResultSink::reclaim`]): more than the requests a step finishes.
+pub(crate) const SPARE_BUFFERS: usize = 16;
 
 impl ResultSink for Vec<FinishedRequest> {
     fn request_done(&mut self, request: FinishedRequest) {

@@ -14,7 +14,7 @@ use std::io;
 use super::client::Client;
 use super::engine::{EngineConfig, EngineStats};
 use super::order::InputOrder;
-use super::outcome::{FinishedRequest, ResultSink};
+use super::outcome::{FinishedRequest, ResultSink, SPARE_BUFFERS};
 use super::pool::{KvTransferConfig, PdDecider, PoolConfig};
 use super::router::RouterConfig;
 use super::simulation::Simulation;
@@ -217,7 +217,7 @@ pub fn run<L: LatencyModel, E>(
     sim.set_request_timeout(config.timeout_us);
     sim.set_step_trace(config.step_trace);
     sim.set_autoscale(config.autoscale);
-    let mut out = InputOrder::new(Forward { sink, error: None });
+    let mut out = InputOrder::new(Forward { sink, error: None, spent: Vec::new() });
     let mut read = 0;
     let mut last_arrival_us = 0;
     for request in requests {
@@ -264,6 +264,8 @@ pub fn run<L: LatencyModel, E>(
 struct Forward<'a> {
     sink: &'a mut dyn Sink,
     error: Option<io::Error>,
+    /// Token-time buffers of requests passed on, emptied, for the engines.
+    spent: Vec<Vec<u64>>,
 }
 
 impl ResultSink for Forward<'_> {
@@ -272,6 +274,24 @@ impl ResultSink for Forward<'_> {
             && let Err(e) = self.sink.request_done(&request)
         {
             self.error = Some(e);
+        }
+        for node in request.nodes {
+            if self.spent.len() >= SPARE_BUFFERS {
+                break;
+            }
+            let mut times = node.token_times_us;
+            if times.capacity() > 0 {
+                times.clear();
+                self.spent.push(times);
+            }
+        }
+    }
+
+    fn reclaim(&mut self, into: &mut Vec<Vec<u64>>) {
+        while into.len() < SPARE_BUFFERS
+            && let Some(b) = self.spent.pop()
+        {
+            into.push(b);
         }
     }
 

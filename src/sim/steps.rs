@@ -199,6 +199,7 @@ impl<L: LatencyModel> Simulation<L> {
     pub(super) fn step_end(&mut self, replica: u32, sink: &mut dyn ResultSink) {
         let r = replica as usize;
         let mut events = std::mem::take(&mut self.events);
+        sink.reclaim(self.cluster.instances[r].engine.spare_times());
         self.cluster.instances[r].engine.finish_step(self.now, &mut events);
         if self.check_invariants
             && let Err(e) = self.cluster.instances[r].engine.check_kv()

@@ -17,7 +17,7 @@ impl Engine {
             l.clear_requests();
         }
         let log = &self.step_log;
-        self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(|s| s.departure(log)).collect()
+        self.seqs.drain(..).flatten().filter(|s| !s.aborted && !s.held).map(|s| s.departure(log, None)).collect()
     }
 
     /// The send of a finished request's KV (held in `slot`) completed: its
@@ -41,7 +41,7 @@ impl Engine {
         let seq = self.seqs[slot as usize].as_mut().expect("found");
         let departure = Departure {
             owner,
-            token_times_us: seq.tokens.take(&self.step_log),
+            token_times_us: seq.tokens.take(&self.step_log, None),
             preemptions: seq.preemptions,
             cached_tokens: seq.cached_tokens,
         };

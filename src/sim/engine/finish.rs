@@ -132,7 +132,7 @@ impl Engine {
                     seq.held = true;
                     let departure = Departure {
                         owner: seq.owner,
-                        token_times_us: seq.tokens.take(&self.step_log),
+                        token_times_us: seq.tokens.take(&self.step_log, self.spare_times.pop()),
                         preemptions: seq.preemptions,
                         cached_tokens: seq.cached_tokens,
                     };
@@ -145,7 +145,7 @@ impl Engine {
                 if seq.aborted {
                     self.pending_aborts.retain(|&s| s != slot);
                 } else {
-                    events.push(EngineEvent::Finished(seq.departure(&self.step_log)));
+                    events.push(EngineEvent::Finished(seq.departure(&self.step_log, self.spare_times.pop())));
                 }
                 self.free_slots.push(slot);
             }

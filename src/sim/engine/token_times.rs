@@ -103,11 +103,14 @@ impl TokenRuns {
         }
     }
 
-    /// Its token times, in order, from `log`; it is left empty.
-    pub(super) fn take(&mut self, log: &StepLog) -> Vec<u64> {
+    /// Its token times, in order, from `log`, in `buffer` (emptied first)
+    /// where one is given; it is left empty.
+    pub(super) fn take(&mut self, log: &StepLog, buffer: Option<Vec<u64>>) -> Vec<u64> {
         let runs = std::mem::take(&mut self.closed);
         let count = runs.iter().map(|r| r.1 - r.0).sum::<u64>() + (self.end - self.start);
-        let mut times = Vec::with_capacity(count as usize);
+        let mut times = buffer.unwrap_or_default();
+        times.clear();
+        times.reserve(count as usize);
         // (An empty open run may point below what the log still holds: a
         // request that sampled nothing yet, the log trimmed since.)
         for (start, end) in runs.into_iter().chain(std::iter::once((self.start, self.end))).filter(|r| r.0 < r.1) {
@@ -189,8 +192,8 @@ mod tests {
             r.record(steps[s], n);
         }
         assert_eq!(r.first_step(), Some(1));
-        assert_eq!(r.take(&log), [100, 200, 300, 500, 600, 600, 600, 700]);
-        assert_eq!(r.take(&log), Vec::<u64>::new());
+        assert_eq!(r.take(&log, None), [100, 200, 300, 500, 600, 600, 600, 700]);
+        assert_eq!(r.take(&log, None), Vec::<u64>::new());
     }
 
     #[test]
@@ -208,9 +211,9 @@ mod tests {
         assert_eq!(next, 5000);
         assert_eq!(log.next(), 5001);
         r.record(next, 1);
-        assert_eq!(r.take(&log), [4990, 5000]);
+        assert_eq!(r.take(&log, None), [4990, 5000]);
         // One that sampled nothing leaves with no times, the log trimmed
         // past where its empty run points.
-        assert_eq!(TokenRuns::default().take(&log), Vec::<u64>::new());
+        assert_eq!(TokenRuns::default().take(&log, Some(vec![1, 2])), Vec::<u64>::new());
     }
 }

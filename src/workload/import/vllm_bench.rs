@@ -33,6 +33,11 @@
 //!   TTFT + the gaps) − TTFT is spread evenly over its tokens after the
 //!   first ([`super::common::spread`]), counted in the notes.
 //!
+//! A replay ([`open`]) streams the file, one entry of each list at a time
+//! (`stream.rs`), unless its recorded arrivals are out of send order;
+//! [`convert`], which builds the baseline, reads it whole. Both read a
+//! request through one function (`row`).
+//!
 //! Every error names the file, the object's line and the key with the
 //! request's index (`ttfts[3]`).
 
@@ -42,6 +47,8 @@ use std::path::Path;
 use rand::SeedableRng;
 use rand_distr::Distribution;
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+mod stream;
 
 use super::common::{ImportError, ImportOptions, Requests, one_call, open_file, spread, tokens};
 use crate::workload::types::{LlmCall, NodeResult, Request};
@@ -60,16 +67,20 @@ pub struct Bench {
 }
 
 /// Opens `path` as a workload (arrivals seeded by `options.seed` where the
-/// file has no start times).
+/// file has no start times): streamed ([`stream`]) unless its recorded
+/// arrivals are out of send order, which only the whole file can sort.
 pub(super) fn open(path: &Path, options: &ImportOptions) -> Result<Requests, ImportError> {
+    if let Some(requests) = stream::requests(path, options.seed)? {
+        return Ok(requests);
+    }
     Ok(Box::new(read(path, options.seed, false)?.workload.into_iter().map(Ok)))
 }
 
 /// The client's `max_concurrency` of the result file `path` (`None`: none,
-/// or `null`).
+/// or `null`). The file is scanned, not held.
 pub fn max_concurrency(path: &Path) -> Result<Option<u32>, ImportError> {
-    let (file, line, object) = object(path)?;
-    cap(&file, line, &object)
+    let layout = stream::Layout::read(path)?;
+    cap(&layout.file, layout.line, layout.value("max_concurrency"))
 }
 
 /// The workload and the per-token baseline of the result file `path`.
@@ -92,23 +103,24 @@ fn object(path: &Path) -> Result<(String, u64, serde_json::Map<String, serde_jso
     };
     let line = line_at(start);
     let serde_json::Value::Object(object) = value else {
-        return Err(ImportError::new(&file, line, "json", "not an object (vllm bench serve writes one)"));
+        return Err(ImportError::new(&file, line, "json", NOT_AN_OBJECT));
     };
     let end = values.byte_offset();
     if !text[end..].trim().is_empty() {
         let next = end + (text[end..].len() - text[end..].trim_start().len());
-        return Err(ImportError::new(
-            &file,
-            line_at(next),
-            "json",
-            "a second result follows (a file of --append-result): give one run per file",
-        ));
+        return Err(ImportError::new(&file, line_at(next), "json", SECOND_RESULT));
     }
     Ok((file, line, object))
 }
 
-fn cap(file: &str, line: u64, object: &serde_json::Map<String, serde_json::Value>) -> Result<Option<u32>, ImportError> {
-    match object.get("max_concurrency") {
+/// The file is not one JSON object.
+const NOT_AN_OBJECT: &str = "not an object (vllm bench serve writes one)";
+/// Something follows the object.
+const SECOND_RESULT: &str = "a second result follows (a file of --append-result): give one run per file";
+
+/// `max_concurrency`'s value, checked.
+fn cap(file: &str, line: u64, value: Option<&serde_json::Value>) -> Result<Option<u32>, ImportError> {
+    match value {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|&n| n >= 1).map(Some).ok_or_else(|| {
             ImportError::new(file, line, "max_concurrency", format!("{v} is not a count of at least 1"))
@@ -116,9 +128,129 @@ fn cap(file: &str, line: u64, object: &serde_json::Map<String, serde_json::Value
     }
 }
 
-/// Reads `path` (see the module doc); the baseline only `with_baseline`
-/// (a replay needs none: its per-token latencies were 2 KB a chat request,
-/// the run's whole input held before it starts), every list checked alike.
+/// The per-request lists: those a replay needs, then those it may use.
+const NEEDED: [&str; 4] = ["input_lens", "output_lens", "ttfts", "itls"];
+const OPTIONAL: [&str; 4] = ["errors", "latencies", "start_times", "queue_times"];
+
+/// Why a needed list is missing.
+const NO_DETAIL: &str = "missing: the file has no per-request data (write it with --save-result --save-detailed)";
+
+/// Checks that every list present has `n` entries (`lens`: each list's
+/// length, `None` when absent), in the order the whole path reports them.
+fn check_lengths(
+    bad: &dyn Fn(&str, String) -> ImportError,
+    n: usize,
+    lens: &[(&str, Option<usize>)],
+) -> Result<(), ImportError> {
+    for &(key, len) in lens {
+        if let Some(len) = len.filter(|&l| l != n) {
+            return Err(bad(key, format!("{len} entries where input_lens has {n}")));
+        }
+    }
+    Ok(())
+}
+
+/// Request `i`'s entries of the per-request lists.
+struct Entries<'a> {
+    input: &'a serde_json::Value,
+    output: &'a serde_json::Value,
+    ttft: &'a serde_json::Value,
+    itls: &'a serde_json::Value,
+    error: Option<&'a serde_json::Value>,
+    latency: Option<&'a serde_json::Value>,
+}
+
+/// A request of the file that succeeded: its request, its measured twin
+/// (with the baseline), and whether its ITLs were spread.
+struct Kept {
+    request: Request,
+    measured: Option<Request>,
+    spread: bool,
+}
+
+/// A list entry in seconds, checked (`key[i]` names it).
+fn seconds(
+    bad: &dyn Fn(&str, String) -> ImportError,
+    key: &str,
+    i: usize,
+    v: &serde_json::Value,
+) -> Result<f64, ImportError> {
+    let at = |reason: String| bad(&format!("{key}[{i}]"), reason);
+    let s = v.as_f64().ok_or_else(|| at(format!("{v} is not a number of seconds")))?;
+    if s < 0.0 {
+        return Err(at(format!("{s} is negative")));
+    }
+    super::common::seconds_in(s).map_err(at)
+}
+
+/// Request `i` from its entries, arriving at `arrival` and sent at `send`
+/// (s): the one reading of a request, for the whole path and the streamed
+/// one. `None`: it failed (an error, or no output) and is left out.
+fn row(
+    bad: &dyn Fn(&str, String) -> ImportError,
+    i: usize,
+    e: &Entries,
+    (arrival, send): (f64, f64),
+    with_baseline: bool,
+) -> Result<Option<Kept>, ImportError> {
+    let at = |key: &str, reason: String| bad(&format!("{key}[{i}]"), reason);
+    let count = |key: &str, v: &serde_json::Value, min: i64| -> Result<u32, ImportError> {
+        let c = v.as_i64().ok_or_else(|| at(key, format!("{v} is not a count")))?;
+        tokens(c, min).map_err(|e| at(key, e))
+    };
+    let output = count("output_lens", e.output, 0)?;
+    let error = match e.error {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::String(s)) => !s.is_empty(),
+        Some(v) => return Err(at("errors", format!("{v} is not a string"))),
+    };
+    if error || output == 0 {
+        return Ok(None);
+    }
+    let input = count("input_lens", e.input, 1)?;
+    let ttft = seconds(bad, "ttfts", i, e.ttft)?;
+    let gaps: Vec<f64> = match e.itls {
+        serde_json::Value::Array(a) => {
+            let gap = |g: &serde_json::Value| {
+                g.as_f64().filter(|x| *x >= 0.0).and_then(|x| super::common::seconds_in(x).ok())
+            };
+            a.iter().map(|g| gap(g).ok_or_else(|| at("itls", format!("{g} is not a gap in seconds")))).collect()
+        }
+        v => Err(at("itls", format!("{v} is not a list of gaps"))),
+    }?;
+    // Chunks of several tokens: the E2E to spread, checked either way.
+    let e2e = if gaps.len() + 1 == output as usize {
+        None
+    } else {
+        let e2e = match e.latency {
+            Some(l) => seconds(bad, "latencies", i, l)?,
+            None => ttft + gaps.iter().sum::<f64>(),
+        };
+        if e2e < ttft {
+            return Err(at("latencies", format!("{e2e} s is shorter than the TTFT ({ttft} s)")));
+        }
+        Some(e2e)
+    };
+    // The file has no prompts: lengths only.
+    let request = one_call(i as u64, arrival, LlmCall::new(input, output));
+    let measured = with_baseline.then(|| {
+        let token_latency = match e2e {
+            None => std::iter::once(ttft).chain(gaps).collect(),
+            Some(e2e) => spread(ttft, e2e, output),
+        };
+        // A baseline row arrives at its send, as a capped client's result
+        // rows do (its latencies count from there).
+        let mut measured = one_call(i as u64, send, LlmCall::new(input, output));
+        measured.sub_requests[0].result = Some(NodeResult { token_latency, error: None, replica: None });
+        measured
+    });
+    Ok(Some(Kept { request, measured, spread: e2e.is_some() }))
+}
+
+/// Reads `path` whole (see the module doc); the baseline only
+/// `with_baseline` (a replay needs none: its per-token latencies were 2 KB
+/// a chat request, the run's whole input held before it starts), every
+/// list checked alike.
 fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportError> {
     let (file, line, object) = object(path)?;
     let bad = |key: &str, reason: String| ImportError::new(&file, line, key, reason);
@@ -129,100 +261,46 @@ fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportErro
             Some(_) => Err(bad(key, "not a list".to_owned())),
         }
     };
-    let needed = |key: &str| {
-        list(key)?.ok_or_else(|| {
-            bad(
-                key,
-                "missing: the file has no per-request data (write it with --save-result --save-detailed)".to_owned(),
-            )
-        })
-    };
-    let (input_lens, output_lens, ttfts, itls) =
-        (needed("input_lens")?, needed("output_lens")?, needed("ttfts")?, needed("itls")?);
+    let needed = |key: &str| list(key)?.ok_or_else(|| bad(key, NO_DETAIL.to_owned()));
+    let [input_lens, output_lens, ttfts, itls] = NEEDED.map(needed);
+    let (input_lens, output_lens, ttfts, itls) = (input_lens?, output_lens?, ttfts?, itls?);
     let n = input_lens.len();
-    let (errors, latencies, start_times, queue_times) =
-        (list("errors")?, list("latencies")?, list("start_times")?, list("queue_times")?);
-    for (key, l) in [
-        ("output_lens", Some(output_lens)),
-        ("ttfts", Some(ttfts)),
-        ("itls", Some(itls)),
-        ("errors", errors),
-        ("latencies", latencies),
-        ("start_times", start_times),
-        ("queue_times", queue_times),
-    ] {
-        if let Some(l) = l.filter(|l| l.len() != n) {
-            return Err(bad(key, format!("{} entries where input_lens has {n}", l.len())));
-        }
-    }
-    let seconds = |key: &str, i: usize, v: &serde_json::Value| -> Result<f64, ImportError> {
-        let at = |reason: String| bad(&format!("{key}[{i}]"), reason);
-        let s = v.as_f64().ok_or_else(|| at(format!("{v} is not a number of seconds")))?;
-        if s < 0.0 {
-            return Err(at(format!("{s} is negative")));
-        }
-        super::common::seconds_in(s).map_err(at)
-    };
-    let max_concurrency = cap(&file, line, &object)?;
-    let timing = arrivals(&file, line, &object, n, start_times, queue_times, seed)?;
+    let [errors, latencies, start_times, queue_times] = OPTIONAL.map(list);
+    let (errors, latencies, start_times, queue_times) = (errors?, latencies?, start_times?, queue_times?);
+    let lens = [
+        ("output_lens", Some(output_lens.len())),
+        ("ttfts", Some(ttfts.len())),
+        ("itls", Some(itls.len())),
+        ("errors", errors.map(Vec::len)),
+        ("latencies", latencies.map(Vec::len)),
+        ("start_times", start_times.map(Vec::len)),
+        ("queue_times", queue_times.map(Vec::len)),
+    ];
+    check_lengths(&bad, n, &lens)?;
+    let max_concurrency = cap(&file, line, object.get("max_concurrency"))?;
+    let timing = arrivals(&bad, &|key| object.get(key), n, start_times, queue_times, seed)?;
     let mut notes = vec![timing.note.clone()];
     let (mut workload, mut baseline) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut failed, mut spread_count) = (0usize, 0usize);
     for i in 0..n {
-        let at = |key: &str, reason: String| bad(&format!("{key}[{i}]"), reason);
-        let count = |key: &str, v: &serde_json::Value, min: i64| -> Result<u32, ImportError> {
-            let c = v.as_i64().ok_or_else(|| at(key, format!("{v} is not a count")))?;
-            tokens(c, min).map_err(|e| at(key, e))
-        };
-        let output = count("output_lens", &output_lens[i], 0)?;
-        let error = match errors.map(|e| &e[i]) {
-            None | Some(serde_json::Value::Null) => false,
-            Some(serde_json::Value::String(s)) => !s.is_empty(),
-            Some(v) => return Err(at("errors", format!("{v} is not a string"))),
-        };
-        if error || output == 0 {
-            failed += 1;
-            continue;
-        }
-        let input = count("input_lens", &input_lens[i], 1)?;
-        let ttft = seconds("ttfts", i, &ttfts[i])?;
-        let gaps: Vec<f64> = match &itls[i] {
-            serde_json::Value::Array(a) => {
-                let gap = |g: &serde_json::Value| {
-                    g.as_f64().filter(|x| *x >= 0.0).and_then(|x| super::common::seconds_in(x).ok())
-                };
-                a.iter().map(|g| gap(g).ok_or_else(|| at("itls", format!("{g} is not a gap in seconds")))).collect()
-            }
-            v => Err(at("itls", format!("{v} is not a list of gaps"))),
-        }?;
-        // Chunks of several tokens: the E2E to spread, checked either way.
-        let e2e = if gaps.len() + 1 == output as usize {
-            None
-        } else {
-            spread_count += 1;
-            let e2e = match latencies {
-                Some(l) => seconds("latencies", i, &l[i])?,
-                None => ttft + gaps.iter().sum::<f64>(),
-            };
-            if e2e < ttft {
-                return Err(at("latencies", format!("{e2e} s is shorter than the TTFT ({ttft} s)")));
-            }
-            Some(e2e)
+        let entries = Entries {
+            input: &input_lens[i],
+            output: &output_lens[i],
+            ttft: &ttfts[i],
+            itls: &itls[i],
+            error: errors.map(|e| &e[i]),
+            latency: latencies.map(|l| &l[i]),
         };
         let (arrival, send) = (timing.arrival[i], timing.send[i]);
-        // The file has no prompts: lengths only.
-        let request = one_call(i as u64, arrival, LlmCall::new(input, output));
-        workload.push((arrival, request));
-        if with_baseline {
-            let token_latency = match e2e {
-                None => std::iter::once(ttft).chain(gaps).collect(),
-                Some(e2e) => spread(ttft, e2e, output),
-            };
-            // A baseline row arrives at its send, as a capped client's result
-            // rows do (its latencies count from there).
-            let mut measured = one_call(i as u64, send, LlmCall::new(input, output));
-            measured.sub_requests[0].result = Some(NodeResult { token_latency, error: None, replica: None });
-            baseline.push((send, measured));
+        match row(&bad, i, &entries, (arrival, send), with_baseline)? {
+            None => failed += 1,
+            Some(Kept { request, measured, spread }) => {
+                spread_count += usize::from(spread);
+                workload.push((arrival, request));
+                if let Some(m) = measured {
+                    baseline.push((send, m));
+                }
+            }
         }
     }
     // Arrival order, index order among equal arrivals (a stable sort).
@@ -242,7 +320,7 @@ fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportErro
         notes.push(format!("replay with `blis-sweep run --concurrency {c}`, the benchmark's --max-concurrency"));
     }
     if workload.is_empty() {
-        return Err(bad("errors", format!("none of the {n} requests succeeded: nothing to replay")));
+        return Err(bad("errors", none_succeeded(n)));
     }
     Ok(Bench {
         workload: workload.into_iter().map(|(_, r)| r).collect(),
@@ -250,6 +328,10 @@ fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportErro
         max_concurrency,
         notes,
     })
+}
+
+fn none_succeeded(n: usize) -> String {
+    format!("none of the {n} requests succeeded: nothing to replay")
 }
 
 /// When the requests arrived at the client and when it sent them, s from
@@ -260,85 +342,140 @@ struct Timing {
     note: String,
 }
 
+/// Request `i`'s recorded arrival and send (s, the client's clock): its
+/// `start_times` entry less its `queue_times` one.
+fn recorded(
+    bad: &dyn Fn(&str, String) -> ImportError,
+    i: usize,
+    start: &serde_json::Value,
+    queued: Option<&serde_json::Value>,
+) -> Result<(f64, f64), ImportError> {
+    let number = |key: &str, v: &serde_json::Value| -> Result<f64, ImportError> {
+        v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| bad(&format!("{key}[{i}]"), format!("{v} is not a time")))
+    };
+    let queued = match queued {
+        None | Some(serde_json::Value::Null) => 0.0,
+        Some(v) => number("queue_times", v)?,
+    };
+    if queued < 0.0 {
+        return Err(bad(&format!("queue_times[{i}]"), format!("{queued} is negative")));
+    }
+    let sent = number("start_times", start)?;
+    Ok((sent - queued, sent))
+}
+
+/// A send time from the first arrival, checked against the clock's range.
+fn from_origin(
+    bad: &dyn Fn(&str, String) -> ImportError,
+    i: usize,
+    sent: f64,
+    origin: f64,
+) -> Result<f64, ImportError> {
+    let s = sent - origin;
+    crate::workload::checked_seconds_to_us(s).map_err(|e| bad(&format!("start_times[{i}]"), e))?;
+    Ok(s)
+}
+
+/// Arrivals drawn from vLLM's own arrival process where the file has no
+/// start times (see the module doc), one request at a time.
+enum Drawn {
+    /// `request_rate: inf`: all at 0.
+    AtOnce,
+    /// Gamma gaps (exponential at burstiness 1).
+    Gaps { gamma: rand_distr::Gamma<f64>, rng: Xoshiro256PlusPlus, t: f64, rate: f64, note: String },
+}
+
+impl Drawn {
+    /// The process the file's `request_rate` and `burstiness` (`get`) name.
+    fn new<'a>(
+        bad: &dyn Fn(&str, String) -> ImportError,
+        get: &dyn Fn(&str) -> Option<&'a serde_json::Value>,
+        seed: u64,
+    ) -> Result<Drawn, ImportError> {
+        if get("ramp_up_strategy").is_some_and(|v| !v.is_null()) {
+            return Err(bad(
+                "ramp_up_strategy",
+                "a ramp-up run without start_times (written by newer vLLM with --save-detailed): its arrivals are \
+                 not reproduced"
+                    .to_owned(),
+            ));
+        }
+        let rate = match get("request_rate") {
+            None => return Err(bad("request_rate", "missing, and no start_times to time the requests by".to_owned())),
+            Some(serde_json::Value::String(s)) if s == "inf" => f64::INFINITY,
+            Some(v) => {
+                v.as_f64().filter(|r| *r > 0.0).ok_or_else(|| bad("request_rate", format!("{v} is not a rate")))?
+            }
+        };
+        if rate.is_infinite() {
+            return Ok(Drawn::AtOnce);
+        }
+        let burstiness = match get("burstiness") {
+            None | Some(serde_json::Value::Null) => 1.0,
+            Some(v) => v
+                .as_f64()
+                .filter(|b| b.is_finite() && *b > 0.0)
+                .ok_or_else(|| bad("burstiness", format!("{v} is not a positive number")))?,
+        };
+        // vLLM's `get_request`: gamma gaps of shape `burstiness` and scale
+        // 1 / (rate × burstiness) (mean 1 / rate); shape 1 is exponential.
+        let gamma = rand_distr::Gamma::new(burstiness, 1.0 / (rate * burstiness))
+            .map_err(|e| bad("burstiness", format!("{burstiness} with request_rate {rate}: {e}")))?;
+        let process = if burstiness == 1.0 { "Poisson".to_owned() } else { format!("gamma, burstiness {burstiness}") };
+        let note =
+            format!("arrivals: drawn ({process}) at request_rate {rate}/s, seed {seed}: the file has no start_times");
+        Ok(Drawn::Gaps { gamma, rng: Xoshiro256PlusPlus::seed_from_u64(seed), t: 0.0, rate, note })
+    }
+
+    /// Request `i`'s arrival (requests drawn in index order).
+    fn next(&mut self, bad: &dyn Fn(&str, String) -> ImportError, i: usize) -> Result<f64, ImportError> {
+        let Drawn::Gaps { gamma, rng, t, rate, .. } = self else { return Ok(0.0) };
+        let at = (*t * 1e6).round() / 1e6;
+        crate::workload::checked_seconds_to_us(at)
+            .map_err(|e| bad("request_rate", format!("{rate}/s puts request {i} at {at:e} s: {e}")))?;
+        *t += gamma.sample(rng);
+        Ok(at)
+    }
+
+    fn note(&self) -> String {
+        match self {
+            Drawn::AtOnce => "arrivals: all at 0 (request_rate inf)".to_owned(),
+            Drawn::Gaps { note, .. } => note.clone(),
+        }
+    }
+}
+
 /// Every request's [`Timing`].
-fn arrivals(
-    file: &str,
-    line: u64,
-    object: &serde_json::Map<String, serde_json::Value>,
+fn arrivals<'a>(
+    bad: &dyn Fn(&str, String) -> ImportError,
+    get: &dyn Fn(&str) -> Option<&'a serde_json::Value>,
     n: usize,
     start_times: Option<&Vec<serde_json::Value>>,
     queue_times: Option<&Vec<serde_json::Value>>,
     seed: u64,
 ) -> Result<Timing, ImportError> {
-    let bad = |key: &str, reason: String| ImportError::new(file, line, key, reason);
-    let number = |key: &str, i: usize, v: &serde_json::Value| -> Result<f64, ImportError> {
-        v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| bad(&format!("{key}[{i}]"), format!("{v} is not a time")))
-    };
     if let Some(starts) = start_times {
         let (mut arrival, mut send) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for (i, s) in starts.iter().enumerate() {
-            let queued = match queue_times.map(|q| &q[i]) {
-                None | Some(serde_json::Value::Null) => 0.0,
-                Some(v) => number("queue_times", i, v)?,
-            };
-            if queued < 0.0 {
-                return Err(bad(&format!("queue_times[{i}]"), format!("{queued} is negative")));
-            }
-            let sent = number("start_times", i, s)?;
+            let (a, sent) = recorded(bad, i, s, queue_times.map(|q| &q[i]))?;
             send.push(sent);
-            arrival.push(sent - queued);
+            arrival.push(a);
         }
         let origin = arrival.iter().copied().fold(f64::INFINITY, f64::min);
         for (i, (a, s)) in arrival.iter_mut().zip(&mut send).enumerate() {
-            (*a, *s) = (*a - origin, *s - origin);
-            crate::workload::checked_seconds_to_us(*s).map_err(|e| bad(&format!("start_times[{i}]"), e))?;
+            *s = from_origin(bad, i, *s, origin)?;
+            *a -= origin;
         }
-        let how = if queue_times.is_some() { "start_times less queue_times" } else { "start_times" };
-        let note = format!("arrivals: the recorded ones ({how}), from the first; the baseline's at the sends");
-        return Ok(Timing { arrival, send, note });
+        return Ok(Timing { arrival, send, note: recorded_note(queue_times.is_some()) });
     }
-    if object.get("ramp_up_strategy").is_some_and(|v| !v.is_null()) {
-        return Err(bad(
-            "ramp_up_strategy",
-            "a ramp-up run without start_times (written by newer vLLM with --save-detailed): its arrivals are not \
-             reproduced"
-                .to_owned(),
-        ));
-    }
-    let rate = match object.get("request_rate") {
-        None => return Err(bad("request_rate", "missing, and no start_times to time the requests by".to_owned())),
-        Some(serde_json::Value::String(s)) if s == "inf" => f64::INFINITY,
-        Some(v) => v.as_f64().filter(|r| *r > 0.0).ok_or_else(|| bad("request_rate", format!("{v} is not a rate")))?,
-    };
-    if rate.is_infinite() {
-        let note = "arrivals: all at 0 (request_rate inf)".to_owned();
-        return Ok(Timing { arrival: vec![0.0; n], send: vec![0.0; n], note });
-    }
-    let burstiness = match object.get("burstiness") {
-        None | Some(serde_json::Value::Null) => 1.0,
-        Some(v) => v
-            .as_f64()
-            .filter(|b| b.is_finite() && *b > 0.0)
-            .ok_or_else(|| bad("burstiness", format!("{v} is not a positive number")))?,
-    };
-    // vLLM's `get_request`: gamma gaps of shape `burstiness` and scale
-    // 1 / (rate × burstiness) (mean 1 / rate); shape 1 is exponential.
-    let gamma = rand_distr::Gamma::new(burstiness, 1.0 / (rate * burstiness))
-        .map_err(|e| bad("burstiness", format!("{burstiness} with request_rate {rate}: {e}")))?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut t = 0.0f64;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let at = (t * 1e6).round() / 1e6;
-        crate::workload::checked_seconds_to_us(at)
-            .map_err(|e| bad("request_rate", format!("{rate}/s puts request {i} at {at:e} s: {e}")))?;
-        out.push(at);
-        t += gamma.sample(&mut rng);
-    }
-    let process = if burstiness == 1.0 { "Poisson".to_owned() } else { format!("gamma, burstiness {burstiness}") };
-    let note =
-        format!("arrivals: drawn ({process}) at request_rate {rate}/s, seed {seed}: the file has no start_times");
-    Ok(Timing { arrival: out.clone(), send: out, note })
+    let mut drawn = Drawn::new(bad, get, seed)?;
+    let arrival = (0..n).map(|i| drawn.next(bad, i)).collect::<Result<Vec<f64>, _>>()?;
+    Ok(Timing { send: arrival.clone(), arrival, note: drawn.note() })
+}
+
+fn recorded_note(queue_times: bool) -> String {
+    let how = if queue_times { "start_times less queue_times" } else { "start_times" };
+    format!("arrivals: the recorded ones ({how}), from the first; the baseline's at the sends")
 }
 
 #[cfg(test)]
@@ -444,5 +581,95 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
         v.as_object_mut().unwrap().remove("itls");
         assert!(read_str(&v.to_string(), 0).unwrap_err().to_string().contains("--save-detailed"));
+    }
+
+    /// `text` in a file, read by the streamed path (`None`: it declined)
+    /// and by the whole one (replay), each as requests or an error.
+    type Read = Result<Vec<Request>, ImportError>;
+
+    fn both(text: &str, seed: u64) -> (Option<Read>, Read) {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("blis-vllm-bench-stream-{}-{n}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let streamed = match stream::requests(&path, seed) {
+            Ok(Some(r)) => Some(r.collect::<Result<Vec<_>, _>>()),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        };
+        let whole = read(&path, seed, false).map(|b| b.workload);
+        let _ = std::fs::remove_file(&path);
+        (streamed, whole)
+    }
+
+    fn same(text: &str, seed: u64) {
+        let (streamed, whole) = both(text, seed);
+        let streamed = streamed.expect("streamed");
+        match (streamed, whole) {
+            (Ok(s), Ok(w)) => assert_eq!(format!("{s:?}"), format!("{w:?}")),
+            (Err(s), Err(w)) => assert_eq!((s.line, s.column, s.reason), (w.line, w.column, w.reason)),
+            (s, w) => panic!("streamed {s:?}, whole {w:?}"),
+        }
+    }
+
+    #[test]
+    fn the_streamed_replay_reads_what_the_whole_file_does() {
+        // Recorded arrivals (one queued for a slot), a failed request.
+        same(FIXTURE, 0);
+        let mut v: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
+        // Pretty-printed, strings holding the scanner's delimiters.
+        v["errors"][4] = serde_json::json!("Bad \"gateway\", [x]: {y}\\");
+        v["generated_texts"][0] = serde_json::json!("]}, \"[");
+        same(&serde_json::to_string_pretty(&v).unwrap(), 0);
+        // Drawn arrivals, at a rate and all at once.
+        let o = v.as_object_mut().unwrap();
+        o.remove("start_times");
+        o.remove("queue_times");
+        same(&v.to_string(), 7);
+        v["request_rate"] = serde_json::json!("inf");
+        same(&v.to_string(), 7);
+    }
+
+    #[test]
+    fn the_streamed_replay_fails_where_the_whole_file_does() {
+        let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
+            f(&mut v);
+            v.to_string()
+        };
+        same(&edit(&|v| v["ttfts"][2] = serde_json::json!(-1.0)), 0);
+        same(&edit(&|v| v["itls"][1][0] = serde_json::json!("x")), 0);
+        same(&edit(&|v| v["input_lens"][5] = serde_json::json!(0)), 0);
+        same(&edit(&|v| v["start_times"][3] = serde_json::json!("soon")), 0);
+        same(&edit(&|v| _ = v["output_lens"].as_array_mut().unwrap().pop()), 0);
+        same(&edit(&|v| _ = v.as_object_mut().unwrap().remove("itls")), 0);
+        same(&edit(&|v| v["ttfts"] = serde_json::json!(3)), 0);
+        same(&edit(&|v| v["max_concurrency"] = serde_json::json!(0)), 0);
+        same(&edit(&|v| v["errors"] = serde_json::json!(["x", "x", "x", "x", "x", "x"])), 0);
+        same(&format!("{}\n{}", FIXTURE.trim(), FIXTURE.trim()), 0);
+        same("[1, 2]", 0);
+        same("", 0);
+        same("{\"input_lens\": [1, 2", 0);
+    }
+
+    #[test]
+    fn arrivals_out_of_send_order_are_read_whole() {
+        let mut v: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
+        // Request 2 waited 0.3 s for a slot: it arrived before request 1.
+        v["queue_times"][2] = serde_json::json!(0.3);
+        let text = v.to_string();
+        let (streamed, whole) = both(&text, 0);
+        assert!(streamed.is_none());
+        let ids: Vec<String> = whole.unwrap().iter().map(|r| r.request_id.to_string()).collect();
+        assert_eq!(ids, ["0", "2", "1", "3", "5"]);
+    }
+
+    #[test]
+    fn max_concurrency_is_read_from_the_scan() {
+        let path = std::env::temp_dir().join(format!("blis-vllm-bench-cap-{}", std::process::id()));
+        std::fs::write(&path, FIXTURE).unwrap();
+        let cap = max_concurrency(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(cap.unwrap(), Some(4));
     }
 }

@@ -61,11 +61,13 @@ use crate::workload::LlmCall;
 
 /// One request in the engine. Laid out by hand, hot fields first
 /// (`repr(C)`), 64-byte aligned: each running request is read twice a step
-/// (scheduling and the step's end); its counters and blocks, all a decode
-/// step's scheduling reads, fill the first cache line, the token times the
-/// step's end appends to start the second. Left to rustc, the counters
-/// trailed the `Vec`s, spread over up to four lines (cachegrind on 20k chat
-/// requests: a fifth fewer L1 misses laid out so).
+/// (scheduling and the step's end); its counters, its blocks and the end of
+/// its open run of token steps (`TokenRuns` puts it first), all that a
+/// decode step reads and writes, fill the first cache line. Left to rustc,
+/// the counters trailed the `Vec`s, spread over up to four lines
+/// (cachegrind on 20k chat requests: a fifth fewer L1 misses laid out so);
+/// with the run's end on the second line, the step's end touched two lines
+/// a request.
 #[repr(C, align(64))]
 struct Seq {
     /// Sequence length known so far: prompt plus tokens sampled and applied.
@@ -82,6 +84,10 @@ struct Seq {
     in_flight_tokens: u32,
     /// `num_tokens` at the last admission: below it the request is prefilling.
     prefill_end: u32,
+    blocks: SeqBlocks,
+    /// The steps it sampled its tokens in (their times are in the engine's
+    /// `step_log`).
+    tokens: TokenRuns,
     /// Speculative decoding: the drafts proposed for its next step.
     drafts: u32,
     /// The client gave up: it leaves at the next step boundary, unreported.
@@ -92,10 +98,6 @@ struct Seq {
     /// Skipped for `max_loras` and not admitted since, with
     /// `LoraConfig::skipped_queue_first`: in vLLM's `skipped_waiting`.
     lora_skipped: bool,
-    blocks: SeqBlocks,
-    /// The steps it sampled its tokens in (their times are in the engine's
-    /// `step_log`).
-    tokens: TokenRuns,
     hashes: Vec<u64>,
     owner: Owner,
     /// Seeded tokens whose KV is resident at first admission.
@@ -145,6 +147,9 @@ impl Decodes {
         *self = Decodes::default();
     }
 }
+
+// The end of the open run of token steps stays on `Seq`'s first line.
+const _: () = assert!(std::mem::offset_of!(Seq, tokens) + std::mem::size_of::<u64>() <= 64);
 
 /// A remote prefill's KV (vLLM's `WAITING_FOR_REMOTE_KVS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

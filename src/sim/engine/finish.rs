@@ -90,9 +90,10 @@ impl Engine {
                 }
             }
             seq.num_tokens += emitted;
-            if !seq.aborted {
-                seq.tokens.record(step, emitted);
-            }
+            // (An aborted request's runs were taken at its abort; it leaves
+            // at the end of this step, so what is recorded here is dropped
+            // with it. Not checked: `aborted` is off the first cache line.)
+            seq.tokens.record(step, emitted);
             if async_scheduling && seq.num_computed > 0 && !room.registered_all(&seq.blocks, &seq.hashes) {
                 // With placeholders, the blocks a sampled token completes are
                 // registered when it arrives, before a finished request frees

@@ -61,11 +61,14 @@ impl StepLog {
 }
 
 /// The logged steps one request sampled in: closed runs `[start, end)`, in
-/// order, then the open one, which the next logged step extends.
+/// order, then the open one, which the next logged step extends. `end`
+/// first (`repr(C)`): all a decode step touches, it ends the engine's
+/// `Seq`'s first cache line.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(super) struct TokenRuns {
-    start: u64,
     end: u64,
+    start: u64,
     closed: Vec<(u64, u64)>,
 }
 

@@ -135,19 +135,30 @@ const OPTIONAL: [&str; 4] = ["errors", "latencies", "start_times", "queue_times"
 /// Why a needed list is missing.
 const NO_DETAIL: &str = "missing: the file has no per-request data (write it with --save-result --save-detailed)";
 
-/// Checks that every list present has `n` entries (`lens`: each list's
-/// length, `None` when absent), in the order the whole path reports them.
-fn check_lengths(
+/// The needed lists, then the optional ones (each `None` when absent).
+type Found<T> = ([T; 4], [Option<T>; 4]);
+
+/// The per-request lists, each found by `list` (`None`: absent; an error:
+/// not a list): the [`NEEDED`] ones, which must be there, and the
+/// [`OPTIONAL`] ones, every one as long as `input_lens` (`len`). Checked in
+/// one order for the whole path and the streamed one.
+fn per_request_lists<T: Copy>(
     bad: &dyn Fn(&str, String) -> ImportError,
-    n: usize,
-    lens: &[(&str, Option<usize>)],
-) -> Result<(), ImportError> {
-    for &(key, len) in lens {
-        if let Some(len) = len.filter(|&l| l != n) {
-            return Err(bad(key, format!("{len} entries where input_lens has {n}")));
+    list: &dyn Fn(&str) -> Result<Option<T>, ImportError>,
+    len: impl Fn(T) -> usize,
+) -> Result<Found<T>, ImportError> {
+    let [a, b, c, d] = NEEDED.map(|key| list(key)?.ok_or_else(|| bad(key, NO_DETAIL.to_owned())));
+    let needed = [a?, b?, c?, d?];
+    let [a, b, c, d] = OPTIONAL.map(list);
+    let optional = [a?, b?, c?, d?];
+    let n = len(needed[0]);
+    let lens = needed[1..].iter().map(|&l| Some(len(l))).chain(optional.iter().map(|l| l.map(&len)));
+    for (key, l) in NEEDED[1..].iter().chain(&OPTIONAL).zip(lens) {
+        if let Some(l) = l.filter(|&l| l != n) {
+            return Err(bad(key, format!("{l} entries where input_lens has {n}")));
         }
     }
-    Ok(())
+    Ok((needed, optional))
 }
 
 /// Request `i`'s entries of the per-request lists.
@@ -261,22 +272,9 @@ fn read(path: &Path, seed: u64, with_baseline: bool) -> Result<Bench, ImportErro
             Some(_) => Err(bad(key, "not a list".to_owned())),
         }
     };
-    let needed = |key: &str| list(key)?.ok_or_else(|| bad(key, NO_DETAIL.to_owned()));
-    let [input_lens, output_lens, ttfts, itls] = NEEDED.map(needed);
-    let (input_lens, output_lens, ttfts, itls) = (input_lens?, output_lens?, ttfts?, itls?);
+    let ([input_lens, output_lens, ttfts, itls], [errors, latencies, start_times, queue_times]) =
+        per_request_lists(&bad, &list, Vec::len)?;
     let n = input_lens.len();
-    let [errors, latencies, start_times, queue_times] = OPTIONAL.map(list);
-    let (errors, latencies, start_times, queue_times) = (errors?, latencies?, start_times?, queue_times?);
-    let lens = [
-        ("output_lens", Some(output_lens.len())),
-        ("ttfts", Some(ttfts.len())),
-        ("itls", Some(itls.len())),
-        ("errors", errors.map(Vec::len)),
-        ("latencies", latencies.map(Vec::len)),
-        ("start_times", start_times.map(Vec::len)),
-        ("queue_times", queue_times.map(Vec::len)),
-    ];
-    check_lengths(&bad, n, &lens)?;
     let max_concurrency = cap(&file, line, object.get("max_concurrency"))?;
     let timing = arrivals(&bad, &|key| object.get(key), n, start_times, queue_times, seed)?;
     let mut notes = vec![timing.note.clone()];

@@ -19,9 +19,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use super::super::common::{ImportError, Input, Requests, open_file};
-use super::{
-    Drawn, Entries, Kept, NEEDED, NO_DETAIL, OPTIONAL, check_lengths, from_origin, none_succeeded, recorded, row,
-};
+use super::{Drawn, Entries, Kept, from_origin, none_succeeded, per_request_lists, recorded, row};
 
 /// A value of the object's top level.
 enum Field {
@@ -147,22 +145,9 @@ impl Layout {
 pub(super) fn requests(path: &Path, seed: u64) -> Result<Option<Requests>, ImportError> {
     let layout = Layout::read(path)?;
     let bad = |key: &str, reason: String| layout.error(key, reason);
-    let needed = |key: &str| layout.list(key)?.ok_or_else(|| layout.error(key, NO_DETAIL.to_owned()));
-    let [input_lens, output_lens, ttfts, itls] = NEEDED.map(needed);
-    let (input_lens, output_lens, ttfts, itls) = (input_lens?, output_lens?, ttfts?, itls?);
+    let ([input_lens, output_lens, ttfts, itls], [errors, latencies, start_times, queue_times]) =
+        per_request_lists(&bad, &|key| layout.list(key), |l| l.1)?;
     let n = input_lens.1;
-    let [errors, latencies, start_times, queue_times] = OPTIONAL.map(|k| layout.list(k));
-    let (errors, latencies, start_times, queue_times) = (errors?, latencies?, start_times?, queue_times?);
-    let lens = [
-        ("output_lens", Some(output_lens.1)),
-        ("ttfts", Some(ttfts.1)),
-        ("itls", Some(itls.1)),
-        ("errors", errors.map(|l| l.1)),
-        ("latencies", latencies.map(|l| l.1)),
-        ("start_times", start_times.map(|l| l.1)),
-        ("queue_times", queue_times.map(|l| l.1)),
-    ];
-    check_lengths(&bad, n, &lens)?;
     super::cap(&layout.file, layout.line, layout.value("max_concurrency"))?;
     let open = |list: (u64, usize)| Cursor::open(path, &layout.file, list.0);
     let open_some = |list: Option<(u64, usize)>| list.map(open).transpose();

@@ -120,34 +120,6 @@ struct Seq {
     arrival: (u64, u64),
 }
 
-/// Decodes scheduled in a plain engine's running loop, summed in registers
-/// and added to the step's price and the engine's counters once: through
-/// `self` they were reloaded and stored again for every request (the
-/// compiler cannot tell a request's stores from the batch's fields).
-#[derive(Debug, Default)]
-struct Decodes {
-    count: u32,
-    context_tokens: u64,
-    computed_tokens: u64,
-}
-
-impl Decodes {
-    #[inline(always)]
-    fn add(&mut self, context_tokens: u32, n: u32) {
-        self.count += 1;
-        self.context_tokens += u64::from(context_tokens);
-        self.computed_tokens += u64::from(n);
-    }
-
-    #[inline(always)]
-    fn flush(&mut self, priced: &mut crate::latency::StepBatch, stats: &mut EngineStats) {
-        priced.decodes += self.count;
-        priced.decode_context_tokens += self.context_tokens;
-        stats.computed_tokens += self.computed_tokens;
-        *self = Decodes::default();
-    }
-}
-
 // The end of the open run of token steps stays on `Seq`'s first line.
 const _: () = assert!(std::mem::offset_of!(Seq, tokens) + std::mem::size_of::<u64>() <= 64);
 
@@ -470,9 +442,6 @@ impl Engine {
     fn schedule_running<const PLAIN: bool>(&mut self, budget_ref: &mut u32, lpt: u32) {
         let mut budget = *budget_ref;
         let room = self.kv.room();
-        // A plain decode's share of the step, summed here and added once
-        // (see `Decodes`).
-        let mut decodes = Decodes::default();
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
@@ -507,29 +476,14 @@ impl Engine {
             }
             let target = seq.num_computed + n;
             let known = seq.num_tokens;
-            if PLAIN && seq.num_computed >= seq.prefill_end && room.fits(&seq.blocks, &seq.hashes, target, known) {
-                // Most of a step: a decode whose last block has room, what
-                // `schedule_tokens` does without the hooks.
-                let samples = target >= seq.num_tokens + seq.pending;
-                decodes.add(seq.num_computed, n);
-                seq.num_computed = target;
-                seq.in_flight_tokens += n;
-                seq.pending += u32::from(samples);
-                self.building.entries.push(Entry {
-                    slot,
-                    tokens: n,
-                    samples,
-                    dead: false,
-                    drafts: 0,
-                    pos: 0,
-                    preempted: false,
-                });
+            // Most of a step: a decode whose last block has room (the KV
+            // fast path, its settings in registers: `kv_cache::Room`).
+            if PLAIN && room.fits(&seq.blocks, &seq.hashes, target, known) {
+                self.schedule_tokens::<true>(slot, n);
                 budget -= n;
                 i += 1;
                 continue;
             }
-            // Preemption may take entries out of the step: its sums complete first.
-            decodes.flush(&mut self.building.priced, &mut self.stats);
             // Slots for the tokens and the drafts' lookahead (kv_cache_manager.py
             // `num_tokens_need_slot`, capped at max_model_len).
             let slots = if PLAIN || self.lookahead == 0 {
@@ -552,7 +506,6 @@ impl Engine {
             budget -= n;
             i += 1;
         }
-        decodes.flush(&mut self.building.priced, &mut self.stats);
         *budget_ref = budget;
     }
 

@@ -35,9 +35,11 @@ mod offload;
 mod priority;
 mod speculative;
 mod stats;
+mod steady;
 mod token_times;
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use batch::Entry;
 pub(crate) use batch::{Batch, Departure, EngineEvent, Owner};
@@ -118,6 +120,10 @@ struct Seq {
     /// the waiting queue under `SchedulingPolicy::Priority`.
     priority: i32,
     arrival: (u64, u64),
+    /// Steady (`steady.rs`): the first step scheduled for it by the step
+    /// instead of by itself, and the first one that is not.
+    steady_from: u64,
+    steady_due: u64,
 }
 
 // The end of the open run of token steps stays on `Seq`'s first line.
@@ -197,6 +203,17 @@ pub(crate) struct Engine {
     /// No LoRA, speculation or KV offload: the per-request loops of a step
     /// run without their hooks.
     plain: bool,
+    /// Steps committed by `schedule` so far: the next one's index (as the
+    /// step log numbers them when they end).
+    scheduled_steps: u64,
+    /// By slot: a steady decode (`steady.rs`).
+    steady: Vec<bool>,
+    /// How many are steady, and the sum of their computed tokens as of the
+    /// next step to be scheduled.
+    steady_count: u32,
+    steady_context: u64,
+    /// The steady requests' due steps, earliest first.
+    steady_due: BinaryHeap<Reverse<(u64, u32)>>,
 }
 
 impl Engine {
@@ -260,11 +277,20 @@ impl Engine {
             step_log: StepLog::default(),
             spare_times: Vec::new(),
             plain: config_plain,
+            scheduled_steps: 0,
+            steady: Vec::new(),
+            steady_count: 0,
+            steady_context: 0,
+            steady_due: BinaryHeap::new(),
         }
     }
 
     /// Records admissions and preemptions in each [`Batch`].
     pub(crate) fn set_tracing(&mut self, on: bool) {
+        // A traced step names every request it scheduled.
+        if on {
+            self.settle_all();
+        }
         self.tracing = on;
     }
 
@@ -389,6 +415,7 @@ impl Engine {
         }
         let mut budget = self.config.max_num_batched_tokens;
         self.offload_evictions();
+        self.settle_due();
         // The running loop without the hooks of LoRA, speculation and offload
         // when none is on (`Engine::plain`): monomorphized apart, it skips
         // their checks, a few loads each for every running request a step.
@@ -410,7 +437,7 @@ impl Engine {
             }
             self.admit_waiting(&mut budget, lpt, events);
         }
-        if self.building.entries.is_empty() {
+        if self.building.entries.is_empty() && self.steady_count == 0 {
             // Priority: a request preempted itself ahead of others still
             // running; vLLM's engine core schedules again at once when no
             // step is in flight, else only after that step's output is
@@ -424,6 +451,8 @@ impl Engine {
             }
             return false;
         }
+        self.schedule_steady();
+        self.scheduled_steps += 1;
         self.stats.steps += 1;
         self.building.duration_us = latency.step_time_us(&self.building.priced);
         if let Some(l) = &mut self.lora {
@@ -445,6 +474,12 @@ impl Engine {
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
+            if PLAIN && self.steady[slot as usize] {
+                // A steady decode: its token is the step's (`steady.rs`).
+                budget -= 1;
+                i += 1;
+                continue;
+            }
             let seq = self.seqs[slot as usize].as_mut().expect("live slot");
             // Async: its last token is being sampled by a step in flight
             // (scheduler.py: "Avoid scheduling an extra step when we are sure
@@ -505,6 +540,15 @@ impl Engine {
             self.schedule_tokens::<PLAIN>(slot, n);
             budget -= n;
             i += 1;
+        }
+        if PLAIN {
+            // Steady requests the budget did not reach are not in this step.
+            // (Under FCFS what the requests ahead of a steady one ask never
+            // grows, so none of these runs reaches it; kept so a budget that
+            // does run out stays exact.)
+            for k in i..self.running.len() {
+                self.settle_if_steady(self.running[k]);
+            }
         }
         *budget_ref = budget;
     }
@@ -624,6 +668,7 @@ impl Engine {
     /// the front of the waiting queue. A token a step in flight samples for
     /// it is still delivered (vLLM's stale output).
     fn preempt(&mut self, slot: u32) {
+        self.settle_if_steady(slot);
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         self.kv.free(&mut seq.blocks);
         seq.num_computed = 0;

@@ -162,10 +162,12 @@ impl ResultSink for Recorder {
 }
 
 /// Replays `case` in the simulator: (steps, token steps per request, rejected).
-fn simulate(case: &Value, version: &str, async_scheduling: bool) -> (Vec<Row>, Vec<Vec<u64>>, Vec<u64>) {
+/// Untraced (`traced` false), the steps are not recorded and the engine
+/// keeps steady decodes (`src/sim/engine/steady.rs`).
+fn simulate(case: &Value, version: &str, async_scheduling: bool, traced: bool) -> (Vec<Row>, Vec<Vec<u64>>, Vec<u64>) {
     let latency = StepPricer::Linear(Linear::new(&[STEP_US as f64, 0.0, 0.0]).unwrap());
     let mut sim = Simulation::new(engine(case, version, async_scheduling), latency);
-    sim.set_step_trace(true);
+    sim.set_step_trace(traced);
     sim.check_invariants(true);
     // The recorder aborts a request during the step ending at arrival + T
     // steps: half a step before that boundary.
@@ -221,7 +223,12 @@ fn golden_row(v: &Value) -> Row {
 
 /// Where the two sides first differ, or `None`.
 pub(crate) fn compare(case: &Value, golden: &Value, version: &str, async_scheduling: bool) -> Option<String> {
-    let (steps, tokens, rejected) = simulate(case, version, async_scheduling);
+    let (steps, tokens, rejected) = simulate(case, version, async_scheduling, true);
+    // Untraced, every request's tokens come out in the same steps.
+    let (_, untraced, untraced_rejected) = simulate(case, version, async_scheduling, false);
+    if (&untraced, &untraced_rejected) != (&tokens, &rejected) {
+        return Some(format!("untraced (steady decodes) the tokens differ: {untraced:?} against {tokens:?}"));
+    }
     // vLLM records a schedule() that scheduled nothing but preempted (a
     // request that cannot grow preempts itself); the simulator reports those
     // preemptions with the next step.

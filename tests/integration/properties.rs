@@ -290,3 +290,35 @@ fn random_workloads_finish_with_consistent_timelines() {
         "coverage: {totals:?}"
     );
 }
+
+/// Steady decodes (a plain FCFS engine accounts for one-token decodes by
+/// the step, `src/sim/engine/steady.rs`; off while steps are traced) change
+/// nothing a request sees: the same random cases (preemptions, budgets that
+/// run out, timeouts, clusters and lockstep ranks, async or not) finish with
+/// the same statuses and token times traced and untraced.
+#[test]
+fn steady_decodes_change_no_result() {
+    let mut seeds = Xoshiro256PlusPlus::seed_from_u64(0x57EAD);
+    for case in 0..400 {
+        let seed: u64 = seeds.random();
+        let run = |traced: bool| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            let engine = random_engine(&mut rng);
+            let replicas = if rng.random_bool(0.7) { 1 } else { rng.random_range(2..=4) };
+            let router = random_router(&mut rng);
+            let lockstep = replicas > 1 && case % 3 == 0;
+            let pool = PoolConfig { lockstep, ..PoolConfig::mixed(engine, replicas, router, random_latency(&mut rng)) };
+            let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
+            sim.check_invariants(true);
+            sim.set_step_trace(traced);
+            sim.set_request_timeout(rng.random_bool(0.3).then(|| rng.random_range(1_000..400_000)));
+            let horizon = rng.random_bool(0.2).then(|| rng.random_range(10_000..2_000_000));
+            sim.set_horizon(horizon);
+            let done = feed(&mut sim, &mut rng, case, horizon);
+            (format!("{done:?}"), format!("{:?}", sim.engine_stats()))
+        };
+        let (traced, untraced) = (run(true), run(false));
+        assert!(traced.0 == untraced.0, "case {case}: requests differ");
+        assert!(traced.1 == untraced.1, "case {case}: engine counters differ:\n{}\n{}", traced.1, untraced.1);
+    }
+}

@@ -139,6 +139,8 @@ impl Engine {
             drafts: 0,
             priority: call.priority,
             arrival: (now_us, self.arrivals),
+            steady_from: 0,
+            steady_due: 0,
         };
         self.arrivals += 1;
         let slot = match self.free_slots.pop() {
@@ -151,6 +153,9 @@ impl Engine {
                 self.seqs.len() as u32 - 1
             }
         };
+        if self.steady.len() < self.seqs.len() {
+            self.steady.resize(self.seqs.len(), false);
+        }
         self.enqueue(slot);
         if let Some(l) = &mut self.lora {
             l.wait(lora);

@@ -105,6 +105,8 @@ pub(crate) struct Batch {
     /// in this step, and their context tokens after it.
     pub(super) draft_seqs: u32,
     pub(super) draft_context: u64,
+    /// Steady decodes in the step besides `entries` (`steady.rs`).
+    pub(super) steady: u32,
 }
 
 impl Batch {
@@ -117,5 +119,6 @@ impl Batch {
         self.priced.clear();
         self.draft_seqs = 0;
         self.draft_context = 0;
+        self.steady = 0;
     }
 }

@@ -8,6 +8,7 @@ impl Engine {
     /// Every request still in the engine, with the tokens it has emitted, in
     /// slot order; the engine is left empty. For runs cut off by a horizon.
     pub(crate) fn drain(&mut self) -> Vec<Departure> {
+        self.settle_all();
         self.waiting.clear();
         self.running.clear();
         self.free_slots.clear();
@@ -38,6 +39,7 @@ impl Engine {
     /// leaves its queue and its KV blocks are freed.
     pub(crate) fn abort(&mut self, owner: Owner) -> Option<Departure> {
         let slot = self.seqs.iter().position(|s| s.as_ref().is_some_and(|s| s.owner == owner && !s.aborted))? as u32;
+        self.settle_if_steady(slot);
         let seq = self.seqs[slot as usize].as_mut().expect("found");
         let departure = Departure {
             owner,
@@ -57,6 +59,7 @@ impl Engine {
     /// vLLM's `finish_requests(.., FINISHED_ABORTED)`: `slot` leaves its
     /// queue, its blocks are freed, and a queued step computes nothing for it.
     pub(super) fn remove(&mut self, slot: u32) {
+        self.settle_if_steady(slot);
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         if let Some(l) = &mut self.lora {
             l.leave(seq.lora);

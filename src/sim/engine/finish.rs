@@ -41,7 +41,7 @@ impl Engine {
         }
         if self.step_log.wants_trim() {
             // The oldest step a live request's tokens came out in.
-            let first = self.seqs.iter().flatten().filter_map(|s| s.tokens.first_step()).min();
+            let first = self.first_needed_step();
             self.step_log.trim(first.unwrap_or(self.step_log.next()));
         }
     }
@@ -56,6 +56,7 @@ impl Engine {
         let async_scheduling = self.config.async_scheduling;
         let hash_lookahead = self.kv.hash_lookahead();
         let room = self.kv.room();
+        let steady_on = PLAIN && self.steady_on();
         for k in 0..self.executing.entries.len() {
             let Entry { slot, tokens, samples, dead, drafts, pos, preempted } = self.executing.entries[k];
             if dead {
@@ -149,6 +150,8 @@ impl Engine {
                     events.push(EngineEvent::Finished(seq.departure(&self.step_log, self.spare_times.pop())));
                 }
                 self.free_slots.push(slot);
+            } else if steady_on {
+                self.try_steady(slot, room);
             }
         }
     }

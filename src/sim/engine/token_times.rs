@@ -98,6 +98,21 @@ impl TokenRuns {
         }
     }
 
+    /// One token sampled in each of the `count` logged steps from `from` on
+    /// (a steady decode's, `steady.rs`).
+    pub(super) fn record_span(&mut self, from: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.end != from {
+            if self.start < self.end {
+                self.closed.push((self.start, self.end));
+            }
+            self.start = from;
+        }
+        self.end = from + count;
+    }
+
     /// The first logged step it needs, if it has sampled anything.
     pub(super) fn first_step(&self) -> Option<u64> {
         match self.closed.first() {

@@ -38,8 +38,7 @@ mod stats;
 mod steady;
 mod token_times;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use batch::Entry;
 pub(crate) use batch::{Batch, Departure, EngineEvent, Owner};
@@ -213,7 +212,7 @@ pub(crate) struct Engine {
     steady_count: u32,
     steady_context: u64,
     /// The steady requests' due steps, earliest first.
-    steady_due: BinaryHeap<Reverse<(u64, u32)>>,
+    steady_due: steady::DueSteps,
 }
 
 impl Engine {
@@ -281,7 +280,7 @@ impl Engine {
             steady: Vec::new(),
             steady_count: 0,
             steady_context: 0,
-            steady_due: BinaryHeap::new(),
+            steady_due: steady::DueSteps::default(),
         }
     }
 

@@ -20,7 +20,9 @@
 //! (`connector.rs`: none, NIXL P/D, the CPU tier of `offload.rs` and
 //! `cpu_tier.rs`); the step's records are in `batch.rs`, the engine
 //! arguments in `config.rs`, LoRA adapters in `lora.rs`, speculative
-//! decoding's drafts and acceptance in `speculative.rs`.
+//! decoding's drafts and acceptance in `speculative.rs`. Requests decoding
+//! one token a step with room in their blocks are accounted for by the step,
+//! not one by one (`steady.rs`).
 
 mod add;
 mod admit;

@@ -213,8 +213,8 @@ pub(crate) struct Engine {
     /// next step to be scheduled.
     steady_count: u32,
     steady_context: u64,
-    /// The steady requests' due steps, earliest first.
-    steady_due: steady::DueSteps,
+    /// The steady requests' due steps (a wheel by step, a heap past it).
+    due_steps: steady::DueSteps,
 }
 
 impl Engine {
@@ -282,7 +282,7 @@ impl Engine {
             steady: Vec::new(),
             steady_count: 0,
             steady_context: 0,
-            steady_due: steady::DueSteps::default(),
+            due_steps: steady::DueSteps::default(),
         }
     }
 

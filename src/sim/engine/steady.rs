@@ -93,7 +93,7 @@ impl Engine {
     /// scheduled now (or earlier).
     pub(super) fn settle_due(&mut self) {
         let now = self.scheduled_steps;
-        let mut due = self.steady_due.take(now);
+        let mut due = self.due_steps.take(now);
         for &(step, slot) in &due {
             // A stale entry (settled since, maybe steady again with another
             // due step, or the slot reused) is passed over.
@@ -102,7 +102,7 @@ impl Engine {
             }
         }
         due.clear();
-        self.steady_due.spare = due;
+        self.due_steps.spare = due;
     }
 
     /// Settles `slot` if it is steady.
@@ -200,7 +200,7 @@ impl Engine {
         self.steady[slot as usize] = true;
         self.steady_count += 1;
         self.steady_context += computed;
-        self.steady_due.push(next, due, slot);
+        self.due_steps.push(next, due, slot);
     }
 
     /// The steady requests' share of the step just scheduled: one decode

@@ -122,9 +122,11 @@ struct Seq {
     priority: i32,
     arrival: (u64, u64),
     /// Steady (`steady.rs`): the first step scheduled for it by the step
-    /// instead of by itself, and the first one that is not.
+    /// instead of by itself, the next one that needs it (its due step: a
+    /// block to take, or its last token), and the step of its last token.
     steady_from: u64,
     steady_due: u64,
+    steady_last: u64,
 }
 
 // The end of the open run of token steps stays on `Seq`'s first line.

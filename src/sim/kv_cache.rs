@@ -273,9 +273,14 @@ impl KvCache {
         self.num_blocks() - self.num_free
     }
 
-    #[cfg(test)]
     pub(crate) fn num_free(&self) -> u32 {
         self.num_free
+    }
+
+    /// No block has had a hash yet: every free block is interchangeable
+    /// (`pooled`), so which request takes which changes nothing.
+    pub(crate) fn pooled(&self) -> bool {
+        self.pooled
     }
 
     pub(crate) fn block_size(&self) -> u32 {

@@ -141,6 +141,7 @@ impl Engine {
             arrival: (now_us, self.arrivals),
             steady_from: 0,
             steady_due: 0,
+            steady_last: 0,
         };
         self.arrivals += 1;
         let slot = match self.free_slots.pop() {

@@ -283,6 +283,18 @@ impl KvCache {
         self.pooled
     }
 
+    /// One more block for `seq`, while [`KvCache::pooled`] (so nothing to
+    /// register or evict): [`KvCache::allocate`] for a decode at a block
+    /// boundary, without its general bookkeeping. False when none is free.
+    pub(crate) fn take_pooled(&mut self, seq: &mut SeqBlocks) -> bool {
+        debug_assert!(self.pooled, "only before any hash");
+        if self.num_free == 0 {
+            return false;
+        }
+        seq.blocks.push(self.pop_front());
+        true
+    }
+
     pub(crate) fn block_size(&self) -> u32 {
         self.block_size
     }
@@ -682,6 +694,26 @@ mod tests {
         assert!(kv.allocate(&mut b, &h, &hits, 10, 10));
         assert_eq!(kv.num_free(), 5);
         kv.check().unwrap();
+    }
+
+    /// A block taken at a decode's boundary is the one `allocate` would
+    /// give, and none is taken when none is free.
+    #[test]
+    fn a_pooled_block_is_taken_as_allocate_takes_it() {
+        let (mut by_take, mut by_allocate) = (KvCache::new(3, 4, true, false), KvCache::new(3, 4, true, false));
+        let (mut a, mut b) = (SeqBlocks::default(), SeqBlocks::default());
+        assert!(by_take.allocate(&mut a, &[], &[], 4, 4));
+        assert!(by_allocate.allocate(&mut b, &[], &[], 4, 4));
+        for tokens in [5, 9] {
+            assert!(by_take.take_pooled(&mut a));
+            assert!(by_allocate.allocate(&mut b, &[], &[], tokens, tokens));
+            assert_eq!((&a.blocks, by_take.num_free()), (&b.blocks, by_allocate.num_free()));
+        }
+        assert!(!by_take.take_pooled(&mut a));
+        assert_eq!(a.blocks.len(), 3);
+        by_take.free(&mut a);
+        by_take.check().unwrap();
+        assert_eq!(by_take.num_free(), 3);
     }
 
     #[test]

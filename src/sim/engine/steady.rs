@@ -131,8 +131,7 @@ impl Engine {
         }
         let now = self.scheduled_steps;
         let seq = self.seqs[slot as usize].as_mut().expect("a steady request is live");
-        let tokens = seq.blocks.blocks.len() as u32 * block_size + 1;
-        let taken = self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], tokens, tokens);
+        let taken = self.kv.take_pooled(&mut seq.blocks);
         debug_assert!(taken, "the free blocks were counted");
         seq.steady_due = (now + u64::from(block_size)).min(seq.steady_last);
         self.due_steps.push(now, seq.steady_due, slot);

@@ -219,28 +219,29 @@ impl<'a> Scan<'a> {
         if self.null() { Some(None) } else { value(self).map(Some) }
     }
 
-    /// `{"key": value, …}`, each key handed to `field` with its bit in
-    /// `seen` (a repeated key, or one `field` does not know, is refused).
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &str) -> Option<u32>) -> Option<u32> {
+    /// `{"key": value, …}`, each key one of `names` (refused if not, or if
+    /// repeated), its value read by `field` given the key's index.
+    fn object(&mut self, names: &[&str], mut field: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
-        let mut seen = 0u32;
         if self.peek()? == b'}' {
             self.at += 1;
-            return Some(seen);
+            return Some(());
         }
+        let mut seen = 0u32;
         loop {
             let key = self.key()?;
-            self.eat(b':')?;
-            let bit = field(self, key)?;
-            if seen & bit != 0 {
+            let i = names.iter().position(|&name| name == key)?;
+            if seen & (1 << i) != 0 {
                 return None;
             }
-            seen |= bit;
+            seen |= 1 << i;
+            self.eat(b':')?;
+            field(self, i)?;
             match self.peek()? {
                 b',' => self.at += 1,
                 b'}' => {
                     self.at += 1;
-                    return Some(seen);
+                    return Some(());
                 }
                 _ => return None,
             }
@@ -248,45 +249,28 @@ impl<'a> Scan<'a> {
     }
 
     fn request(&mut self) -> Option<RawRequest> {
+        const FIELDS: [&str; 7] =
+            ["request_id", "arrival_time", "initial", "sub_requests", "slo_class", "tenant", "slo_target"];
         let (mut request_id, mut arrival_time, mut initial, mut sub_requests) = (None, None, None, None);
         let (mut slo_class, mut tenant, mut slo_target) = (None, None, None);
-        let seen = self.object(|s, key| {
-            Some(match key {
-                "request_id" => {
-                    request_id = Some(match s.peek()? {
-                        b'"' => RequestId::Str(s.string()?.to_owned()),
-                        _ => RequestId::Int(s.u64()?),
-                    });
-                    1
+        self.object(&FIELDS, |s, i| {
+            match i {
+                0 => {
+                    request_id = Some(if s.peek()? == b'"' {
+                        RequestId::Str(s.owned_string()?)
+                    } else {
+                        RequestId::Int(s.u64()?)
+                    })
                 }
-                "arrival_time" => {
-                    arrival_time = Some(s.f64()?);
-                    2
-                }
-                "initial" => {
-                    initial = Some(s.array(Self::u32)?);
-                    4
-                }
-                "sub_requests" => {
-                    sub_requests = Some(s.array(Self::sub_request)?);
-                    8
-                }
-                "slo_class" => {
-                    slo_class = s.option(|s| s.string().map(str::to_owned))?;
-                    16
-                }
-                "tenant" => {
-                    tenant = s.option(|s| s.string().map(str::to_owned))?;
-                    32
-                }
-                "slo_target" => {
-                    slo_target = s.option(Self::f64)?;
-                    64
-                }
-                _ => return None,
-            })
+                1 => arrival_time = Some(s.f64()?),
+                2 => initial = Some(s.array(Self::u32)?),
+                3 => sub_requests = Some(s.array(Self::sub_request)?),
+                4 => slo_class = s.option(Self::owned_string)?,
+                5 => tenant = s.option(Self::owned_string)?,
+                _ => slo_target = s.option(Self::f64)?,
+            }
+            Some(())
         })?;
-        let _ = seen;
         Some(RawRequest {
             request_id: request_id?,
             arrival_time: arrival_time?,
@@ -298,7 +282,30 @@ impl<'a> Scan<'a> {
         })
     }
 
+    fn owned_string(&mut self) -> Option<String> {
+        self.string().map(str::to_owned)
+    }
+
     fn sub_request(&mut self) -> Option<RawSubRequest> {
+        // In the order rows are written: the usual keys are found first.
+        const FIELDS: [&str; 16] = [
+            "kind",
+            "input_tokens",
+            "output_tokens",
+            "next",
+            "interval",
+            "duration",
+            "input_token_ids",
+            "output_token_ids",
+            "known_tokens",
+            "kv_tokens",
+            "model",
+            "lora",
+            "priority",
+            "replica",
+            "token_latency",
+            "error",
+        ];
         let (mut kind, mut next, mut input_tokens, mut output_tokens) = (None, None, None, None);
         let mut sub = RawSubRequest {
             kind: RawKind::Llm,
@@ -318,79 +325,32 @@ impl<'a> Scan<'a> {
             error: None,
             replica: None,
         };
-        let string = |s: &mut Self| s.option(|s| s.string().map(str::to_owned));
-        self.object(|s, key| {
-            Some(match key {
-                "kind" => {
+        self.object(&FIELDS, |s, i| {
+            match i {
+                0 => {
                     kind = Some(match s.string()? {
                         "llm" => RawKind::Llm,
                         "tool_call" => RawKind::ToolCall,
                         _ => return None,
-                    });
-                    1
+                    })
                 }
-                "next" => {
-                    next = Some(s.array(Self::u32)?);
-                    1 << 1
-                }
-                "input_tokens" => {
-                    input_tokens = Some(s.u32()?);
-                    1 << 2
-                }
-                "output_tokens" => {
-                    output_tokens = Some(s.u32()?);
-                    1 << 3
-                }
-                "interval" => {
-                    sub.interval = s.option(Self::f64)?;
-                    1 << 4
-                }
-                "duration" => {
-                    sub.duration = s.option(Self::f64)?;
-                    1 << 5
-                }
-                "input_token_ids" => {
-                    sub.input_token_ids = s.option(|s| s.array(Self::u32))?;
-                    1 << 6
-                }
-                "output_token_ids" => {
-                    sub.output_token_ids = s.option(|s| s.array(Self::u32))?;
-                    1 << 7
-                }
-                "known_tokens" => {
-                    sub.known_tokens = s.option(Self::u32)?;
-                    1 << 8
-                }
-                "kv_tokens" => {
-                    sub.kv_tokens = s.option(Self::u32)?;
-                    1 << 9
-                }
-                "model" => {
-                    sub.model = string(s)?;
-                    1 << 10
-                }
-                "lora" => {
-                    sub.lora = string(s)?;
-                    1 << 11
-                }
-                "priority" => {
-                    sub.priority = s.option(Self::i32)?;
-                    1 << 12
-                }
-                "token_latency" => {
-                    sub.token_latency = s.option(|s| s.array(Self::f64))?;
-                    1 << 13
-                }
-                "error" => {
-                    sub.error = string(s)?;
-                    1 << 14
-                }
-                "replica" => {
-                    sub.replica = s.option(Self::u32)?;
-                    1 << 15
-                }
-                _ => return None,
-            })
+                1 => input_tokens = Some(s.u32()?),
+                2 => output_tokens = Some(s.u32()?),
+                3 => next = Some(s.array(Self::u32)?),
+                4 => sub.interval = s.option(Self::f64)?,
+                5 => sub.duration = s.option(Self::f64)?,
+                6 => sub.input_token_ids = s.option(|s| s.array(Self::u32))?,
+                7 => sub.output_token_ids = s.option(|s| s.array(Self::u32))?,
+                8 => sub.known_tokens = s.option(Self::u32)?,
+                9 => sub.kv_tokens = s.option(Self::u32)?,
+                10 => sub.model = s.option(Self::owned_string)?,
+                11 => sub.lora = s.option(Self::owned_string)?,
+                12 => sub.priority = s.option(Self::i32)?,
+                13 => sub.replica = s.option(Self::u32)?,
+                14 => sub.token_latency = s.option(|s| s.array(Self::f64))?,
+                _ => sub.error = s.option(Self::owned_string)?,
+            }
+            Some(())
         })?;
         sub.kind = kind?;
         sub.next = next?;

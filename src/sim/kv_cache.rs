@@ -21,9 +21,7 @@
 //! Invariant, checked by [`KvCache::check`]: every block is either referenced
 //! (`ref_count > 0`) or in the free queue, never both.
 
-use std::collections::HashMap;
-
-use crate::hash::mix;
+use crate::hash::{BlockMap, mix};
 
 const NONE: u32 = u32::MAX;
 /// The free queue's virtual node standing for every block never used yet
@@ -162,10 +160,10 @@ pub(crate) struct KvCache {
     tail: u32,
     num_free: u32,
     /// The first block registered under each hash (the one lookups return).
-    cached: HashMap<u64, u32>,
+    cached: BlockMap<u32>,
     /// Later blocks registered under a hash already in `cached`, in
     /// registration order. Rare: only concurrent prefills of one prefix.
-    duplicates: HashMap<u64, Vec<u32>>,
+    duplicates: BlockMap<Vec<u32>>,
     prefix_caching: bool,
     free_uncached_first: bool,
     /// Scratch for [`KvCache::free`]: freed blocks without a hash.
@@ -208,8 +206,8 @@ impl KvCache {
             head: if fresh { FRESH } else { NONE },
             tail: if fresh { FRESH } else { NONE },
             num_free: num_blocks,
-            cached: HashMap::new(),
-            duplicates: HashMap::new(),
+            cached: BlockMap::default(),
+            duplicates: BlockMap::default(),
             prefix_caching,
             free_uncached_first,
             uncached: Vec::new(),

@@ -13,33 +13,9 @@
 //! An intrusive doubly linked list over a slab keeps every operation O(1)
 //! with no allocation once the tier is full.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::hash::BlockMap;
 
 const NIL: u32 = u32::MAX;
-
-/// Block hashes are already SplitMix64 outputs (`kv_cache::block_hashes`):
-/// hashing them again only costs time, and a tier churns through millions
-/// of them (every block a long-context trace computes).
-#[derive(Default)]
-struct Identity(u64);
-
-impl Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used; fold anything else in anyway.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Node {
@@ -53,7 +29,7 @@ struct Node {
 pub(crate) struct CpuTier {
     capacity: u32,
     nodes: Vec<Node>,
-    index: HashMap<u64, u32, BuildHasherDefault<Identity>>,
+    index: BlockMap<u32>,
     /// Least recently used end.
     head: u32,
     /// Most recently used end.
@@ -65,7 +41,7 @@ pub(crate) struct CpuTier {
 impl CpuTier {
     /// A tier of `capacity` blocks (0: it holds nothing).
     pub(crate) fn new(capacity: u32) -> CpuTier {
-        CpuTier { capacity, nodes: Vec::new(), index: HashMap::default(), head: NIL, tail: NIL, evictions: 0 }
+        CpuTier { capacity, nodes: Vec::new(), index: BlockMap::default(), head: NIL, tail: NIL, evictions: 0 }
     }
 
     #[cfg(test)]

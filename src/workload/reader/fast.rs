@@ -127,31 +127,14 @@ impl<'a> Scan<'a> {
         }
         let (mut digits, mut count) = (0u64, 0u32);
         let start = self.at;
-        while let Some(&c @ b'0'..=b'9') = self.b.get(self.at) {
-            digits = digits * 10 + u64::from(c - b'0');
-            count += 1;
-            self.at += 1;
-            if count > MAX_DIGITS {
-                return None;
-            }
-        }
-        let whole = self.at - start;
+        let whole = self.digit_run(&mut digits, &mut count)?;
         if whole == 0 || (whole > 1 && self.b[start] == b'0') {
             return None;
         }
         let mut fraction = None;
         if self.b.get(self.at) == Some(&b'.') {
             self.at += 1;
-            let mut n = 0;
-            while let Some(&c @ b'0'..=b'9') = self.b.get(self.at) {
-                digits = digits * 10 + u64::from(c - b'0');
-                count += 1;
-                n += 1;
-                self.at += 1;
-                if count > MAX_DIGITS {
-                    return None;
-                }
-            }
+            let n = self.digit_run(&mut digits, &mut count)?;
             if n == 0 {
                 return None;
             }
@@ -161,6 +144,22 @@ impl<'a> Scan<'a> {
             return None;
         }
         Some(Number { negative, digits, fraction })
+    }
+
+    /// Appends the decimal digits here to `digits`; how many there were.
+    /// `None` past [`MAX_DIGITS`] in all (`count`).
+    fn digit_run(&mut self, digits: &mut u64, count: &mut u32) -> Option<u32> {
+        let mut n = 0;
+        while let Some(&c @ b'0'..=b'9') = self.b.get(self.at) {
+            *digits = *digits * 10 + u64::from(c - b'0');
+            *count += 1;
+            n += 1;
+            self.at += 1;
+            if *count > MAX_DIGITS {
+                return None;
+            }
+        }
+        Some(n)
     }
 
     /// An unsigned integer (serde_json refuses a fraction; `-0` is left to it).

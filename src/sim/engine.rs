@@ -58,7 +58,7 @@ pub use speculative::{EaglePrefixRule, SpecDecode, SpecMethod, SpecStats};
 pub use stats::EngineStats;
 use token_times::{StepLog, TokenRuns};
 
-use super::kv_cache::{KvCache, SeqBlocks, block_hashes, block_hashes_with_next};
+use super::kv_cache::{KvCache, SeqBlocks, block_hashes, block_hashes_with_next, prompt_block_hashes};
 use crate::latency::{LatencyModel, PrefillChunk};
 use crate::workload::LlmCall;
 

@@ -18,18 +18,38 @@ impl Engine {
     /// or prefix caching.
     pub(crate) fn prompt_hashes(&self, call: &LlmCall, out: &mut Vec<u64>) {
         out.clear();
-        if let Some(input) = call.prompt_ids().filter(|_| self.config.enable_prefix_caching) {
-            self.hashes_of(input, call.lora.as_deref().map_or(0, adapter_id), out);
+        if self.config.enable_prefix_caching {
+            self.hashes_of(call, false, call.lora.as_deref().map_or(0, adapter_id), out);
         }
     }
 
-    /// The block hashes of `tokens` served with LoRA adapter `adapter` (0:
-    /// the base model): the one place a request's cache keys are made.
-    pub(super) fn hashes_of(&self, tokens: impl Iterator<Item = u32>, adapter: u64, out: &mut Vec<u64>) {
-        if self.kv.hash_lookahead() > 0 {
-            block_hashes_with_next(tokens, self.config.block_size, out);
-        } else {
-            block_hashes(tokens, self.config.block_size, out);
+    /// The block hashes of `call`'s prompt (then its output token ids, with
+    /// `with_output`), salted by LoRA adapter `adapter` (0: the base model):
+    /// the one place a request's cache keys are made. A prompt of block
+    /// identities is hashed by blocks ([`prompt_block_hashes`]) only where
+    /// that gives the same keys with and without `with_output` (no output
+    /// ids, no hash lookahead, whole cache blocks), so a router's prompt
+    /// hashes are always a prefix of the engine's.
+    pub(super) fn hashes_of(&self, call: &LlmCall, with_output: bool, adapter: u64, out: &mut Vec<u64>) {
+        let block_size = self.config.block_size;
+        match (&call.input_token_ids, &call.prompt_blocks) {
+            (None, Some(b))
+                if call.output_token_ids.is_none()
+                    && self.kv.hash_lookahead() == 0
+                    && b.block_tokens > 0
+                    && b.block_tokens.is_multiple_of(block_size) =>
+            {
+                prompt_block_hashes(b, call.input_tokens, block_size, out);
+            }
+            _ => {
+                let Some(input) = call.prompt_ids() else { return };
+                let output = call.output_token_ids.iter().flatten().copied().filter(|_| with_output);
+                if self.kv.hash_lookahead() > 0 {
+                    block_hashes_with_next(input.chain(output), block_size, out);
+                } else {
+                    block_hashes(input.chain(output), block_size, out);
+                }
+            }
         }
         if adapter != 0 {
             lora::salt(out, adapter);
@@ -107,11 +127,8 @@ impl Engine {
             }
         };
         let mut hashes = Vec::new();
-        if self.config.enable_prefix_caching
-            && let Some(input) = call.prompt_ids()
-        {
-            let output = call.output_token_ids.iter().flatten().copied();
-            self.hashes_of(input.chain(output), adapter, &mut hashes);
+        if self.config.enable_prefix_caching {
+            self.hashes_of(call, true, adapter, &mut hashes);
         }
         let seq = Seq {
             owner,

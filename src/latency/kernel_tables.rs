@@ -32,10 +32,15 @@ pub(super) struct KernelTables {
     /// balanced-routing MoE tables.
     #[serde(default)]
     gemm_fp8: Option<Gemm>,
-    /// FP8 GEMMs as vLLM 0.14 ran them (H100 only), on the `gemm` axes once
-    /// parsed ([`for_gpu`]).
+    /// FP8 GEMMs as vLLM 0.14 ran them (H100 only), on their own axes as
+    /// measured; read through [`Self::gemm_table`], on the `gemm` axes.
     #[serde(default)]
     gemm_fp8_vllm014: Option<Gemm>,
+    /// `gemm_fp8_vllm014` resampled on the `gemm` axes, at its first use
+    /// (17 M instructions, a tenth of a 10k run's, when done for every
+    /// process whatever its dtype).
+    #[serde(skip)]
+    gemm_fp8_vllm014_resampled: OnceLock<Option<Gemm>>,
     moe: Moe,
     #[serde(default)]
     moe_fp8_block: Option<Moe>,
@@ -179,8 +184,7 @@ pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
     };
     Some(
         cell.get_or_init(|| {
-            let mut tables: KernelTables = serde_json::from_str(text).expect("embedded kernel tables parse");
-            tables.gemm_fp8_vllm014 = tables.gemm_fp8_vllm014.take().map(|g| resample(&g, &tables.gemm));
+            let tables: KernelTables = serde_json::from_str(text).expect("embedded kernel tables parse");
             Arc::new(tables)
         })
         .clone(),
@@ -239,13 +243,19 @@ impl KernelTables {
         match dtype {
             GemmDtype::Bf16 => Some(&self.gemm),
             GemmDtype::Fp8 => self.gemm_fp8.as_ref(),
-            GemmDtype::Fp8Vllm014 => self.gemm_fp8_vllm014.as_ref(),
+            GemmDtype::Fp8Vllm014 => self
+                .gemm_fp8_vllm014_resampled
+                .get_or_init(|| self.gemm_fp8_vllm014.as_ref().map(|g| resample(g, &self.gemm)))
+                .as_ref(),
         }
     }
 
     /// Whether GEMMs of `dtype` were measured on this GPU.
     pub(super) fn has_gemm(&self, dtype: GemmDtype) -> bool {
-        self.gemm_table(dtype).is_some()
+        match dtype {
+            GemmDtype::Fp8Vllm014 => self.gemm_fp8_vllm014.is_some(),
+            _ => self.gemm_table(dtype).is_some(),
+        }
     }
 
     /// BF16 GEMM of an m×k activation by a k×n weight, µs.

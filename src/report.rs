@@ -110,6 +110,21 @@ pub fn write(dir: &Path) -> Result<PathBuf, ReportError> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            // The first shard recorded how many there are: say which have
+            // not written anything yet (not run, or still running).
+            if let Ok(Some(count)) = crate::sweep::shard::recorded(dir) {
+                let missing: Vec<String> = (0..count)
+                    .filter(|i| !dir.join(format!("shard={i}/manifest.json")).exists())
+                    .map(|i| format!("shard={i}"))
+                    .collect();
+                if !missing.is_empty() {
+                    let _ = write!(
+                        html,
+                        "<p><strong>Incomplete:</strong> the sweep has {count} shards (shards.json); {} not written yet (not run, or still running), so these tables hold part of it.</p>",
+                        missing.join(", ")
+                    );
+                }
+            }
         }
         sweep_sections(&folders, &v, slo.as_ref(), &mut html)?;
         name

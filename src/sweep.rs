@@ -7,7 +7,7 @@
 //! defines the tables. An output folder belongs to one plan
 //! and one sweep at a time ([`output_dir`], [`lock`]); a finished run is
 //! reused by a later sweep only when nothing it depends on changed
-//! ([`resume`]); [`input`] reads the workload once, [`summary`] writes the
+//! ([`resume`]); [`shard`] picks a machine's share of the grid; [`input`] reads the workload once, [`summary`] writes the
 //! per-sweep tables. What drives the sweep from above (a capacity search,
 //! the calibration matrix) lives outside it.
 
@@ -22,6 +22,7 @@ pub(crate) mod output_dir;
 mod parts;
 pub mod plan;
 mod resume;
+pub mod shard;
 pub mod source;
 mod summary;
 pub(crate) mod tables;

@@ -21,6 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::calibrate::matrix;
 use crate::capacity;
 use crate::sweep::executor::{self, RunFinished, SweepOptions};
+use crate::sweep::shard::{self, ShardError, ShardSpec};
 use crate::sweep::{estimate, grid};
 
 /// Seconds between two progress lines when stderr is not a terminal: often
@@ -51,11 +52,14 @@ pub(crate) struct SweepArgs {
     step_trace: bool,
     /// Run a deterministic share of the grid, for several machines: `I/N`
     /// (0 ≤ I < N) takes the runs whose index is I modulo N and writes under
-    /// `OUTPUT/shard=I/`; `auto` reads JOB_COMPLETION_INDEX and --shard-count
-    /// (Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT.
+    /// `OUTPUT/shard=I/`; `auto` takes I from the scheduler
+    /// (JOB_COMPLETION_INDEX of a Kubernetes Indexed Job, SLURM_ARRAY_TASK_ID
+    /// of a Slurm array) and N from --shard-count or OUTPUT/shards.json.
     #[arg(long, value_name = "I/N|auto")]
     shard: Option<String>,
-    /// With `--shard auto` on Kubernetes: the Job's completions.
+    /// The sweep's number of shards (the array's size, the Job's
+    /// completions), recorded in OUTPUT/shards.json by the first shard;
+    /// needed by `--shard auto` until then.
     #[arg(long, value_name = "N")]
     shard_count: Option<usize>,
     /// No progress output.
@@ -82,35 +86,20 @@ impl SweepArgs {
     }
 }
 
-/// Parses `--shard`.
-fn shard(spec: &str, count: Option<usize>, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<(usize, usize)> {
+/// Parses `--shard` and `--shard-count`.
+fn shard_spec(spec: &str, count: Option<usize>) -> anyhow::Result<ShardSpec> {
+    if spec == "auto" {
+        return Ok(ShardSpec::Auto { count });
+    }
     let number = |what: &str, v: &str| -> anyhow::Result<usize> {
         v.trim().parse().map_err(|_| anyhow::anyhow!("--shard: {what} `{v}` is not a non-negative integer"))
     };
-    let (i, n) = if spec == "auto" {
-        if let Some(i) = env("JOB_COMPLETION_INDEX") {
-            let Some(n) = count.or(env("JOB_COMPLETIONS").map(|v| number("JOB_COMPLETIONS", &v)).transpose()?) else {
-                bail!("--shard auto: JOB_COMPLETION_INDEX is set; give --shard-count N (the Job's completions)");
-            };
-            (number("JOB_COMPLETION_INDEX", &i)?, n)
-        } else if let (Some(i), Some(n)) = (env("SLURM_ARRAY_TASK_ID"), env("SLURM_ARRAY_TASK_COUNT")) {
-            let min = env("SLURM_ARRAY_TASK_MIN").map(|v| number("SLURM_ARRAY_TASK_MIN", &v)).transpose()?.unwrap_or(0);
-            let id = number("SLURM_ARRAY_TASK_ID", &i)?;
-            let Some(i) = id.checked_sub(min) else {
-                bail!("--shard auto: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}")
-            };
-            (i, number("SLURM_ARRAY_TASK_COUNT", &n)?)
-        } else {
-            bail!("--shard auto: neither JOB_COMPLETION_INDEX nor SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT is set");
-        }
-    } else {
-        let Some((i, n)) = spec.split_once('/') else { bail!("--shard: expected I/N or auto, got `{spec}`") };
-        (number("I", i)?, number("N", n)?)
-    };
-    if n == 0 || i >= n {
-        bail!("--shard: need 0 <= I < N, got {i}/{n}");
+    let Some((i, n)) = spec.split_once('/') else { bail!("--shard: expected I/N or auto, got `{spec}`") };
+    let (index, count_given) = (number("I", i)?, number("N", n)?);
+    if let Some(stated) = count.filter(|&c| c != count_given) {
+        return Err(ShardError::TwoCounts { index, count: count_given, stated }.into());
     }
-    Ok((i, n))
+    Ok(ShardSpec::Given { index, count: count_given })
 }
 
 #[derive(Debug, clap::Args)]
@@ -210,7 +199,11 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
             say!("[{done}/{to_run}] {} {} in {:.2} s{error}", r.run_id, r.status, r.wall_s);
         }
     };
-    let shard = args.shard.as_deref().map(|s| shard(s, args.shard_count, &|k| std::env::var(k).ok())).transpose()?;
+    let shard = match (args.shard.as_deref(), args.shard_count) {
+        (None, None) => None,
+        (None, Some(_)) => bail!("--shard-count: only with --shard"),
+        (Some(spec), count) => Some(shard::resolve(shard_spec(spec, count)?, &|k| std::env::var(k).ok(), &output)?),
+    };
     let options = SweepOptions { shard, progress: Some(progress.clone()), ..args.options(jobs) };
     let finished = std::sync::atomic::AtomicBool::new(false);
     let report = std::thread::scope(|scope| {
@@ -341,21 +334,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shards_come_from_flags_or_the_scheduler() {
-        let none = |_: &str| None;
-        assert_eq!(shard("1/3", None, &none).unwrap(), (1, 3));
-        assert!(shard("3/3", None, &none).is_err());
-        assert!(shard("auto", None, &none).is_err());
-        let k8s = |k: &str| (k == "JOB_COMPLETION_INDEX").then(|| "2".to_owned());
-        assert_eq!(shard("auto", Some(4), &k8s).unwrap(), (2, 4));
-        assert!(shard("auto", None, &k8s).is_err());
-        let slurm = |k: &str| match k {
-            "SLURM_ARRAY_TASK_ID" => Some("5".to_owned()),
-            "SLURM_ARRAY_TASK_COUNT" => Some("4".to_owned()),
-            "SLURM_ARRAY_TASK_MIN" => Some("2".to_owned()),
-            _ => None,
-        };
-        assert_eq!(shard("auto", None, &slurm).unwrap(), (3, 4));
+    fn shard_flags_parse() {
+        assert_eq!(shard_spec("1/3", None).unwrap(), ShardSpec::Given { index: 1, count: 3 });
+        assert_eq!(shard_spec("1/3", Some(3)).unwrap(), ShardSpec::Given { index: 1, count: 3 });
+        assert!(shard_spec("1/3", Some(4)).is_err());
+        assert_eq!(shard_spec("auto", Some(4)).unwrap(), ShardSpec::Auto { count: Some(4) });
+        assert!(shard_spec("1", None).is_err());
+        assert!(shard_spec("a/3", None).is_err());
     }
 }
 

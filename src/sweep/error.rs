@@ -38,6 +38,10 @@ pub enum SweepError {
         /// The lock file.
         lock: String,
     },
+    /// This shard does not fit the output folder's record of the sweep's
+    /// shards, or the record cannot be written.
+    #[error(transparent)]
+    Shard(#[from] super::shard::ShardError),
     /// The output folder holds another plan's results.
     #[error(
         "{dir}: holds the results of another plan (plan_hash {found}, this plan's is {ours}); use --force to replace them or choose another output"

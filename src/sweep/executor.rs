@@ -179,6 +179,11 @@ pub fn run(
         let read = input::read_workload(path)?;
         workload = Some((path.clone(), read.content));
     }
+    if let Some((_, n)) = opts.shard {
+        // Before this shard writes anything: the parent's record of how many
+        // shards the sweep has (a shard of another count is refused).
+        super::shard::record(&plan.output, n)?;
+    }
     // Held until this function returns, errors included.
     let _lock = OutputLock::acquire(&layout.root)?;
     layout.claim(&plan, opts.force)?;

@@ -22,6 +22,7 @@ mod defects_io;
 mod defects_latency;
 mod defects_tables;
 mod defects_trace;
+mod deploy;
 mod engine;
 mod eval_runs;
 mod feature_tables;

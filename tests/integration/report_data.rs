@@ -297,9 +297,17 @@ fn a_sharded_sweeps_parent_is_reported_as_the_whole_sweep() {
     }
     let runs = |html: &str| html[html.find("id=\"runs\"").unwrap()..].split("</table>").next().unwrap().to_owned();
     assert_eq!(runs(&sharded), runs(&whole));
-    // Shards of another plan are refused, naming the file.
-    dir.create("other.yaml", &plan("out").replace("seed: [1, 2]", "seed: [3, 4]"));
+    // A shard not written yet is named: the first shard recorded 3.
+    std::fs::rename(dir.join("out/shard=1"), dir.join("held-back")).unwrap();
+    TestCommand::new(&dir.path, &["report", "out"]).stdout();
+    let partial = dir.read("out/report.html");
+    assert!(partial.contains("the sweep has 3 shards (shards.json); shard=1 not written yet"), "{partial}");
+    std::fs::rename(dir.join("held-back"), dir.join("out/shard=1")).unwrap();
+    // Shards of another plan are refused, naming the file (one moved in: a
+    // shard of another count would be refused before writing anything).
+    dir.create("other.yaml", &plan("other").replace("seed: [1, 2]", "seed: [3, 4]"));
     TestCommand::new(&dir.path, &["-q", "other.yaml", "--shard", "3/4"]).stdout();
+    std::fs::rename(dir.join("other/shard=3"), dir.join("out/shard=3")).unwrap();
     let err = TestCommand::new(&dir.path, &["report", "out"]).fails();
     assert!(err.contains("out/shard=3/manifest.json: plan_hash") && err.contains("shards of different plans"), "{err}");
 }

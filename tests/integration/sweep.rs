@@ -205,10 +205,16 @@ fn jobs_and_shards_do_not_change_the_files() {
         TestCommand::new(&dir.path, &["-q", "--shard", shard, "plan.yaml"]).stdout();
     }
     assert!(dir.join("out/shard=2/runs.parquet").exists());
+    // The first shard recorded the count; a shard of another count is refused.
+    assert_eq!(dir.read("out/shards.json"), "{\"shard_count\":3}\n");
+    let other = TestCommand::new(&dir.path, &["-q", "--shard", "1/4", "plan.yaml"]).fails();
+    assert!(other.contains("holds a sweep of 3 shards, this shard says 4"), "{other}");
     // (A shard writes no report: it has part of the tables.)
     let mut whole = one.clone();
     assert!(whole.remove("report.html").is_some());
-    assert!(files(&dir.join("out")) == whole, "the shards' union differs from the whole sweep");
+    let mut union = files(&dir.join("out"));
+    assert!(union.remove("shards.json").is_some());
+    assert!(union == whole, "the shards' union differs from the whole sweep");
 }
 
 #[test]

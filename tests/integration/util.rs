@@ -67,6 +67,12 @@ impl TestCommand {
         TestCommand { cmd }
     }
 
+    /// Sets an environment variable for the run.
+    pub fn env(&mut self, key: &str, value: &str) -> &mut TestCommand {
+        self.cmd.env(key, value);
+        self
+    }
+
     pub fn output(&mut self) -> Output {
         self.cmd.output().unwrap()
     }

@@ -146,6 +146,13 @@ fn scheduler_index(env: &dyn Fn(&str) -> Option<String>, count: usize) -> Result
     }
     let Some(id) = number("SLURM_ARRAY_TASK_ID")? else { return Err(ShardError::NoScheduler) };
     let (min, max) = (number("SLURM_ARRAY_TASK_MIN")?, number("SLURM_ARRAY_TASK_MAX")?);
+    // Read for their checks only: neither says which shard this is.
+    let (tasks, _step) = (number("SLURM_ARRAY_TASK_COUNT")?, number("SLURM_ARRAY_TASK_STEP")?);
+    if let Some(tasks) = tasks.filter(|&t| t > count) {
+        return Err(ShardError::Inconsistent(format!(
+            "the array has {tasks} tasks for the sweep's {count} shards: submit it as --array=0-{last}"
+        )));
+    }
     if min.is_some_and(|m| id < m) || max.is_some_and(|m| id > m) {
         return Err(ShardError::Inconsistent(format!(
             "SLURM_ARRAY_TASK_ID {id} is outside SLURM_ARRAY_TASK_MIN..MAX {}..{}",
@@ -275,6 +282,16 @@ mod tests {
         }
         let k8s: &[(&str, &str)] = &[("JOB_COMPLETION_INDEX", "8")];
         assert!(resolve(ShardSpec::Auto { count: Some(8) }, &vars(k8s), &out).is_err());
+        // More tasks than shards (ids from 0: --array=0-4 for 4 shards is
+        // caught by its MAX too), and a bad value of any variable.
+        let many: &[(&str, &str)] = &[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_COUNT", "5")];
+        let e = resolve(ShardSpec::Auto { count: Some(4) }, &vars(many), &out).unwrap_err();
+        assert!(e.to_string().contains("5 tasks for the sweep's 4 shards"), "{e}");
+        let step: &[(&str, &str)] = &[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_STEP", "-2")];
+        assert!(matches!(
+            resolve(ShardSpec::Auto { count: Some(4) }, &vars(step), &out),
+            Err(ShardError::NotANumber { var: "SLURM_ARRAY_TASK_STEP", .. })
+        ));
         let bad: &[(&str, &str)] = &[("SLURM_ARRAY_TASK_ID", "x")];
         assert!(matches!(
             resolve(ShardSpec::Auto { count: Some(4) }, &vars(bad), &out),

@@ -130,6 +130,9 @@ pub(crate) fn run(args: SweepArgs) -> anyhow::Result<Outcome> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     if std::fs::read_to_string(&path).is_ok_and(|t| matrix::is_calibration_plan(&t)) {
+        if args.shard.is_some() || args.shard_count.is_some() {
+            bail!("--shard: a calibration plan replays its real runs on one machine");
+        }
         return run_calibration(&path, jobs, args.quiet, args.no_report);
     }
     let plan = grid::load(&path)?;
@@ -348,7 +351,7 @@ mod tests {
 /// table and `capacity.parquet`; every probe a run in the tables.
 fn run_capacity(plan: grid::Plan, args: &SweepArgs, jobs: usize) -> anyhow::Result<Outcome> {
     let search = plan.search.clone().expect("checked by the caller");
-    if args.shard.is_some() {
+    if args.shard.is_some() || args.shard_count.is_some() {
         bail!("--shard: a capacity search runs in rounds that depend on each other; run it on one machine");
     }
     let started = Instant::now();

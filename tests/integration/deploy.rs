@@ -134,3 +134,17 @@ fn the_slurm_script_states_its_array_and_each_task_writes_its_shard() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("submit it as --array=0-{}", shards - 1)));
 }
+
+#[test]
+fn only_a_grid_sweep_is_sharded() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (plan, why) in [
+        ("sweeps/capacity-70b.yaml", "a capacity search runs in rounds"),
+        ("sweeps/calibration.yaml", "a calibration plan replays its real runs on one machine"),
+    ] {
+        for flags in [&["--shard", "0/2"][..], &["--shard-count", "2"][..]] {
+            let err = TestCommand::new(repo, &[&[plan, "-q"][..], flags].concat()).fails();
+            assert!(err.contains(why), "{plan} {flags:?}: {err}");
+        }
+    }
+}

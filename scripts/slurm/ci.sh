@@ -47,7 +47,7 @@ blis-sweep -q --no-report sweeps/.ci-slurm-whole.yaml
 cd "$work"
 job=$(sbatch --parsable --array=0-3 "$repo/scripts/slurm/sweep-array.sh" "$repo/sweeps/.ci-slurm.yaml")
 runs_done() { ls "$out/shard=$1/runs/"*/status.json 2>/dev/null | wc -l; }
-for _ in $(seq 600); do
+for _ in $(seq 3000); do
     [ "$(runs_done 2)" -ge 1 ] && break
     sleep 0.1
 done

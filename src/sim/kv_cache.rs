@@ -34,15 +34,40 @@ const FRESH: u32 = u32::MAX - 1;
 /// happens to be 0 is stored as 1 (see [`block_hashes`]).
 const NO_HASH: u64 = 0;
 
+/// `Block::next` of a block out of the free queue: its `prev` is then the
+/// number of requests holding it.
+const HELD: u32 = u32::MAX - 2;
+
 /// One block's metadata, kept together so touching a block costs one cache
 /// line: the free queue, reference counts and hashes are all walked at
-/// random block indices.
+/// random block indices. 16 bytes, four to a line: a block is either in
+/// the free queue (its links) or held (its reference count), never both, so
+/// the two share a field (at 24 bytes, a 20k Mooncake run's blocks touched
+/// in queue order missed a 1 MiB cache 6 % more often: cachegrind).
 #[derive(Debug, Clone, Copy)]
 struct Block {
     hash: u64,
-    ref_count: u32,
+    /// The free queue's previous block, or the reference count when `next`
+    /// is [`HELD`].
     prev: u32,
+    /// The free queue's next block, or [`HELD`].
     next: u32,
+}
+
+impl Block {
+    /// Requests holding it; 0 in the free queue.
+    #[inline]
+    fn ref_count(&self) -> u32 {
+        if self.next == HELD { self.prev } else { 0 }
+    }
+
+    /// Out of the free queue, held by `n` requests (0 only on its way to
+    /// a holder or back to the queue).
+    #[inline]
+    fn hold(&mut self, n: u32) {
+        self.prev = n;
+        self.next = HELD;
+    }
 }
 
 /// What decides whether a request's blocks already hold a step's tokens
@@ -342,7 +367,7 @@ impl KvCache {
     pub(crate) fn fits(&self, hits: &[u32], num_tokens: u32) -> bool {
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(hits.len());
-        let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();
+        let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count() == 0).count();
         new + hits_in_free_queue <= self.num_free as usize
     }
 
@@ -393,15 +418,16 @@ impl KvCache {
         seq.num_hashes = hashes.len() as u32;
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(seq.blocks.len() + hits.len());
-        let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count == 0).count();
+        let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count() == 0).count();
         if new + hits_in_free_queue > self.num_free as usize {
             return false;
         }
         for &b in hits {
-            if self.blocks[b as usize].ref_count == 0 {
+            if self.blocks[b as usize].ref_count() == 0 {
                 self.unlink(b);
             }
-            self.blocks[b as usize].ref_count += 1;
+            let held = self.blocks[b as usize].ref_count();
+            self.blocks[b as usize].hold(held + 1);
             seq.blocks.push(b);
         }
         // Hit blocks are registered already. Only hits advance the count
@@ -420,7 +446,7 @@ impl KvCache {
             }
             let block = &mut self.blocks[b as usize];
             let h = std::mem::replace(&mut block.hash, NO_HASH);
-            block.ref_count = 1;
+            block.hold(1);
             if h != NO_HASH {
                 self.unregister(h, b);
             }
@@ -517,8 +543,9 @@ impl KvCache {
         let mut uncached = std::mem::take(&mut self.uncached);
         for &b in seq.blocks.iter().rev() {
             let block = &mut self.blocks[b as usize];
-            block.ref_count -= 1;
-            if block.ref_count > 0 {
+            let held = block.ref_count() - 1;
+            block.hold(held);
+            if held > 0 {
                 continue;
             }
             if self.free_uncached_first && (block.hash == NO_HASH || !self.prefix_caching) {
@@ -542,7 +569,7 @@ impl KvCache {
         if self.pooled {
             return self.check_pool();
         }
-        let referenced = self.blocks.iter().filter(|b| b.ref_count > 0).count() as u32;
+        let referenced = self.blocks.iter().filter(|b| b.ref_count() > 0).count() as u32;
         if referenced + self.num_free != self.num_blocks() {
             return Err(format!("{referenced} referenced + {} free != {} blocks", self.num_free, self.num_blocks()));
         }
@@ -551,13 +578,8 @@ impl KvCache {
         }
         let (mut walked, mut b) = (0, self.head);
         while b != NONE {
-            if b == FRESH {
-                walked += self.num_blocks - self.blocks.len() as u32;
-            } else if self.blocks[b as usize].ref_count != 0 {
-                return Err(format!("block {b} is referenced but in the free queue"));
-            } else {
-                walked += 1;
-            }
+            // (A block in the queue has links, not a count: never both.)
+            walked += if b == FRESH { self.num_blocks - self.blocks.len() as u32 } else { 1 };
             b = self.next_of(b);
         }
         if walked != self.num_free {
@@ -600,7 +622,7 @@ impl KvCache {
             return b;
         }
         let b = self.blocks.len() as u32;
-        self.blocks.push(Block { hash: NO_HASH, ref_count: 0, prev: NONE, next: NONE });
+        self.blocks.push(Block { hash: NO_HASH, prev: 0, next: HELD });
         self.num_free -= 1;
         if b + 1 == self.num_blocks {
             // The last never-used block: the virtual node leaves the queue.
@@ -619,11 +641,9 @@ impl KvCache {
         let pool = std::mem::take(&mut self.pool);
         // Every block taken so far is held by one request, but those in the pool.
         for block in &mut self.blocks {
-            block.ref_count = 1;
+            block.hold(1);
         }
-        for &b in &pool {
-            self.blocks[b as usize].ref_count = 0;
-        }
+        // (Those in the pool get their links from `push_back`.)
         self.num_free -= pool.len() as u32;
         for b in pool {
             self.push_back(b);
@@ -683,8 +703,7 @@ impl KvCache {
     fn unlink(&mut self, b: u32) {
         let (p, n) = (self.blocks[b as usize].prev, self.blocks[b as usize].next);
         self.relink(p, n);
-        self.blocks[b as usize].prev = NONE;
-        self.blocks[b as usize].next = NONE;
+        self.blocks[b as usize].hold(0);
         self.num_free -= 1;
     }
 }

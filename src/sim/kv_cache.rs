@@ -544,8 +544,8 @@ impl KvCache {
         for &b in seq.blocks.iter().rev() {
             let block = &mut self.blocks[b as usize];
             let held = block.ref_count() - 1;
-            block.hold(held);
             if held > 0 {
+                block.hold(held);
                 continue;
             }
             if self.free_uncached_first && (block.hash == NO_HASH || !self.prefix_caching) {

@@ -109,12 +109,13 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     output: &Path,
 ) -> Result<(usize, usize), ShardError> {
+    let record = recorded(output)?;
     let (index, count) = match spec {
         ShardSpec::Given { index, count } => (index, count),
         ShardSpec::Auto { count: stated } => {
-            let count = match stated {
+            let count = match stated.or(record) {
                 Some(n) => n,
-                None => recorded(output)?.ok_or_else(|| ShardError::NoCount { record: path(output) })?,
+                None => return Err(ShardError::NoCount { record: path(output) }),
             };
             (scheduler_index(env, count)?, count)
         }
@@ -122,7 +123,7 @@ pub fn resolve(
     if count == 0 || index >= count {
         return Err(ShardError::OutOfRange { index, count });
     }
-    if let Some(recorded) = recorded(output)?
+    if let Some(recorded) = record
         && recorded != count
     {
         return Err(ShardError::CountMismatch { record: path(output), recorded, count });

@@ -43,7 +43,7 @@ impl Engine {
             }
             _ => {
                 let Some(input) = call.prompt_ids() else { return };
-                let output = call.output_token_ids.iter().flatten().copied().filter(|_| with_output);
+                let output = call.output_token_ids.as_deref().filter(|_| with_output).into_iter().flatten().copied();
                 if self.kv.hash_lookahead() > 0 {
                     block_hashes_with_next(input.chain(output), block_size, out);
                 } else {

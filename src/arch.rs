@@ -8,8 +8,10 @@
 pub mod catalog;
 pub mod dtype;
 pub mod hardware;
+pub mod layers;
 pub mod model;
 
 pub use dtype::{Dtype, KvCacheDtype, MoeRouting};
 pub use hardware::Gpu;
+pub use layers::{KvLayout, LayerKind};
 pub use model::{Attention, ModelArch};

@@ -57,6 +57,7 @@ pub use gateway::{
     AdmissionConfig, AdmissionPolicy, DEFAULT_KV_CACHE_UTIL_THRESHOLD, DEFAULT_QUEUE_DEPTH_THRESHOLD, Fairness,
     FlowControlConfig, GatewayConfig, GatewayStats, QueueOrder, Saturation,
 };
+pub use kv_cache::KvGroupKind;
 pub use order::InputOrder;
 pub use outcome::{CLOCK_LIMIT_US, ClockOverflow, FinishedRequest, NodeError, NodeOutcome, RequestStatus, ResultSink};
 pub use pool::{KvTransferConfig, PdDecider, PoolConfig, Role};

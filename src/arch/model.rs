@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value};
 
+use super::layers::{KvLayout, LayerKind, LinearAttention, kv_layout, layer_kinds};
+
 /// Mixture-of-experts layer shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moe {
@@ -16,9 +18,14 @@ pub struct Moe {
     pub expert_intermediate_size: u64,
     /// Intermediate size of the shared expert(s), 0 if none.
     pub shared_intermediate_size: u64,
-    /// Leading layers with a dense MLP instead (`first_k_dense_replace`,
-    /// DeepSeek), each of `intermediate_size`.
+    /// Layers with a dense MLP instead, each of `intermediate_size`: the
+    /// leading `first_k_dense_replace` (DeepSeek), or all but every
+    /// `interleave_moe_layer_step`-th (Llama 4 Maverick).
     pub dense_layers: u64,
+    /// The routed experts' weights are MXFP4 in the checkpoint (gpt-oss:
+    /// `quantization_config.quant_method` "mxfp4"): 4-bit values and one
+    /// 8-bit scale per 32, which vLLM serves as they are.
+    pub mxfp4_experts: bool,
 }
 
 /// How a layer's attention keeps its KV cache.
@@ -75,6 +82,18 @@ pub struct ModelArch {
     pub moe: Option<Moe>,
     /// Grouped or latent attention.
     pub attention: Attention,
+    /// Each decoder layer's kind: full, sliding-window, chunked local or
+    /// linear attention (`layers.rs`).
+    pub layers: Vec<LayerKind>,
+    /// The linear-attention layers' shape, where there are any.
+    pub linear: Option<LinearAttention>,
+    /// The attention output is gated by a second query-sized projection
+    /// (Qwen3-Next's full-attention layers).
+    pub attention_output_gate: bool,
+    /// A vision encoder's parameters (and its projector's) that vLLM loads
+    /// with a multimodal checkpoint (`vision_config`): weights, not priced
+    /// per token.
+    pub vision_params: u64,
 }
 
 /// A `config.json` the simulator cannot use. Fatal for the scenario.
@@ -87,7 +106,7 @@ pub struct ModelConfigError {
     pub reason: String,
 }
 
-fn bad(field: &str, reason: impl Into<String>) -> ModelConfigError {
+pub(super) fn bad(field: &str, reason: impl Into<String>) -> ModelConfigError {
     ModelConfigError { field: field.to_owned(), reason: reason.into() }
 }
 
@@ -116,9 +135,11 @@ impl ModelArch {
         let Value::Object(mut map) = value else {
             return Err(bad("json", "the config is not a JSON object"));
         };
+        let vision = map.remove("vision_config");
         if let Some(Value::Object(text_config)) = map.remove("text_config") {
             map.extend(text_config);
         }
+        gemma3_defaults(&mut map);
         let get = |key: &str| map.get(key).filter(|v| !v.is_null());
         let uint = |key: &str| -> Result<Option<u64>, ModelConfigError> {
             match get(key) {
@@ -155,7 +176,7 @@ impl ModelArch {
             _ => None,
         };
         // What would be priced or sized wrongly is refused, by name.
-        refuse_unsupported(&map, max_position_embeddings_of(&map))?;
+        refuse_unsupported(&map)?;
         let moe = match num_experts {
             None => None,
             Some(num_experts) => Some(Moe {
@@ -172,17 +193,31 @@ impl ModelArch {
                 },
                 shared_intermediate_size: match (uint("shared_expert_intermediate_size")?, uint("n_shared_experts")?) {
                     (Some(v), _) => at_most("shared_expert_intermediate_size", v, MAX_INTERMEDIATE)?,
+                    // Llama 4: one shared expert the size of a routed one
+                    // (`intermediate_size`; dense layers use `intermediate_size_mlp`).
+                    (None, None) if get("intermediate_size_mlp").is_some() => {
+                        at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?
+                    }
                     // DeepSeek: n_shared_experts experts of moe_intermediate_size.
                     (None, Some(n)) => {
                         at_most("n_shared_experts", n * uint("moe_intermediate_size")?.unwrap_or(0), MAX_INTERMEDIATE)?
                     }
                     (None, None) => 0,
                 },
-                dense_layers: at_most(
-                    "first_k_dense_replace",
-                    uint("first_k_dense_replace")?.unwrap_or(0),
-                    num_layers,
-                )?,
+                dense_layers: {
+                    let leading =
+                        at_most("first_k_dense_replace", uint("first_k_dense_replace")?.unwrap_or(0), num_layers)?;
+                    match uint("interleave_moe_layer_step")?.filter(|&s| s > 1) {
+                        // Layers i with (i + 1) a multiple of the step are MoE.
+                        Some(step) => leading.max(num_layers - num_layers / step),
+                        None => leading,
+                    }
+                },
+                mxfp4_experts: map
+                    .get("quantization_config")
+                    .and_then(|q| q.get("quant_method"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m == "mxfp4"),
             }),
         };
         let attention = match uint("kv_lora_rank")? {
@@ -201,7 +236,30 @@ impl ModelArch {
                 }
             }
         };
-        let intermediate_size = at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?;
+        // Llama 4's dense layers: `intermediate_size_mlp` (its
+        // `intermediate_size` is an expert's).
+        let intermediate_size = match uint("intermediate_size_mlp")? {
+            Some(v) if v > 0 => at_most("intermediate_size_mlp", v, MAX_INTERMEDIATE)?,
+            _ => at_most("intermediate_size", required("intermediate_size")?, MAX_INTERMEDIATE)?,
+        };
+        let layers = layer_kinds(&map, num_layers)?;
+        let linear = if layers.contains(&LayerKind::Linear) {
+            let dim = |key: &str| -> Result<u64, ModelConfigError> { at_most(key, required(key)?, MAX_WIDTH) };
+            let linear = LinearAttention {
+                num_key_heads: dim("linear_num_key_heads")?,
+                num_value_heads: dim("linear_num_value_heads")?,
+                key_head_dim: dim("linear_key_head_dim")?,
+                value_head_dim: dim("linear_value_head_dim")?,
+                conv_kernel: dim("linear_conv_kernel_dim")?,
+            };
+            if !linear.num_value_heads.is_multiple_of(linear.num_key_heads) {
+                return Err(bad("linear_num_value_heads", "must be a multiple of linear_num_key_heads"));
+            }
+            Some(linear)
+        } else {
+            None
+        };
+        let model_type = get("model_type").and_then(Value::as_str).unwrap_or("");
         let checkpoint_bytes = match get("torch_dtype").or(get("dtype")).and_then(Value::as_str) {
             None | Some("float16" | "bfloat16") => 2,
             Some("float32") => 4,
@@ -222,6 +280,10 @@ impl ModelArch {
             checkpoint_bytes,
             moe,
             attention,
+            layers,
+            linear,
+            attention_output_gate: model_type == "qwen3_next",
+            vision_params: vision.as_ref().map_or(0, |v| vision_params(v, hidden_size)),
         })
     }
 
@@ -234,7 +296,8 @@ impl ModelArch {
             Attention::Grouped => {
                 let q = h * self.head_dim;
                 let kv = self.num_kv_heads * self.head_dim;
-                d * (q + 2 * kv) + q * d
+                let gate = if self.attention_output_gate { d * q } else { 0 };
+                d * (q + 2 * kv) + q * d + gate
             }
             Attention::Latent { kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim } => {
                 let q_out = h * (qk_nope_head_dim + qk_rope_head_dim);
@@ -282,13 +345,35 @@ impl ModelArch {
             }
         };
         let dense = self.dense_layers();
-        let per_layer = self.attention_params_per_layer() + 2 * d;
+        let attention = self.attention_layers() * self.attention_params_per_layer()
+            + self.linear.map_or(0, |l| (self.num_layers - self.attention_layers()) * l.params(d));
         embed
             + lm_head
-            + self.num_layers * per_layer
+            + attention
+            + self.num_layers * 2 * d
             + dense * self.dense_mlp_params()
             + (self.num_layers - dense) * moe_mlp
             + d
+            + self.vision_params
+    }
+
+    /// Layers with attention over tokens (all but linear-attention ones).
+    pub fn attention_layers(&self) -> u64 {
+        self.layers.iter().filter(|&&k| k != LayerKind::Linear).count() as u64
+    }
+
+    /// Bytes of one linear-attention layer's state for one request on one
+    /// of `tp` GPUs (0 without linear attention): in the KV cache's dtype,
+    /// as vLLM sizes a `MambaSpec` page by default.
+    pub fn linear_state_bytes(&self, tp: u64, kv_dtype_bytes: u64) -> u64 {
+        self.linear.map_or(0, |l| l.state_elements(tp) * kv_dtype_bytes)
+    }
+
+    /// The KV cache as vLLM lays it out for this model on one of `tp` GPUs
+    /// (`layers.rs`): its groups, block size and bytes a block.
+    pub fn kv_layout(&self, tp: u64, kv_dtype_bytes: u64, block_size: u32, hybrid: bool) -> KvLayout {
+        let per_token = self.kv_elements_per_token_per_layer(tp) * kv_dtype_bytes;
+        kv_layout(&self.layers, per_token, self.linear_state_bytes(tp, kv_dtype_bytes), block_size, hybrid)
     }
 
     /// KV-cache bytes one token takes on one GPU under tensor parallelism `tp`
@@ -296,7 +381,7 @@ impl ModelArch {
     /// when there are fewer heads than GPUs, as vLLM does.
     /// With latent attention, each GPU keeps the whole latent.
     pub fn kv_bytes_per_token(&self, tp: u64, kv_dtype_bytes: u64) -> u64 {
-        self.num_layers * self.kv_elements_per_token_per_layer(tp) * kv_dtype_bytes
+        self.attention_layers() * self.kv_elements_per_token_per_layer(tp) * kv_dtype_bytes
     }
 
     /// KV-cache elements one token takes in one layer on one GPU.
@@ -308,46 +393,54 @@ impl ModelArch {
     }
 }
 
-fn max_position_embeddings_of(map: &Map<String, Value>) -> u64 {
-    map.get("max_position_embeddings").and_then(Value::as_u64).unwrap_or(u64::MAX)
+/// Gemma 3's `text_config` leaves out the keys at their defaults
+/// (transformers' `Gemma3TextConfig`): filled in where absent. Gemma ties
+/// its LM head to the embeddings.
+fn gemma3_defaults(map: &mut Map<String, Value>) {
+    if map.get("model_type").and_then(Value::as_str) != Some("gemma3_text") {
+        return;
+    }
+    let defaults: [(&str, Value); 9] = [
+        ("vocab_size", 262_208.into()),
+        ("hidden_size", 2304.into()),
+        ("intermediate_size", 9216.into()),
+        ("num_hidden_layers", 26.into()),
+        ("num_attention_heads", 8.into()),
+        ("num_key_value_heads", 4.into()),
+        ("head_dim", 256.into()),
+        ("max_position_embeddings", 131_072.into()),
+        ("sliding_window", 4096.into()),
+    ];
+    for (key, value) in defaults {
+        map.entry(key).or_insert(value);
+    }
+    map.entry("sliding_window_pattern").or_insert(6.into());
+    map.entry("tie_word_embeddings").or_insert(true.into());
 }
 
-/// Refuses what this simulator would size or price wrongly: attention that
-/// looks at a window rather than the whole context (sliding-window layers,
-/// hybrid stacks of attention kinds), MoE on only some layers.
-fn refuse_unsupported(map: &Map<String, Value>, max_position: u64) -> Result<(), ModelConfigError> {
-    let window = map.get("sliding_window").and_then(Value::as_u64).filter(|&w| w > 0 && w < max_position);
-    let enabled = map.get("use_sliding_window").and_then(Value::as_bool).unwrap_or(true);
-    if let (Some(w), true) = (window, enabled) {
-        return Err(bad(
-            "sliding_window",
-            format!(
-                "{w}-token sliding-window attention is not modelled (vLLM keeps only the window's KV blocks and attends over the window); only full attention is sized and priced"
-            ),
-        ));
-    }
-    if let Some(Value::Array(kinds)) = map.get("layer_types")
-        && let Some(other) = kinds.iter().filter_map(Value::as_str).find(|k| *k != "full_attention")
-    {
-        return Err(bad(
-            "layer_types",
-            format!(
-                "layers of kind `{other}` are not modelled (hybrid attention); only full_attention is sized and priced"
-            ),
-        ));
-    }
+/// Parameters of a multimodal checkpoint's vision encoder (a ViT of
+/// `num_hidden_layers` blocks of attention and a two-matrix MLP, its patch
+/// and position embeddings) and of the projector into the language model's
+/// `hidden` width.
+fn vision_params(v: &Value, hidden: u64) -> u64 {
+    let n = |key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let (h, i, layers) = (n("hidden_size"), n("intermediate_size"), n("num_hidden_layers"));
+    let patch = n("patch_size").max(1);
+    let channels = v.get("num_channels").and_then(Value::as_u64).unwrap_or(3);
+    let patches = (n("image_size") / patch).pow(2);
+    let block = 4 * h * h + 2 * h * i + 9 * h;
+    let projected = n("projector_output_dim").max(n("vision_output_dim")).max(h);
+    layers * block + patch * patch * channels * h + patches * h + projected * hidden
+}
+
+/// Refuses what this simulator would size or price wrongly: MoE on only
+/// some layers by DeepSeek's rule, sparse attention. (Sliding-window,
+/// chunked local and linear attention layers are read by `layers.rs`.)
+fn refuse_unsupported(map: &Map<String, Value>) -> Result<(), ModelConfigError> {
     if let Some(f) = map.get("moe_layer_freq").and_then(Value::as_u64).filter(|&f| f > 1) {
         return Err(bad(
             "moe_layer_freq",
             format!("MoE on one layer in {f} is not modelled; only on every layer after first_k_dense_replace"),
-        ));
-    }
-    if let Some(n) = map.get("attention_chunk_size").and_then(Value::as_u64).filter(|&n| n > 0 && n < max_position) {
-        return Err(bad(
-            "attention_chunk_size",
-            format!(
-                "chunked local attention over {n}-token chunks (Llama 4) is not modelled; only full attention is sized and priced"
-            ),
         ));
     }
     if let Some(n) = map.get("index_topk").filter(|v| !v.is_null()) {
@@ -367,6 +460,11 @@ fn derived_max_model_len(map: &Map<String, Value>, max_position_embeddings: u64)
     let Some(Value::Object(rope)) = map.get("rope_scaling") else {
         return max_position_embeddings;
     };
+    // Gemma 3's max_position_embeddings is already the scaled length
+    // (vLLM `_get_and_verify_max_len` skips its linear factor).
+    if map.get("model_type").and_then(Value::as_str).is_some_and(|t| t.starts_with("gemma3")) {
+        return max_position_embeddings;
+    }
     let kind = rope.get("rope_type").or(rope.get("type")).and_then(Value::as_str).unwrap_or("default");
     let factor = rope.get("factor").and_then(Value::as_f64).unwrap_or(1.0);
     if factor <= 1.0 || matches!(kind, "llama3" | "longrope" | "su" | "mrope" | "default") {
@@ -496,14 +594,14 @@ mod tests {
         let config = |extra: &str| tiny_config(32768, extra);
         let err = |extra: &str| ModelArch::from_config_json("m", &config(extra)).unwrap_err().to_string();
         assert!(
-            err(r#", "sliding_window": 4096"#)
-                .starts_with("sliding_window: 4096-token sliding-window attention is not modelled")
+            err(r#", "layer_types": ["full_attention", "mla_sparse"]"#)
+                .starts_with(r#"layer_types: layers of kind "mla_sparse" are not modelled"#)
         );
+        assert!(err(r#", "layer_types": ["full_attention"]"#).starts_with("layer_types: 1 entries for 2 layers"));
         assert!(
-            err(r#", "layer_types": ["full_attention", "sliding_attention"]"#)
-                .starts_with("layer_types: layers of kind `sliding_attention` are not modelled")
+            err(r#", "layer_types": ["full_attention", "linear_attention"]"#)
+                .starts_with("linear_num_key_heads: missing")
         );
-        assert!(err(r#", "attention_chunk_size": 8192"#).starts_with("attention_chunk_size: chunked local attention"));
         assert!(err(r#", "moe_layer_freq": 2"#).starts_with("moe_layer_freq: MoE on one layer in 2"));
         assert!(err(r#", "index_topk": 2048"#).starts_with("index_topk: sparse attention over the top 2048"));
         // A window as long as the context, or switched off, is full attention.
@@ -512,8 +610,11 @@ mod tests {
             r#", "sliding_window": 4096, "use_sliding_window": false"#,
             r#", "sliding_window": null"#,
         ] {
-            assert!(ModelArch::from_config_json("m", &config(ok)).is_ok(), "{ok}");
+            let arch = ModelArch::from_config_json("m", &config(ok)).unwrap();
+            assert!(arch.layers.iter().all(|&k| k == LayerKind::Full), "{ok}");
         }
+        let arch = ModelArch::from_config_json("m", &config(r#", "sliding_window": 4096"#)).unwrap();
+        assert_eq!(arch.layers, [LayerKind::SlidingWindow(4096); 2]);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use super::error::{InvalidValue, invalid};
 use super::kv_capacity;
 use super::spec::EngineSpec;
 use super::vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
-use crate::arch::{Dtype, Gpu, KvCacheDtype, ModelArch};
-use crate::sim::{ConnectorKind, EngineConfig, LoraConfig, SchedulingPolicy};
+use crate::arch::{Dtype, Gpu, KvCacheDtype, KvLayout, LayerKind, ModelArch};
+use crate::sim::{ConnectorKind, EngineConfig, KvGroupKind, LoraConfig, SchedulingPolicy};
 
 /// The batch limits and memory share of one engine, vLLM's defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,6 +84,20 @@ pub(crate) fn resolve(
     let weight_bytes: u64 = if dtype.is_fp8() { 1 } else { 2 };
     let kv_cache_dtype = e.kv_cache_dtype.unwrap_or_default();
     let kv_dtype_bytes = kv_cache_dtype.bytes();
+    // vLLM turns its hybrid KV cache manager off for chunked local
+    // attention unless told otherwise (`VllmConfig.__post_init__`: "latency
+    // regression"); sliding-window and linear layers keep it on.
+    let chunked = model.layers.iter().any(|k| matches!(k, LayerKind::ChunkedLocal(_)));
+    let hybrid = !e.disable_hybrid_kv_cache_manager.unwrap_or(chunked);
+    if !hybrid && model.layers.contains(&LayerKind::Linear) {
+        return invalid(
+            "engine.disable_hybrid_kv_cache_manager",
+            format!("{} has linear-attention layers: vLLM needs its hybrid KV cache manager for them", model.name),
+        );
+    }
+    let layout = model.kv_layout(tp, kv_dtype_bytes, block_size, hybrid);
+    // A linear hybrid's block size is raised so a page holds a state.
+    let block_size = layout.block_size;
     let lora = super::lora::resolve(model, gpu, tp, e.lora.as_ref())?;
     // vLLM allocates the adapters' GPU slots before it sizes the KV cache.
     let weights = weight_bytes_per_gpu(model, tp, dp, weight_bytes) + super::lora::reserved_bytes(lora.as_ref());
@@ -93,7 +107,7 @@ pub(crate) fn resolve(
             // A given capacity must fit in the GPU's memory: the simulator's
             // own memory follows the blocks used, but a count no GPU could
             // hold is a typo (or 2^32 - 1) that would price a fantasy.
-            let block_bytes = model.kv_bytes_per_token(tp, kv_dtype_bytes) * u64::from(block_size);
+            let block_bytes = layout.block_bytes;
             let most = gpu.memory_bytes / block_bytes.max(1);
             if u64::from(n) > most {
                 return invalid(
@@ -116,8 +130,7 @@ pub(crate) fn resolve(
                 tp,
                 weight_bytes_per_gpu: weights,
                 activation_bytes: 2,
-                kv_dtype_bytes,
-                block_size: u64::from(block_size),
+                block_bytes: layout.block_bytes,
                 max_num_batched_tokens: u64::from(max_num_batched_tokens),
                 max_num_seqs: u64::from(max_num_seqs),
             };
@@ -139,7 +152,7 @@ pub(crate) fn resolve(
         }
     };
     // vLLM keeps one block aside as the null block.
-    let usable_tokens = u64::from(num_gpu_blocks.saturating_sub(1)) * u64::from(block_size);
+    let usable_tokens = longest_sequence(&layout, num_gpu_blocks.saturating_sub(1));
     let max_model_len = match e.max_model_len {
         Some(0) => return invalid("engine.max_model_len", "must be positive"),
         Some(n) if u64::from(n) > model.max_model_len => {
@@ -193,7 +206,23 @@ pub(crate) fn resolve(
         speculative: super::speculative::resolve(e, model, gpu, tp, dp)?
             .map(|s| s.for_release(release.eagle_hashes_next_token)),
         scheduling_policy: scheduling_policy(e)?,
+        kv_groups: kv_groups(&layout),
     };
+    if !engine.kv_groups.is_empty()
+        && let Some(other) =
+            [(engine.speculative.is_some(), "engine.speculative"), (engine.kv_offload.is_some(), "engine.kv_offload")]
+                .into_iter()
+                .find_map(|(on, key)| on.then_some(key))
+    {
+        return invalid(
+            other,
+            format!(
+                "{} keeps its KV in {} groups (sliding-window or linear layers): {other} with KV cache groups is not modelled yet",
+                model.name,
+                engine.kv_groups.len()
+            ),
+        );
+    }
     if engine.scheduling_policy == SchedulingPolicy::Priority
         && let Some(other) = [
             (engine.lora.is_some(), "engine.lora"),
@@ -212,6 +241,47 @@ pub(crate) fn resolve(
         kv_cache_dtype,
         kv_capacity_computed: computed,
     })
+}
+
+/// The simulator's KV cache groups for `layout`: none when one
+/// full-attention group holds every layer.
+fn kv_groups(layout: &KvLayout) -> Vec<KvGroupKind> {
+    if layout.groups.iter().all(|&k| k == LayerKind::Full) && layout.groups.len() == 1 {
+        return Vec::new();
+    }
+    layout
+        .groups
+        .iter()
+        .map(|&k| match k {
+            LayerKind::Full => KvGroupKind::Full,
+            LayerKind::SlidingWindow(window) => KvGroupKind::SlidingWindow { window },
+            LayerKind::ChunkedLocal(chunk) => KvGroupKind::ChunkedLocal { chunk },
+            LayerKind::Linear => KvGroupKind::Linear,
+        })
+        .collect()
+}
+
+/// The longest sequence whose blocks fit in `blocks`: with only windowed or
+/// linear groups, the window's blocks and the states; else what the
+/// full-attention groups leave (vLLM's `max_memory_usage_bytes` per group).
+fn longest_sequence(layout: &KvLayout, blocks: u32) -> u64 {
+    let bs = u64::from(layout.block_size);
+    let full = layout.groups.iter().filter(|&&k| k == LayerKind::Full).count() as u64;
+    let bounded: u64 = layout
+        .groups
+        .iter()
+        .map(|&k| match k {
+            LayerKind::Full => 0,
+            LayerKind::SlidingWindow(w) | LayerKind::ChunkedLocal(w) => u64::from(w).div_ceil(bs) + 1,
+            LayerKind::Linear => 1,
+        })
+        .sum();
+    let left = u64::from(blocks).saturating_sub(bounded);
+    match full {
+        0 if left > 0 || bounded == 0 => u64::MAX,
+        0 => 0,
+        n => left / n * bs,
+    }
 }
 
 /// `engine.scheduling_policy`, vLLM's `--scheduling-policy` (default fcfs).
@@ -235,5 +305,8 @@ pub(super) fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, dp: u32, weight_b
         (model.num_layers - m.dense_layers) * m.num_experts * 3 * model.hidden_size * m.expert_intermediate_size
     });
     let rest = model.param_count() - embed - experts;
-    (embed * 2 + rest * weight_bytes) as f64 / tp as f64 + (experts * weight_bytes) as f64 / (tp * u64::from(dp)) as f64
+    // MXFP4 experts: 4 bits a weight and an 8-bit scale per 32 weights.
+    let expert_bytes =
+        if model.moe.as_ref().is_some_and(|m| m.mxfp4_experts) { 4.25 / 8.0 } else { weight_bytes as f64 };
+    (embed * 2 + rest * weight_bytes) as f64 / tp as f64 + experts as f64 * expert_bytes / (tp * u64::from(dp)) as f64
 }

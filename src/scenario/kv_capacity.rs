@@ -34,8 +34,8 @@ pub(crate) struct CapacityInputs<'a> {
     pub(crate) tp: u64,
     pub(crate) weight_bytes_per_gpu: f64,
     pub(crate) activation_bytes: u64,
-    pub(crate) kv_dtype_bytes: u64,
-    pub(crate) block_size: u64,
+    /// Bytes of one block of the pool (`ModelArch::kv_layout`).
+    pub(crate) block_bytes: u64,
     pub(crate) max_num_batched_tokens: u64,
     pub(crate) max_num_seqs: u64,
 }
@@ -59,7 +59,7 @@ pub(crate) fn num_gpu_blocks(x: CapacityInputs<'_>) -> Result<u64, f64> {
         + (x.max_num_seqs * m.vocab_size * 4) as f64;
     let usable = x.memory_bytes as f64 * x.gpu_memory_utilization;
     let available = usable - x.weight_bytes_per_gpu - act - BASE_NON_TORCH_BYTES - nccl_bytes(x.tp);
-    let block_bytes = (m.kv_bytes_per_token(x.tp, x.kv_dtype_bytes) * x.block_size) as f64;
+    let block_bytes = x.block_bytes as f64;
     if available < block_bytes {
         return Err(block_bytes - available);
     }

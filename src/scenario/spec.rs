@@ -250,6 +250,10 @@ pub struct EngineSpec {
     pub speculative: Option<SpeculativeSpec>,
     /// `--scheduling-policy`: `fcfs` (default) or `priority`.
     pub scheduling_policy: Option<String>,
+    /// `--disable-hybrid-kv-cache-manager`: every attention layer keeps full
+    /// KV (one group). vLLM's default: off, but on for chunked local
+    /// attention (Llama 4), unless `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`.
+    pub disable_hybrid_kv_cache_manager: Option<bool>,
 }
 
 /// `engine.kv_offload:`, as written (resolved in `kv_offload.rs`).
@@ -336,6 +340,9 @@ impl EngineSpec {
             lora: self.lora.or_else(|| base.lora.clone()),
             speculative: self.speculative.or_else(|| base.speculative.clone()),
             scheduling_policy: self.scheduling_policy.or_else(|| base.scheduling_policy.clone()),
+            disable_hybrid_kv_cache_manager: self
+                .disable_hybrid_kv_cache_manager
+                .or(base.disable_hybrid_kv_cache_manager),
         }
     }
 }

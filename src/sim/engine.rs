@@ -233,8 +233,13 @@ impl Engine {
     pub(crate) fn new(config: EngineConfig) -> Self {
         // vLLM takes one block out of the pool as the null block.
         let usable = config.num_gpu_blocks.saturating_sub(1);
-        let mut kv =
-            KvCache::new(usable, config.block_size, config.enable_prefix_caching, config.free_uncached_blocks_first);
+        let mut kv = KvCache::with_groups(
+            usable,
+            config.block_size,
+            config.enable_prefix_caching,
+            config.free_uncached_blocks_first,
+            &config.kv_groups,
+        );
         let connector = connector(config.kv_connector, config.kv_offload, config.block_size);
         let cpu_tier_blocks = config.kv_offload.map_or(0, |o| u64::from(o.cpu_blocks));
         if connector.records_evictions() {
@@ -248,7 +253,10 @@ impl Engine {
             // Sized once: the metrics report speculation by these counters.
             stats.spec.by_accepted = vec![0; s.k as usize + 1];
         }
-        let config_plain = config.lora.is_none() && config.speculative.is_none() && config.kv_offload.is_none();
+        // (With KV cache groups every scheduled request allocates: a window
+        // may free blocks at any step.)
+        let config_plain =
+            config.lora.is_none() && config.speculative.is_none() && config.kv_offload.is_none() && !kv.hybrid();
         Engine {
             connector,
             lora: config.lora.map(LoraState::new),
@@ -529,6 +537,11 @@ impl Engine {
             } else {
                 (target + self.lookahead).min(self.config.max_model_len.max(target))
             };
+            if self.kv.hybrid() {
+                // `remove_skipped_blocks`, before the allocation (even one
+                // that fails).
+                self.kv.remove_skipped(&mut seq.blocks, seq.num_computed);
+            }
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known)
                 && !self.preempt_for(slot, slots, &mut i, &mut budget)
             {

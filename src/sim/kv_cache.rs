@@ -24,6 +24,10 @@
 use crate::hash::{BlockMap, mix};
 use crate::workload::PromptBlocks;
 
+mod groups;
+
+pub use groups::KvGroupKind;
+
 const NONE: u32 = u32::MAX;
 /// The free queue's virtual node standing for every block never used yet
 /// (`blocks.len()..num_blocks`): block metadata is allocated when a block is
@@ -77,6 +81,9 @@ pub(crate) struct Room {
     block_size: u32,
     prefix_caching: bool,
     hash_lookahead: u32,
+    /// KV cache groups ([`KvCache::hybrid`]): every allocation takes the
+    /// general path (a window may free blocks at any step).
+    hybrid: bool,
 }
 
 impl Room {
@@ -85,7 +92,8 @@ impl Room {
     /// nothing new to register.
     #[inline]
     pub(crate) fn fits(self, seq: &SeqBlocks, hashes: &[u64], num_tokens: u32, known: u32) -> bool {
-        num_tokens as usize <= seq.blocks.len() * self.block_size as usize
+        !self.hybrid
+            && num_tokens as usize <= seq.blocks.len() * self.block_size as usize
             && (!self.prefix_caching
                 || seq.all_hashed(hashes)
                 || seq.num_hashed as usize
@@ -96,7 +104,7 @@ impl Room {
     /// prefix caching): [`KvCache::registered_all`].
     #[inline]
     pub(crate) fn registered_all(self, seq: &SeqBlocks, hashes: &[u64]) -> bool {
-        !self.prefix_caching || seq.all_hashed(hashes)
+        !self.prefix_caching || (!self.hybrid && seq.all_hashed(hashes))
     }
 
     /// Full blocks within `tokens` that have a hash.
@@ -242,11 +250,28 @@ pub(crate) struct KvCache {
     /// Tokens after a block its hash covers ([`block_hashes_with_next`]): a
     /// block is registered only once they are known.
     hash_lookahead: u32,
+    /// The KV cache groups when there is more than one full-attention group
+    /// (`groups.rs`); empty: one full-attention group.
+    groups: Box<[KvGroupKind]>,
 }
 
 impl KvCache {
+    #[cfg(test)]
     pub(crate) fn new(num_blocks: u32, block_size: u32, prefix_caching: bool, free_uncached_first: bool) -> KvCache {
+        KvCache::with_groups(num_blocks, block_size, prefix_caching, free_uncached_first, &[])
+    }
+
+    /// A cache of KV cache `groups` sharing one pool of `num_blocks` blocks
+    /// (`groups.rs`); none, or one full-attention group: [`KvCache::new`].
+    pub(crate) fn with_groups(
+        num_blocks: u32,
+        block_size: u32,
+        prefix_caching: bool,
+        free_uncached_first: bool,
+        groups: &[KvGroupKind],
+    ) -> KvCache {
         let fresh = num_blocks > 0;
+        let groups: Box<[KvGroupKind]> = if groups == [KvGroupKind::Full] { Box::new([]) } else { groups.into() };
         KvCache {
             block_size,
             num_blocks,
@@ -261,10 +286,13 @@ impl KvCache {
             free_uncached_first,
             uncached: Vec::new(),
             pool: Vec::new(),
-            pooled: true,
+            // With groups a window frees blocks while its request runs:
+            // the pool's one-holder shortcut does not hold.
+            pooled: groups.is_empty(),
             events: None,
             evicted: None,
             hash_lookahead: 0,
+            groups,
         }
     }
 
@@ -308,6 +336,9 @@ impl KvCache {
         if !self.prefix_caching {
             return 0;
         }
+        if self.hybrid() {
+            return self.find_cached_groups(hashes, hashes.len(), &mut Vec::new());
+        }
         hashes.iter().take_while(|h| self.cached.contains_key(h)).count()
     }
 
@@ -347,17 +378,23 @@ impl KvCache {
     }
 
     /// Leading blocks of `hashes` present in the cache (at most `max_blocks`),
-    /// appended to `hits`.
-    pub(crate) fn find_cached(&self, hashes: &[u64], max_blocks: usize, hits: &mut Vec<u32>) {
+    /// appended to `hits` (with groups, each position's block of every
+    /// group: `groups.rs`). Returns the block positions hit.
+    pub(crate) fn find_cached(&self, hashes: &[u64], max_blocks: usize, hits: &mut Vec<u32>) -> usize {
         if !self.prefix_caching {
-            return;
+            return 0;
         }
+        if self.hybrid() {
+            return self.find_cached_groups(hashes, max_blocks, hits);
+        }
+        let before = hits.len();
         for h in hashes.iter().take(max_blocks) {
             match self.cached.get(h) {
                 Some(&b) => hits.push(b),
                 None => break,
             }
         }
+        hits.len() - before
     }
 
     /// Whether a request holding nothing, with prefix-cache `hits`, could get
@@ -365,6 +402,9 @@ impl KvCache {
     /// (`kv_cache_manager.py` `allocate_slots(full_sequence_must_fit=True)`),
     /// which counts hit blocks still in the free queue as taken.
     pub(crate) fn fits(&self, hits: &[u32], num_tokens: u32) -> bool {
+        if self.hybrid() {
+            return self.fits_groups(hits, num_tokens);
+        }
         let wanted = num_tokens.div_ceil(self.block_size) as usize;
         let new = wanted.saturating_sub(hits.len());
         let hits_in_free_queue = hits.iter().filter(|&&b| self.blocks[b as usize].ref_count() == 0).count();
@@ -397,7 +437,12 @@ impl KvCache {
     /// through the cache after every store to a request.
     #[inline]
     pub(crate) fn room(&self) -> Room {
-        Room { block_size: self.block_size, prefix_caching: self.prefix_caching, hash_lookahead: self.hash_lookahead }
+        Room {
+            block_size: self.block_size,
+            prefix_caching: self.prefix_caching,
+            hash_lookahead: self.hash_lookahead,
+            hybrid: self.hybrid(),
+        }
     }
 
     /// Full blocks within `tokens` that have a hash.
@@ -413,6 +458,9 @@ impl KvCache {
         num_tokens: u32,
         known: u32,
     ) -> bool {
+        if self.hybrid() {
+            return self.allocate_groups(seq, hashes, hits, num_tokens, known);
+        }
         // (A `SeqBlocks::default()` learns its hashes here, at its first
         // allocation, before any fast path can read the count.)
         seq.num_hashes = hashes.len() as u32;
@@ -476,24 +524,32 @@ impl KvCache {
     }
 
     fn register_blocks(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
+        if self.hybrid() {
+            return self.register_groups(seq, hashes, tokens);
+        }
         if self.pooled {
             self.leave_pool();
         }
         let full = self.num_full(hashes, tokens).min(seq.blocks.len());
         let start = (seq.num_hashed as usize).min(full);
-        for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {
-            self.blocks[b as usize].hash = h;
-            match self.cached.entry(h) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(b);
-                    if let Some(events) = &mut self.events {
-                        events.push((h, true));
-                    }
-                }
-                std::collections::hash_map::Entry::Occupied(_) => self.duplicates.entry(h).or_default().push(b),
-            }
+        for i in start..full {
+            self.register_block(seq.blocks[i], hashes[i]);
         }
         seq.num_hashed = seq.num_hashed.max(full as u32);
+    }
+
+    /// Block `b` is findable under `h` from now on.
+    fn register_block(&mut self, b: u32, h: u64) {
+        self.blocks[b as usize].hash = h;
+        match self.cached.entry(h) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(b);
+                if let Some(events) = &mut self.events {
+                    events.push((h, true));
+                }
+            }
+            std::collections::hash_map::Entry::Occupied(_) => self.duplicates.entry(h).or_default().push(b),
+        }
     }
 
     /// Block `b`, registered under `h`, is reused for new tokens: it leaves
@@ -532,6 +588,9 @@ impl KvCache {
     /// the head (keeping that order) or, without `free_uncached_first`, to
     /// the tail like the others.
     pub(crate) fn free(&mut self, seq: &mut SeqBlocks) {
+        if self.hybrid() {
+            return self.free_groups(seq);
+        }
         if self.pooled {
             // Each block held by this request only (see `pool`).
             self.pool.extend(seq.blocks.iter().rev());

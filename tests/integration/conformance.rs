@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use blis_sweep::latency::{DraftCost, Linear, LoraPricing, StepPricer};
 use blis_sweep::scenario::{ReleaseBehaviour, VllmVersion};
 use blis_sweep::sim::{
-    ConnectorKind, EngineConfig, EngineStep, FinishedRequest, LoraConfig, LoraLoad, RequestStatus, ResultSink,
-    SchedulingPolicy, Simulation, SpecDecode, SpecMethod,
+    ConnectorKind, EngineConfig, EngineStep, FinishedRequest, KvGroupKind, LoraConfig, LoraLoad, RequestStatus,
+    ResultSink, SchedulingPolicy, Simulation, SpecDecode, SpecMethod,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SubRequest};
 use serde_json::Value;
@@ -89,7 +89,25 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
         } else {
             SchedulingPolicy::Fcfs
         },
+        kv_groups: case.get("kv_groups").map_or_else(Vec::new, kv_groups),
     }
+}
+
+/// A hybrid case's `kv_groups` (`scripts/vllm-conformance/README.md`,
+/// "Hybrid KV cache groups"): one layer each, in vLLM's group order.
+fn kv_groups(groups: &Value) -> Vec<KvGroupKind> {
+    let n = |g: &Value, k: &str| g[k].as_u64().unwrap() as u32;
+    groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| match g["kind"].as_str().unwrap() {
+            "full" => KvGroupKind::Full,
+            "sliding_window" => KvGroupKind::SlidingWindow { window: n(g, "window") },
+            "chunked_local" => KvGroupKind::ChunkedLocal { chunk: n(g, "chunk") },
+            other => panic!("kv group kind {other}"),
+        })
+        .collect()
 }
 
 /// A feature case's `speculative` (`scripts/vllm-conformance/README.md`,

@@ -36,6 +36,7 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         lora: None,
         speculative: None,
         scheduling_policy: SchedulingPolicy::Fcfs,
+        kv_groups: Vec::new(),
     }
 }
 

@@ -104,9 +104,10 @@ impl Engine {
             let most = (total_len.saturating_sub(1) + s.k + optimistic + self.lookahead).min(self.config.max_model_len);
             blocks_needed = most.div_ceil(self.config.block_size);
         }
-        if blocks_needed > self.kv.num_blocks() {
+        if self.kv.least_blocks(blocks_needed) > self.kv.num_blocks() {
             return Err(format!(
-                "unservable: needs {blocks_needed} KV blocks of {} tokens, the cache has {}",
+                "unservable: needs {} KV blocks of {} tokens, the cache has {}",
+                self.kv.least_blocks(blocks_needed),
                 self.config.block_size,
                 self.kv.num_blocks()
             ));
@@ -139,7 +140,7 @@ impl Engine {
             in_flight_tokens: 0,
             prefill_end: num_tokens,
             seeded_kv,
-            blocks: SeqBlocks::with_capacity(blocks_needed as usize, hashes.len()),
+            blocks: SeqBlocks::with_capacity(blocks_needed as usize * self.kv.entries_per_position(), hashes.len()),
             hashes,
             preemptions: 0,
             cached_tokens: 0,

@@ -102,12 +102,13 @@ impl Engine {
             } else {
                 // At least the last token is always recomputed: its logits are needed.
                 let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
-                self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
-                if self.eagle_prefix == EaglePrefixRule::DropLastBlock {
-                    // The EAGLE drafter recomputes the last hit block.
-                    self.hits.pop();
+                let mut hit_blocks = self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
+                if self.eagle_prefix == EaglePrefixRule::DropLastBlock && self.hits.pop().is_some() {
+                    // The EAGLE drafter recomputes the last hit block
+                    // (one group: speculation with groups is refused).
+                    hit_blocks -= 1;
                 }
-                hit_tokens = self.hits.len() as u32 * block_size;
+                hit_tokens = hit_blocks as u32 * block_size;
                 // A preempted request looks in the CPU tier again, as vLLM
                 // asks the connector whenever nothing is computed.
                 if !seq.admitted || self.config.kv_offload.is_some() {

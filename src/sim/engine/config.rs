@@ -6,6 +6,7 @@ use super::lora::LoraConfig;
 use super::offload::KvOffload;
 use super::priority::SchedulingPolicy;
 use super::speculative::SpecDecode;
+use crate::sim::kv_cache::KvGroupKind;
 
 /// vLLM engine arguments the scheduler and KV cache obey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub struct EngineConfig {
     /// `--scheduling-policy`: the waiting queue's order and the preemption
     /// victim (`priority.rs`).
     pub scheduling_policy: SchedulingPolicy,
+    /// The model's KV cache groups, as vLLM's hybrid KV cache manager
+    /// forms them (`kv_cache/groups.rs`); empty: one full-attention group.
+    pub kv_groups: Vec<KvGroupKind>,
 }
 
 impl EngineConfig {
@@ -87,6 +91,7 @@ impl EngineConfig {
             lora: None,
             speculative: None,
             scheduling_policy: SchedulingPolicy::Fcfs,
+            kv_groups: Vec::new(),
         }
     }
 }

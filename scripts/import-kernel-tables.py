@@ -4,6 +4,12 @@ the `kernels` latency model embeds (src/latency/kernels/<gpu>.json):
 
     python3 -m pip install pyarrow   # reads the Parquet tables
     python3 scripts/import-kernel-tables.py [path/to/shared]
+    python3 scripts/import-kernel-tables.py --aic-systems DIR --aic-commit SHA \
+        [--systems b200_sxm,gb200] [--vllm 0.24.0] [--out DIR]
+
+The second form reads a checkout of ai-dynamo/aiconfigurator instead of
+../shared (DIR = aic-core/src/aiconfigurator_core/systems/data): see
+`import_aic` at the end.
 
 Input: ../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16 and, for what the
 CSV subset leaves out (FP8 GEMMs, fused MoE), the verbatim Parquet tables beside
@@ -53,15 +59,27 @@ A100 SXM and L40S (src/latency/kernels/{a100,l40s}.json) come from
 ../shared/data/aiconfigurator-vllm-a100-l40s, vLLM 0.14.0, BF16 only: see
 `a100_l40s` at the end.
 """
+import argparse
 import csv
 import json
 import os
-import sys
+import re
 from collections import defaultdict
 
-shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared")
+args = argparse.ArgumentParser(description="Compacts aiconfigurator's measured vLLM kernel tables.")
+args.add_argument("shared", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"),
+                  help="the shared folder holding data/aiconfigurator-vllm-* (default ../shared)")
+args.add_argument("--aic-systems", metavar="DIR",
+                  help="import from an aiconfigurator checkout's aic-core/src/aiconfigurator_core/systems/data "
+                       "instead (only --systems are written)")
+args.add_argument("--aic-commit", metavar="SHA", help="the checkout's commit, recorded in each table's `source`")
+args.add_argument("--systems", default="b200_sxm,gb200", help="aiconfigurator system names (with --aic-systems)")
+args.add_argument("--vllm", default="0.24.0", help="vLLM version folder to read (with --aic-systems)")
+args.add_argument("--out", metavar="DIR", help="where to write <gpu>.json (default src/latency/kernels)")
+args = args.parse_args()
+shared = args.shared
 src = os.path.join(shared, "data", "aiconfigurator-vllm-h100-h200", "csv_bf16")
-dest = os.path.join(os.path.dirname(__file__), "..", "src", "latency", "kernels")
+dest = args.out or os.path.join(os.path.dirname(__file__), "..", "src", "latency", "kernels")
 
 
 def us(ms):
@@ -111,8 +129,53 @@ def grid2(rows, xs, ys):
 
 
 def read(name, folder=None):
+    if isinstance(folder, Aic):
+        return folder.rows(name)
     with open(os.path.join(folder or src, name), newline="") as f:
         return list(csv.DictReader(f))
+
+
+class Aic:
+    """A checkout of ai-dynamo/aiconfigurator (`data` = its aic-core/src/
+    aiconfigurator_core/systems/data, the same <system>/<op>/vllm/<version>/
+    layout as ../shared's parquet/ folders). Passed as `folder`, it serves
+    the rows the csv_bf16 subsets would hold, made by their recipe
+    (../shared/data/aiconfigurator-vllm-a100-l40s/README.md) from the
+    verbatim Parquet tables: BF16 GEMMs; attention over a bfloat16 KV cache
+    and full attention (window_size 0 where the column exists); all
+    all-reduce rows."""
+
+    def __init__(self, data, version):
+        self.data, self.version = data, version
+
+    def table(self, prefix, rel):
+        import pyarrow.parquet as pq
+        return pq.read_table(os.path.join(self.data, prefix, rel)).to_pydict()
+
+    def rows(self, name):
+        m = re.fullmatch(r"(.+)_vllm[0-9.]+_(gemm_bf16|context_attention_kvbf16|generation_attention_kvbf16|"
+                         r"custom_allreduce)\.csv", name)
+        prefix, subset = m.group(1), m.group(2)
+        v = self.version
+        if subset == "gemm_bf16":
+            d = self.table(prefix, f"gemm/vllm/{v}/gemm_perf.parquet")
+            keep = [i for i in range(len(d["latency"])) if d["gemm_dtype"][i] == "bfloat16"]
+            cols = {"m": "m", "n": "n", "k": "k"}
+        elif subset == "custom_allreduce":
+            d = self.table(prefix, f"comm/vllm/{v}/custom_allreduce_perf.parquet")
+            keep = range(len(d["latency"]))
+            cols = {"backend": "backend", "num_gpus": "num_gpus", "message_size_elems": "message_size"}
+        else:
+            kind = subset.split("_")[0]
+            d = self.table(prefix, f"attention/vllm/{v}/{kind}_attention_perf.parquet")
+            keep = [i for i in range(len(d["latency"])) if d["kv_cache_dtype"][i] == "bfloat16"
+                    and d.get("window_size", [0] * len(d["latency"]))[i] == 0]
+            cols = {"batch_size": "batch_size", "isl": "isl", "kv_len_step": "step", "num_heads": "num_heads",
+                    "num_kv_heads": "num_key_value_heads", "head_dim": "head_dim"}
+        rows = [{**{c: d[p][i] for c, p in cols.items()}, "latency_ms": d["latency"][i]} for i in keep]
+        if len({tuple(r[c] for c in cols) for r in rows}) != len(rows):
+            raise SystemExit(f"{prefix} {subset}: a shape was measured twice (by two kernels?)")
+        return rows
 
 
 def gemm(prefix, dtype="bfloat16", folder=None, version="0.24"):
@@ -120,7 +183,7 @@ def gemm(prefix, dtype="bfloat16", folder=None, version="0.24"):
         rows = read(f"{prefix}_vllm{version}_gemm_bf16.csv", folder)
         t = {(int(r["m"]), int(r["n"]), int(r["k"])): us(float(r["latency_ms"])) for r in rows}
     else:
-        d = parquet(prefix, "gemm/vllm/0.24.0/gemm_perf.parquet")
+        d = parquet(prefix, f"gemm/vllm/{version}.0/gemm_perf.parquet", folder)
         t = {(d["m"][i], d["n"][i], d["k"][i]): us(d["latency"][i])
              for i in range(len(d["latency"])) if d["gemm_dtype"][i] == dtype}
     ms, ns, ks = (sorted({key[i] for key in t}) for i in range(3))
@@ -167,18 +230,28 @@ def attention(prefix, kind, length_col, folder=None, version="0.24"):
 
 
 def parquet(prefix, rel, folder=None):
+    if isinstance(folder, Aic):
+        return folder.table(prefix, rel)
     import pyarrow.parquet as pq
     return pq.read_table(os.path.join(folder or src, "..", "parquet", prefix, rel)).to_pydict()
 
 
 def moe(prefix, dtype="bfloat16", kernel="vllm_unquantizedfusedmoe_triton_tritonexperts", routing="power_law_1.01",
         folder=None, version="0.24"):
+    """`kernel` is one kernel_source, or a tuple of several that split the
+    shapes between them (vLLM 0.24 on Blackwell runs FlashInfer's TRT-LLM
+    experts for most shapes and its CUTLASS ones for the rest; each shape
+    was measured with one of them): each shape then records its `kernel`."""
     d = parquet(prefix, f"moe/vllm/{version}.0/moe_perf.parquet", folder)
+    kernels = (kernel,) if isinstance(kernel, str) else kernel
     lines = defaultdict(dict)
+    owner = {}
     for i in range(len(d["latency"])):
-        if d["moe_dtype"][i] != dtype or d["distribution"][i] != routing or d["kernel_source"][i] != kernel:
+        if d["moe_dtype"][i] != dtype or d["distribution"][i] != routing or d["kernel_source"][i] not in kernels:
             continue
         key = tuple(d[c][i] for c in ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"))
+        if owner.setdefault(key, d["kernel_source"][i]) != d["kernel_source"][i]:
+            raise SystemExit(f"{prefix} moe {dtype}: shape {key} measured with two kernels")
         lines[key][d["num_tokens"][i]] = us(d["latency"][i])
     tokens = sorted({n for t in lines.values() for n in t})
     shapes, filled = [], 0
@@ -187,7 +260,10 @@ def moe(prefix, dtype="bfloat16", kernel="vllm_unquantizedfusedmoe_triton_triton
         filled += fill_line(tokens, line)
         if any(v is None for v in line):
             continue
-        shapes.append(dict(zip(("hidden", "inter", "topk", "experts", "moe_tp", "moe_ep"), key), us=line))
+        shape = dict(zip(("hidden", "inter", "topk", "experts", "moe_tp", "moe_ep"), key), us=line)
+        if len(kernels) > 1:
+            shape["kernel"] = owner[key]
+        shapes.append(shape)
     return {"tokens": tokens, "shapes": shapes, "filled": filled}
 
 
@@ -240,39 +316,40 @@ def h100_vllm014_fp8_gemm():
     return {"m": ms, "n": ns, "k": ks, "us": flat, "measured": len(t), "filled": filled, "envelope": lowered}
 
 
-for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h200", "h200_sxm", "NVIDIA H200")]:
-    table = {
-        "source": f"aiconfigurator-core 0.12.0 measured vLLM 0.24 kernels, {device} "
-        "(../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16), compacted by scripts/import-kernel-tables.py",
-        "gemm": gemm(prefix),
-        "gemm_fp8": gemm(prefix, "fp8"),
-        "moe": moe(prefix),
-        "moe_fp8_block": moe(prefix, "fp8_block", "vllm_fp8moe_triton_tritonexperts"),
-        "moe_balanced": moe(prefix, routing="balanced"),
-        "moe_fp8_block_balanced": moe(prefix, "fp8_block", "vllm_fp8moe_triton_tritonexperts", "balanced"),
-        "context_attention": attention(prefix, "context", "isl"),
-        "generation_attention": attention(prefix, "generation", "kv_len_step"),
-        "allreduce": allreduce(prefix),
-    }
-    if gpu == "h100":
-        table["gemm_fp8_vllm014"] = h100_vllm014_fp8_gemm()
-    os.makedirs(dest, exist_ok=True)
-    path = os.path.join(dest, f"{gpu}.json")
-    with open(path, "w") as f:
-        json.dump(table, f, separators=(",", ":"))
-        f.write("\n")
-    g = table["gemm"]
-    ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
-    ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
-    g8, m = table["gemm_fp8"], table["moe"]
-    mb = table["moe_fp8_block"]
-    print(f"{path}: fp8 gemm {g8['measured']} measured + {g8['filled']} filled, {g8['envelope']} lowered; "
-          f"moe {len(m['shapes'])} shapes, {m['filled']} filled")
-    print(f"{path}: block fp8 moe {len(mb['shapes'])} shapes, {mb['filled']} filled")
-    print(f"{path}: gemm {g['measured']} measured + {g['filled']} filled, {g['envelope']} lowered; context attention "
-          f"{len(table['context_attention']['shapes'])} shapes, {ca} filled; generation attention "
-          f"{len(table['generation_attention']['shapes'])} shapes, {ga} filled; "
-          f"{os.path.getsize(path) / 1e6:.2f} MB")
+def h100_h200():
+    for gpu, prefix, device in [("h100", "h100_sxm", "NVIDIA H100 80GB HBM3"), ("h200", "h200_sxm", "NVIDIA H200")]:
+        table = {
+            "source": f"aiconfigurator-core 0.12.0 measured vLLM 0.24 kernels, {device} "
+            "(../shared/data/aiconfigurator-vllm-h100-h200/csv_bf16), compacted by scripts/import-kernel-tables.py",
+            "gemm": gemm(prefix),
+            "gemm_fp8": gemm(prefix, "fp8"),
+            "moe": moe(prefix),
+            "moe_fp8_block": moe(prefix, "fp8_block", "vllm_fp8moe_triton_tritonexperts"),
+            "moe_balanced": moe(prefix, routing="balanced"),
+            "moe_fp8_block_balanced": moe(prefix, "fp8_block", "vllm_fp8moe_triton_tritonexperts", "balanced"),
+            "context_attention": attention(prefix, "context", "isl"),
+            "generation_attention": attention(prefix, "generation", "kv_len_step"),
+            "allreduce": allreduce(prefix),
+        }
+        if gpu == "h100":
+            table["gemm_fp8_vllm014"] = h100_vllm014_fp8_gemm()
+        os.makedirs(dest, exist_ok=True)
+        path = os.path.join(dest, f"{gpu}.json")
+        with open(path, "w") as f:
+            json.dump(table, f, separators=(",", ":"))
+            f.write("\n")
+        g = table["gemm"]
+        ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
+        ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
+        g8, m = table["gemm_fp8"], table["moe"]
+        mb = table["moe_fp8_block"]
+        print(f"{path}: fp8 gemm {g8['measured']} measured + {g8['filled']} filled, {g8['envelope']} lowered; "
+              f"moe {len(m['shapes'])} shapes, {m['filled']} filled")
+        print(f"{path}: block fp8 moe {len(mb['shapes'])} shapes, {mb['filled']} filled")
+        print(f"{path}: gemm {g['measured']} measured + {g['filled']} filled, {g['envelope']} lowered; "
+              f"context attention {len(table['context_attention']['shapes'])} shapes, {ca} filled; generation "
+              f"attention {len(table['generation_attention']['shapes'])} shapes, {ga} filled; "
+              f"{os.path.getsize(path) / 1e6:.2f} MB")
 
 
 # --- A100 SXM and L40S: vLLM 0.14.0 tables ------------------------------------
@@ -317,4 +394,90 @@ def a100_l40s(shared_dir):
               f"{[t['tp'] for t in table['allreduce']['by_tp']]}; {os.path.getsize(path) / 1e6:.2f} MB")
 
 
-a100_l40s(shared)
+# --- Any system, from a checkout of ai-dynamo/aiconfigurator -----------------
+#
+# `--aic-systems DIR` reads DIR/<system>/<op>/vllm/<version>/*.parquet (the
+# repository's aic-core/src/aiconfigurator_core/systems/data; real Parquet in
+# git, not LFS: only *.txt there is LFS-tracked) and writes one <gpu>.json per
+# system with the same tables as the H100/H200 import above: the csv_bf16
+# subsets are made from the Parquet in memory (`Aic`), by their recipe. Given
+# ../shared's own parquet/ folder it reproduces h100.json and h200.json
+# (all but `source` and the vLLM 0.14 FP8 GEMMs).
+#
+# The kernels on Blackwell (B200, GB200, B300, GB300; vLLM 0.24.0), as
+# aiconfigurator measured them: BF16 GEMM `torch.nn.functional.linear` and FP8
+# `CutlassFP8ScaledMMLinearKernel` (the same names as on Hopper); attention
+# FlashInfer's TRT-LLM kernels (`vllm_flashinfer_trtllmprefill`, and
+# `..._trtllmdecode` for decode and for prefill at isl 1); fused MoE split by
+# shape between FlashInfer's TRT-LLM and CUTLASS experts (BF16) and TRT-LLM's
+# monolithic and modular FP8 block-scale experts (each shape measured with
+# one; `kernel` in each MoE shape says which). GB200's all-reduce was measured
+# on 2 and 4 GPUs only (one compute tray), so TP 8 has no table there.
+AIC_MOE_KERNELS = {
+    "hopper": {"bfloat16": "vllm_unquantizedfusedmoe_triton_tritonexperts",
+               "fp8_block": "vllm_fp8moe_triton_tritonexperts"},
+    "blackwell": {"bfloat16": ("vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts",
+                               "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts"),
+                  "fp8_block": ("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+                                "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmodular")},
+    # RTX PRO 6000 (SM120): FlashInfer CUTLASS BF16 experts; no block-FP8 MoE measured.
+    "sm120": {"bfloat16": "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts", "fp8_block": None},
+}
+# aiconfigurator system -> (our file name, MoE kernel family).
+AIC_SYSTEMS = {"h100_sxm": ("h100", "hopper"), "h200_sxm": ("h200", "hopper"), "b200_sxm": ("b200", "blackwell"),
+               "gb200": ("gb200", "blackwell"), "b300_sxm": ("b300", "blackwell"), "gb300": ("gb300", "blackwell"),
+               "rtx_pro_6000_server": ("rtxpro6000", "sm120")}
+
+
+def import_aic(data, commit, systems, version):
+    if not commit:
+        raise SystemExit("--aic-systems needs --aic-commit (the checkout's commit, recorded in `source`)")
+    if not version.endswith(".0"):
+        raise SystemExit(f"--vllm {version}: a release folder such as 0.24.0 is expected")
+    aic = Aic(data, version)
+    v = dict(folder=aic, version=version[:-2])
+    for prefix in systems:
+        gpu, family = AIC_SYSTEMS[prefix]
+        bf16, block = AIC_MOE_KERNELS[family]["bfloat16"], AIC_MOE_KERNELS[family]["fp8_block"]
+        devices = set(aic.table(prefix, f"gemm/vllm/{version}/gemm_perf.parquet")["device"])
+        if len(devices) != 1:
+            raise SystemExit(f"{prefix}: several devices in one table: {devices}")
+        device = devices.pop()
+        table = {
+            "source": f"aiconfigurator @ {commit[:7]} measured vLLM {version} kernels, {device} (ai-dynamo/"
+            f"aiconfigurator@{commit} aic-core/src/aiconfigurator_core/systems/data/{prefix}/*/vllm/{version}), "
+            "compacted by scripts/import-kernel-tables.py --aic-systems",
+            "gemm": gemm(prefix, **v),
+            "gemm_fp8": gemm(prefix, "fp8", **v),
+            "moe": moe(prefix, kernel=bf16, **v),
+            "moe_fp8_block": moe(prefix, "fp8_block", block, **v) if block else None,
+            "moe_balanced": moe(prefix, kernel=bf16, routing="balanced", **v),
+            "moe_fp8_block_balanced": moe(prefix, "fp8_block", block, "balanced", **v) if block else None,
+            "context_attention": attention(prefix, "context", "isl", **v),
+            "generation_attention": attention(prefix, "generation", "kv_len_step", **v),
+            "allreduce": allreduce(prefix, **v),
+        }
+        table = {k: t for k, t in table.items() if t is not None}
+        os.makedirs(dest, exist_ok=True)
+        path = os.path.join(dest, f"{gpu}.json")
+        with open(path, "w") as f:
+            json.dump(table, f, separators=(",", ":"))
+            f.write("\n")
+        g, g8 = table["gemm"], table["gemm_fp8"]
+        ca = sum(s["filled"] for s in table["context_attention"]["shapes"])
+        ga = sum(s["filled"] for s in table["generation_attention"]["shapes"])
+        names = [n for n in ("moe", "moe_fp8_block", "moe_balanced", "moe_fp8_block_balanced") if n in table]
+        moes = "; ".join(f"{n} {len(table[n]['shapes'])} shapes ({sum(s['moe_ep'] == 1 for s in table[n]['shapes'])}"
+                         f" with moe_ep 1), {table[n]['filled']} filled" for n in names)
+        print(f"{path} ({device}): gemm {g['measured']} measured + {g['filled']} filled, {g['envelope']} lowered; "
+              f"fp8 gemm {g8['measured']} measured + {g8['filled']} filled, {g8['envelope']} lowered; {moes}; "
+              f"context attention {len(table['context_attention']['shapes'])} shapes, {ca} filled; generation "
+              f"attention {len(table['generation_attention']['shapes'])} shapes, {ga} filled; all-reduce tp "
+              f"{[t['tp'] for t in table['allreduce']['by_tp']]}; {os.path.getsize(path)} bytes")
+
+
+if args.aic_systems:
+    import_aic(args.aic_systems, args.aic_commit, args.systems.split(","), args.vllm)
+else:
+    h100_h200()
+    a100_l40s(shared)

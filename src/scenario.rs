@@ -366,7 +366,7 @@ mod tests {
             ("model: Llama-2-7b\nhardware: H100\ntp: 3\n", "tp"),
             ("model: Llama-2-70b\nhardware: RTX4090\n", "tp"),
             ("model: Llama-2-7b\nhardware: H100\nlatency_model: vidur\n", "latency_model"),
-            ("model: Llama-2-7b\nhardware: B200\nlatency_model: kernels\n", "latency_model"),
+            ("model: Llama-2-7b\nhardware: RTX4090\nlatency_model: kernels\n", "latency_model"),
             ("model: Llama-2-7b\nhardware: A100\ndtype: fp8\nlatency_model: kernels\n", "latency_model"),
             (
                 "model: Llama-2-7b\nhardware: H100\nengine: {max_num_seqs: 512, max_num_batched_tokens: 256}\n",
@@ -452,7 +452,8 @@ mod tests {
             "roofline: no measured fp8 GEMMs on A100-80G: its tables hold BF16 only"
         );
         assert!(
-            why("model: Llama-3.1-8B\nhardware: B200\n").starts_with("roofline: no measured kernel tables for B200")
+            why("model: Llama-3.1-8B\nhardware: RTX4090\n")
+                .starts_with("roofline: no measured kernel tables for RTX4090")
         );
         let e = resolve(
             spec("model: Llama-3.1-70B\nhardware: H100\ntp: 16\nlatency_model: kernels\n"),

@@ -50,8 +50,8 @@ mod window;
 pub use autoscale::{AutoscaleConfig, AutoscaleReport, ScaleMetric};
 pub use client::Client;
 pub use engine::{
-    ConnectorKind, DiskTier, EaglePrefixRule, EngineConfig, EngineStats, KvOffload, LoraConfig, LoraLoad,
-    OffloadPolicy, SchedulingPolicy, SpecDecode, SpecMethod, SpecStats,
+    AttentionSpan, ConnectorKind, DiskTier, EaglePrefixRule, EngineConfig, EngineStats, KvOffload, LoraConfig,
+    LoraLoad, OffloadPolicy, Reach, SchedulingPolicy, SpecDecode, SpecMethod, SpecStats,
 };
 pub use gateway::{
     AdmissionConfig, AdmissionPolicy, DEFAULT_KV_CACHE_UTIL_THRESHOLD, DEFAULT_QUEUE_DEPTH_THRESHOLD, Fairness,

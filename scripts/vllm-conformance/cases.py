@@ -19,6 +19,9 @@ DEFAULT_OUT = ROOT / "tests" / "data" / "vllm-conformance" / "cases"
 # Speculative decoding and LoRA cases: a folder of their own, so that the base
 # conformance test (which wants every case in cases/ recorded) is unchanged.
 FEATURES_OUT = ROOT / "tests" / "data" / "vllm-conformance" / "features" / "cases"
+# Hybrid KV cache groups (full attention + sliding window / chunked local): a
+# folder of their own as well (README, "Hybrid KV cache groups").
+HYBRID_OUT = ROOT / "tests" / "data" / "vllm-conformance" / "hybrid" / "cases"
 
 M = 2**64 - 1
 SAMPLED_TOKEN = 7  # what the fake sampler always samples; prompts never contain it
@@ -101,9 +104,13 @@ def prompt_token_ids(case, r):
     ]
 
 
+_DEFAULT = object()
+
+
 def engine(max_num_seqs=8, max_num_batched_tokens=256, long_prefill_token_threshold=0,
            num_gpu_blocks=4000, block_size=BLOCK, enable_prefix_caching=True,
-           max_model_len=4096, scheduling_policy=None):
+           max_model_len=4096, scheduling_policy=None,
+           prefix_cache_retention_interval=_DEFAULT):
     e = {
         "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens,
@@ -115,6 +122,10 @@ def engine(max_num_seqs=8, max_num_batched_tokens=256, long_prefill_token_thresh
     }
     if scheduling_policy is not None:
         e["scheduling_policy"] = scheduling_policy  # "fcfs" (vLLM's default) or "priority"
+    if prefix_cache_retention_interval is not _DEFAULT:
+        # CacheConfig.prefix_cache_retention_interval (0.33.0; default 0): null is
+        # dense retention of sliding-window prefix-cache blocks.
+        e["prefix_cache_retention_interval"] = prefix_cache_retention_interval
     return e
 
 
@@ -133,7 +144,7 @@ def req(arrival_step, prompt_len, output_len, prefix=None, copy_of=None, lora=Fa
 
 
 def case(name, eng, requests, seed, prefixes=(), timeout_steps=None, speculative=None,
-         lora=None):
+         lora=None, kv_groups=None):
     c = {
         "name": name,
         "engine": eng,
@@ -145,6 +156,8 @@ def case(name, eng, requests, seed, prefixes=(), timeout_steps=None, speculative
         c["speculative"] = speculative
     if lora is not None:
         c["lora"] = lora
+    if kv_groups is not None:
+        c["kv_groups"] = kv_groups
     c["requests"] = requests
     return c
 
@@ -494,6 +507,143 @@ def priority_cases():
     return out
 
 
+def full(): return {"kind": "full"}
+def sw(window): return {"kind": "sliding_window", "window": window}
+def chunked(chunk): return {"kind": "chunked_local", "chunk": chunk}
+
+
+def hybrid_blocks_needed(r):
+    """A safe bound on the blocks one request holds alone with one full-attention
+    and one local (sliding-window / chunked-local) group: the local group never
+    holds more blocks than the full one."""
+    return 2 * blocks_needed(r)
+
+
+def hybrid_cases():
+    """One full-attention group plus one sliding-window (or chunked-local) group
+    sharing one block pool (README, "Hybrid KV cache groups"). Block size 16, at
+    most 40 requests each."""
+    out = []
+    hyb = dict(max_num_seqs=8, max_num_batched_tokens=128)
+    # hyb_a: long prompts chunked by a 128-token budget, so the window group
+    # frees blocks behind the window during prefill and decode; two shared
+    # system prompts (200 and 333 tokens); exact repeats, one while its original
+    # is still prefilling and others after theirs finished; a roomy cache.
+    a = [
+        req(0, 900, 40),
+        req(0, 300, 30, prefix=0),
+        req(1, 620, 25, prefix=1),
+        req(3, 450, 20, prefix=0),
+        req(5, 300, 12, copy_of=1),      # r1 still running
+        req(8, 700, 35),
+        req(12, 520, 18, prefix=1),
+        req(40, 350, 15, prefix=1),
+        req(90, 900, 10, copy_of=0),     # r0 finished long ago
+        req(92, 620, 8, copy_of=2),
+        req(95, 400, 20, prefix=0),
+        req(100, 300, 6, copy_of=1),
+        req(101, 201, 5, prefix=0),      # one token past its prefix
+    ]
+    out.append(case("hyb_a", engine(**hyb, num_gpu_blocks=2000), a, seed=31,
+                    prefixes=[200, 333], kv_groups=[full(), sw(64)]))
+    # hyb_w50: the same with a 50-token window (not a multiple of the block size).
+    out.append(case("hyb_w50", engine(**hyb, num_gpu_blocks=2000), a, seed=31,
+                    prefixes=[200, 333], kv_groups=[full(), sw(50)]))
+    # hyb_b: short prompts with long decodes, 2 arrivals per step, two shared
+    # system prompts and two late resends, in a 76-block pool (both groups):
+    # admission lets them in, then the full group's growth forces preemption,
+    # and a resumed request's hit is limited by what the window group cached.
+    rng = random.Random(32)
+    b = []
+    for i in range(14):
+        plen = rng.randint(60, 200)
+        out_len = rng.randint(100, 200)
+        g = i % 3
+        if g < 2 and plen > (48, 80)[g]:
+            b.append(req(i // 2, plen, out_len, prefix=g))
+        else:
+            b.append(req(i // 2, plen, out_len))
+    b.append(req(30, b[1]["prompt_len"], 40, copy_of=1))
+    b.append(req(40, b[3]["prompt_len"], 30, copy_of=3))
+    out.append(case("hyb_b", engine(max_num_seqs=6, max_num_batched_tokens=128,
+                                    num_gpu_blocks=76),
+                    b, seed=32, prefixes=[48, 80], kv_groups=[full(), sw(64)]))
+    # hyb_c: the window group's hit rule. Under vLLM's default retention
+    # (prefix_cache_retention_interval 0) the window group caches only the
+    # cdiv(W - 1, 16) blocks ending at the prompt's replay boundary (and at a
+    # shared-prefix junction seen at admission), so: a resend of a finished
+    # prompt hits; a new tail on a 400-token shared prefix hits 0 although the
+    # full group has all 25 blocks (and pins the junction); the next sibling
+    # hits 400; a prompt of prefix + 1 token caches the junction tail itself,
+    # so its siblings hit at once; a block-aligned prompt sent twice.
+    c = [
+        req(0, 500, 5, prefix=0),
+        req(20, 500, 5, copy_of=0),      # resend after r0 finished
+        req(26, 460, 5, prefix=0),       # full 400, window 0
+        req(36, 480, 5, prefix=0),       # junction now cached: 400
+        req(42, 401, 5, prefix=0),
+        req(48, 301, 4, prefix=1),       # prefix + 1: caches the junction tail
+        req(56, 500, 4, prefix=1),       # hits 288 at once
+        req(64, 500, 4, copy_of=6),      # resend of r6
+        req(70, 256, 4),
+        req(78, 256, 3, copy_of=8),      # block-aligned: hit 240
+        req(84, 700, 30),                # long prompt, long decode...
+        req(120, 700, 3, copy_of=10),    # ...resent: replay boundary hit only
+    ]
+    out.append(case("hyb_c", engine(**hyb, num_gpu_blocks=2000), c, seed=33,
+                    prefixes=[400, 300], kv_groups=[full(), sw(64)]))
+    # hyb_c_dense: the same with dense retention (null): every window block is
+    # cached, so r2 hits 400 at once.
+    out.append(case("hyb_c_dense", engine(**hyb, num_gpu_blocks=2000,
+                                          prefix_cache_retention_interval=None),
+                    c, seed=33, prefixes=[400, 300], kv_groups=[full(), sw(64)]))
+    # hyb_cl: full attention + chunked local attention (chunk 64).
+    cl = [
+        req(0, 500, 20, prefix=0),
+        req(2, 300, 30),
+        req(4, 460, 12, prefix=0),
+        req(30, 500, 6, copy_of=0),
+        req(32, 300, 10, copy_of=1),
+        req(40, 410, 8, prefix=0),
+    ]
+    out.append(case("hyb_cl", engine(**hyb, num_gpu_blocks=400), cl, seed=34,
+                    prefixes=[400], kv_groups=[full(), chunked(64)]))
+    out += [hybrid_random_case(i) for i in range(10)]
+    return out
+
+
+def hybrid_random_case(i, base=3700):
+    """Like random_case, with a full + sliding-window pair of groups, at most 40
+    requests and a window from {32, 50, 64, 128}. The seeds (3700 + i) give all
+    four windows, prefix caching in 8 of the 10 cases and timeouts in 3."""
+    rng = random.Random(base + i)
+    n = rng.randint(15, 40)
+    mean_gap = rng.uniform(0.5, 4.0)
+    prefixes = [rng.randint(16, 300) for _ in range(rng.randint(2, 5))]
+    reqs = workload(rng, n, mean_gap, (8, 600), (1, 64), prefixes, 0.4,
+                    copy_share=0.1, max_extra_tail=100)
+    window = rng.choice([32, 50, 64, 128])
+    need = max(hybrid_blocks_needed(r) for r in reqs) + 1
+    total = sum(hybrid_blocks_needed(r) for r in reqs) + 1
+    kind = rng.choice(["tight", "tight", "medium", "roomy"])
+    if kind == "tight":
+        blocks = need + rng.randint(0, need)
+    elif kind == "medium":
+        blocks = rng.randint(need, max(need, total // 2))
+    else:
+        blocks = total + rng.randint(0, 200)
+    eng = engine(
+        max_num_seqs=rng.randint(2, 16),
+        max_num_batched_tokens=rng.randint(64, 512),
+        long_prefill_token_threshold=rng.choice([0, 0, 16, 64, 128]),
+        num_gpu_blocks=blocks,
+        enable_prefix_caching=rng.random() < 0.8,
+    )
+    timeout = rng.randint(20, 150) if rng.random() < 0.25 else None
+    return case(f"hyb_rand-{i:03d}", eng, reqs, seed=200 + i, prefixes=prefixes,
+                timeout_steps=timeout, kv_groups=[full(), sw(window)])
+
+
 def print_vectors():
     """Test vectors of the acceptance function, for the Rust side."""
     print("# seed key pos j -> u_j (and mix(r) keys)")
@@ -546,6 +696,17 @@ def check(c):
             assert math.ceil((q["prompt_len"] + q["output_len"] - 1 + lookahead)
                              / e["block_size"]) <= e["num_gpu_blocks"] - 1, (c["name"], r)
         assert SAMPLED_TOKEN not in prompt_token_ids(c, r)
+    if "kv_groups" in c:
+        groups = c["kv_groups"]
+        assert len(groups) == 2 and groups[0] == {"kind": "full"}, c["name"]
+        g = groups[1]
+        assert g["kind"] in ("sliding_window", "chunked_local"), c["name"]
+        assert g.get("window", g.get("chunk", 0)) >= 1 and len(reqs) <= 40, c["name"]
+        assert "speculative" not in c and "lora" not in c, c["name"]
+        for r, q in enumerate(reqs):
+            if q["prompt_len"] + q["output_len"] <= e["max_model_len"]:
+                # fits alone in the shared pool (both groups, null block aside)
+                assert hybrid_blocks_needed(q) <= e["num_gpu_blocks"] - 1, (c["name"], r)
 
 
 def dump(c):
@@ -562,6 +723,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--features-out", type=Path, default=FEATURES_OUT)
+    ap.add_argument("--hybrid-out", type=Path, default=HYBRID_OUT)
     ap.add_argument("--vectors", action="store_true",
                     help="print test vectors of the speculative acceptance function")
     args = ap.parse_args()
@@ -569,7 +731,8 @@ def main():
         print_vectors()
         return
     names = set()
-    for out, cases in ((args.out, all_cases()), (args.features_out, feature_cases())):
+    for out, cases in ((args.out, all_cases()), (args.features_out, feature_cases()),
+                       (args.hybrid_out, hybrid_cases())):
         out.mkdir(parents=True, exist_ok=True)
         for old in out.glob("*.json"):
             old.unlink()

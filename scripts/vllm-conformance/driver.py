@@ -7,12 +7,16 @@ Run with the python of a venv that has vllm installed (CPU only, no weights):
         scripts/vllm-conformance/driver.py --mode sync|async --model DIR
 
 DIR holds only a config.json (Llama-2-7b-hf's). Every case in
-tests/data/vllm-conformance/cases/ is run in this one process, against
+tests/data/vllm-conformance/cases/ (or --cases DIR: features/cases,
+hybrid/cases) is run in this one process, against
 vllm.v1.core.sched.scheduler.Scheduler (sync) or
 vllm.v1.core.sched.async_scheduler.AsyncScheduler (async), with a fake model
 runner that samples token 7 whenever a step's computation reaches the end of
 the sequence known at schedule time. The trace goes to
 tests/data/vllm-conformance/golden/<vllm version>-<mode>.jsonl.
+A case with `kv_groups` runs with one KV cache group per entry (full attention,
+sliding window, chunked local) sharing one block pool; its blocks held per
+group go to <version>-<mode>.groups.jsonl beside the trace.
 See scripts/vllm-conformance/README.md for the loop and the format.
 """
 import argparse
@@ -54,8 +58,9 @@ class VllmApi:
                                                  init_none_hash)
         from vllm.v1.core.sched.async_scheduler import AsyncScheduler
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
-                                                KVCacheGroupSpec)
+        from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec,
+                                                FullAttentionSpec, KVCacheConfig,
+                                                KVCacheGroupSpec, SlidingWindowSpec)
         from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
         from vllm.v1.request import Request, RequestStatus
         from vllm.v1.structured_output import StructuredOutputManager
@@ -70,6 +75,8 @@ class VllmApi:
         self.get_request_block_hasher = get_request_block_hasher
         self.Scheduler, self.AsyncScheduler = Scheduler, AsyncScheduler
         self.FullAttentionSpec = FullAttentionSpec
+        self.SlidingWindowSpec = SlidingWindowSpec
+        self.ChunkedLocalAttentionSpec = ChunkedLocalAttentionSpec
         self.KVCacheConfig, self.KVCacheGroupSpec = KVCacheConfig, KVCacheGroupSpec
         self.ModelRunnerOutput = ModelRunnerOutput
         self.DraftTokenIds = DraftTokenIds
@@ -108,9 +115,18 @@ class VllmApi:
             # "fcfs" (every release's default) unless the case asks for "priority"
             policy=eng.get("scheduling_policy", "fcfs"),
         )
+        cache_kw = {}
+        if "prefix_cache_retention_interval" in eng:
+            # Hybrid cases only (README, "Hybrid KV cache groups"): null is dense
+            # retention. Absent: the release's CacheConfig default.
+            assert "prefix_cache_retention_interval" in {
+                f.name for f in dataclasses.fields(self.CacheConfig)}, \
+                "this vLLM has no prefix_cache_retention_interval"
+            cache_kw["prefix_cache_retention_interval"] = eng["prefix_cache_retention_interval"]
         cache_config = self.CacheConfig(
             block_size=eng["block_size"],
             enable_prefix_caching=eng["enable_prefix_caching"],
+            **cache_kw,
         )
         extra = {}
         if spec is not None:
@@ -130,11 +146,22 @@ class VllmApi:
         )
         n = eng["num_gpu_blocks"]
         vllm_config.cache_config.num_gpu_blocks = n
-        attn = self.FullAttentionSpec(block_size=eng["block_size"], num_kv_heads=1,
-                                      head_size=1, dtype=self.torch.float32)
-        kv_cache_config = self.KVCacheConfig(
-            num_blocks=n, kv_cache_tensors=[],
-            kv_cache_groups=[self.KVCacheGroupSpec(["layer.0"], attn)])
+        groups = case.get("kv_groups")
+        if groups is not None and mode == "async":
+            # The CPU platform turns async scheduling off in VllmConfig
+            # (platforms/cpu.py); a GPU server keeps it on, which makes
+            # vllm_config.max_in_flight_tokens 2 x max_num_batched_tokens: the
+            # window group's admission cap is sized from it. (The base cases
+            # never read it.)
+            vllm_config.scheduler_config.async_scheduling = True
+        if groups is None:
+            attn = self.FullAttentionSpec(block_size=eng["block_size"], num_kv_heads=1,
+                                          head_size=1, dtype=self.torch.float32)
+            kv_cache_config = self.KVCacheConfig(
+                num_blocks=n, kv_cache_tensors=[],
+                kv_cache_groups=[self.KVCacheGroupSpec(["layer.0"], attn)])
+        else:
+            kv_cache_config = self.hybrid_kv_cache_config(groups, eng, vllm_config)
         cls = self.AsyncScheduler if mode == "async" else self.Scheduler
         s = cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
                 structured_output_manager=self.StructuredOutputManager(vllm_config),
@@ -170,7 +197,91 @@ class VllmApi:
         assert getattr(s, "local_prefill_interval", 1) == 1
         assert not getattr(s, "adaptive_long_prefill_threshold", False)
         assert getattr(s.kv_cache_manager, "watermark_blocks", 0) == 0
+        if groups is not None:
+            self.check_hybrid(s, case)
         return s
+
+    # -- hybrid KV cache groups (README, "Hybrid KV cache groups") ---------------
+    def group_spec(self, g, block_size):
+        kw = dict(block_size=block_size, num_kv_heads=1, head_size=1,
+                  dtype=self.torch.float32)
+        if g["kind"] == "full":
+            return self.FullAttentionSpec(**kw)
+        if g["kind"] == "sliding_window":
+            return self.SlidingWindowSpec(sliding_window=g["window"], **kw)
+        if g["kind"] == "chunked_local":
+            return self.ChunkedLocalAttentionSpec(attention_chunk_size=g["chunk"], **kw)
+        raise ValueError(f"unknown kv group kind {g['kind']!r}")
+
+    def hybrid_kv_cache_config(self, groups, eng, vllm_config):
+        """One KVCacheGroupSpec per entry of the case's `kv_groups`, one layer
+        each (so every group has the same page size, as vLLM's
+        `_get_kv_cache_groups_uniform_page_size` makes them), all drawing from
+        one pool of `num_gpu_blocks` blocks (the null block included), as
+        `get_kv_cache_config_from_groups` builds it: num_blocks is the pool's
+        size whatever the number of groups. The retention policy is the
+        CacheConfig's, as that function copies it."""
+        bs = eng["block_size"]
+        kw = {}
+        fields = {f.name for f in dataclasses.fields(self.KVCacheConfig)}
+        if "prefix_cache_retention_interval" in fields:
+            kw["prefix_cache_retention_interval"] = (
+                vllm_config.cache_config.prefix_cache_retention_interval)
+        # What EngineCore resolves for equal block sizes (informational for the
+        # scheduler; resolve_kv_cache_block_sizes gives lcm = gcd = block_size).
+        for name in ("hash_block_size", "cache_hit_alignment_tokens"):
+            if name in fields:
+                kw[name] = bs
+        return self.KVCacheConfig(
+            num_blocks=eng["num_gpu_blocks"], kv_cache_tensors=[],
+            kv_cache_groups=[self.KVCacheGroupSpec([f"layer.{i}"], self.group_spec(g, bs))
+                             for i, g in enumerate(groups)],
+            **kw)
+
+    MANAGERS = {"full": "FullAttentionManager", "sliding_window": "SlidingWindowManager",
+                "chunked_local": "ChunkedLocalAttentionManager"}
+
+    def check_hybrid(self, s, case):
+        """The scheduler runs the case's groups with the hybrid coordinator."""
+        eng, groups = case["engine"], case["kv_groups"]
+        coord = s.kv_cache_manager.coordinator
+        want = ("HybridKVCacheCoordinator" if eng["enable_prefix_caching"]
+                else "KVCacheCoordinatorNoPrefixCache")
+        assert type(coord).__name__ == want, (type(coord).__name__, want)
+        managers = coord.single_type_managers
+        assert [type(m).__name__ for m in managers] == \
+            [self.MANAGERS[g["kind"]] for g in groups]
+        assert all(m.block_pool is s.kv_cache_manager.block_pool for m in managers)
+        for m, g in zip(managers, groups):
+            assert m.block_size == eng["block_size"]
+            if g["kind"] == "sliding_window":
+                assert m.sliding_window == g["window"]
+                assert getattr(m, "extra_retained_tokens", 0) == 0
+            if g["kind"] == "chunked_local":
+                assert m.attention_chunk_size == g["chunk"]
+        assert s.block_size == eng["block_size"]
+        if hasattr(s.vllm_config, "max_in_flight_tokens"):
+            # one batch in flight in sync mode, two in async (V1 runner, no PP)
+            batches = 2 if s.scheduler_config.async_scheduling else 1
+            assert batches == (2 if type(s).__name__ == "AsyncScheduler" else 1)
+            assert s.vllm_config.max_in_flight_tokens == \
+                batches * eng["max_num_batched_tokens"]
+        if hasattr(coord, "enable_partial_hash_hits"):
+            assert not coord.enable_partial_hash_hits
+        assert getattr(s, "prefix_replay_tokens", 0) == 0
+        assert not getattr(s, "need_mamba_block_aligned_split", False)
+
+    def describe_hybrid(self, s, case):
+        """The group settings that shape a hybrid trace."""
+        coord = s.kv_cache_manager.coordinator
+        out = []
+        for m, g in zip(coord.single_type_managers, case["kv_groups"]):
+            name = {"full": "full", "sliding_window": f"sw{g.get('window')}",
+                    "chunked_local": f"cl{g.get('chunk')}"}[g["kind"]]
+            cap = getattr(m, "max_admission_blocks_per_request", None)
+            out.append(name if cap is None else f"{name}(cap {cap})")
+        ret = getattr(coord, "retention_interval", "absent")
+        return f"[{'+'.join(out)}, retention={ret}]"
 
     def speculative_config(self, spec, model_config, model_dir):
         """vLLM's own SpeculativeConfig, built offline. n-gram needs no model.
@@ -268,6 +379,10 @@ class CaseRun:
         # Feature cases get a sixth column per row (see README, "Features").
         self.feature = (self.spec is not None or "lora" in case
                         or "scheduling_policy" in case["engine"])
+        # Hybrid cases: each row's blocks held per KV cache group, kept beside the
+        # trace (README, "Hybrid KV cache groups"); their sum is kv_blocks_used.
+        self.hybrid = "kv_groups" in case
+        self.group_blocks = []
         self.num_drafts = 0
         self.num_accepted = 0
         reqs = case["requests"]
@@ -363,6 +478,9 @@ class CaseRun:
         preempted = self.preempted
         kv_used = (self.eng["num_gpu_blocks"] - 1) - \
             s.kv_cache_manager.block_pool.get_num_free_blocks()
+        if self.hybrid:
+            per_group = self.blocks_per_group()
+            assert sum(per_group) == kv_used, (self.case["name"], t, per_group, kv_used)
         self.preempt_only = False
         if out.total_num_scheduled_tokens == 0:
             if preempted:
@@ -378,6 +496,8 @@ class CaseRun:
                     f"{self.case['name']}: {t}"
                 self.preempt_only = True
                 self.steps.append([t, [], [], preempted, kv_used] + ([[]] if self.feature else []))
+                if self.hybrid:
+                    self.group_blocks.append(per_group)
             return out, None
         scheduled, admitted, sampled, samples = [], [], {}, []
         spec_tokens = out.scheduled_spec_decode_tokens
@@ -414,7 +534,20 @@ class CaseRun:
         if self.feature:
             row.append(samples)
         self.steps.append(row)
+        if self.hybrid:
+            self.group_blocks.append(per_group)
         return out, sampled
+
+    def blocks_per_group(self):
+        """Blocks held (not free, not the null block) by each KV cache group:
+        the distinct blocks in its requests' block tables. Groups never share a
+        block, so these add up to kv_blocks_used."""
+        out = []
+        for m in self.s.kv_cache_manager.coordinator.single_type_managers:
+            ids = {b.block_id for blocks in m.req_to_blocks.values() for b in blocks
+                   if not b.is_null}
+            out.append(len(ids))
+        return out
 
     def update(self, out, sampled, t):
         """update_from_output for the step that ran at t; its tokens arrive at t + 1."""
@@ -518,6 +651,12 @@ class CaseRun:
             "rejected": self.rejected,
         }
 
+    def group_trace(self):
+        """The side record of a hybrid case: blocks per group, one entry per row."""
+        assert len(self.group_blocks) == len(self.steps)
+        return {"case": self.case["name"], "vllm": self.api.version, "mode": self.mode,
+                "kv_groups": self.case["kv_groups"], "group_blocks": self.group_blocks}
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -551,6 +690,7 @@ def main():
         sys.exit(f"no cases in {args.cases}")
 
     lines = []
+    group_lines = []  # hybrid cases: blocks per KV cache group per row
     for i, c in enumerate(cases):
         t1 = time.monotonic()
         try:
@@ -569,6 +709,8 @@ def main():
             print(f"  {api.describe(run.s)}", file=sys.stderr, flush=True)
         trace = run.run()
         lines.append(json.dumps(trace, separators=(",", ":")))
+        if run.hybrid:
+            group_lines.append(json.dumps(run.group_trace(), separators=(",", ":")))
         npre = sum(len(row[3]) for row in trace["steps"])
         hits = sum(h for row in trace["steps"] for _, h in row[2])
         extra = ""
@@ -585,6 +727,10 @@ def main():
         if run.spec is not None:
             extra += (f" drafts {run.num_drafts} accepted {run.num_accepted}"
                       f" [{api.describe_spec(run.s)}]")
+        if run.hybrid:
+            peak = [max((g[k] for g in run.group_blocks), default=0)
+                    for k in range(len(c["kv_groups"]))]
+            extra += f" {api.describe_hybrid(run.s, c)} peak blocks per group {peak}"
         print(f"  {c['name']:<14} steps {len(trace['steps']):5d}  last "
               f"{trace['steps'][-1][0] if trace['steps'] else -1:5d}  preemptions {npre:4d}"
               f"  hit tokens {hits:6d}{extra}  ({time.monotonic() - t1:.1f} s)",
@@ -596,6 +742,13 @@ def main():
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n")
     tmp.replace(path)
+    if group_lines:
+        # <version>-<mode>.groups.jsonl (or .partial.groups.jsonl) beside it
+        gpath = args.out / f"{api.version}-{args.mode}{suffix[:-len('jsonl')]}groups.jsonl"
+        gtmp = gpath.with_name(gpath.name + ".tmp")
+        gtmp.write_text("\n".join(group_lines) + "\n")
+        gtmp.replace(gpath)
+        print(f"wrote {gpath} ({len(group_lines)} hybrid cases)", file=sys.stderr)
     print(f"wrote {path} ({path.stat().st_size} bytes, {len(lines)} cases) in "
           f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
 

@@ -15,7 +15,13 @@
 # 4. runs driver.py for every version x {sync, async}, two at a time:
 #    tests/data/vllm-conformance/golden/<version>-<mode>.jsonl, then the
 #    speculative decoding, LoRA and priority-scheduling cases into
-#    tests/data/vllm-conformance/features/golden/<version>-<mode>.jsonl.
+#    tests/data/vllm-conformance/features/golden/<version>-<mode>.jsonl;
+# 5. runs driver.py on the hybrid KV cache group cases (full attention + sliding
+#    window / chunked local) into
+#    tests/data/vllm-conformance/hybrid/golden/<version>-<mode>.jsonl (and
+#    <version>-<mode>.groups.jsonl, the blocks each group holds per row), for
+#    the versions in VLLM_CONFORMANCE_HYBRID_VERSIONS (default "0.33.0", the
+#    only release recorded) that this run installed.
 # CPU only: no GPU, weights, tokenizer or network beyond the installs.
 # VLLM_CONFORMANCE_VERSIONS="0.19.0 0.33.0" records a subset.
 set -euo pipefail
@@ -90,6 +96,31 @@ for v in $versions; do
         else
             echo "vllm $v $mode failed; see $work/logs/$v-$mode.log:" >&2
             tail -n 20 "$work/logs/$v-$mode.log" >&2
+            failed=1
+        fi
+    done
+done
+
+# 5. hybrid KV cache groups (hybrid/): only the releases recorded so far.
+hybrid_versions=${VLLM_CONFORMANCE_HYBRID_VERSIONS:-"0.33.0"}
+for v in $versions; do
+    [[ " $hybrid_versions " == *" $v "* ]] || continue
+    dir=$(venv_dir "$v")
+    pids=()
+    for mode in sync async; do
+        "$dir/bin/python" "$here/driver.py" --mode "$mode" --model "$work/model" \
+            --cases "$data/hybrid/cases" --out "$data/hybrid/golden" \
+            >"$work/logs/$v-$mode-hybrid.log" 2>&1 &
+        pids+=("$!")
+    done
+    for i in 0 1; do
+        mode=$([[ $i == 0 ]] && echo sync || echo async)
+        log="$work/logs/$v-$mode-hybrid.log"
+        if wait "${pids[$i]}"; then
+            grep "^wrote" "$log"
+        else
+            echo "vllm $v $mode (hybrid) failed; see $log:" >&2
+            tail -n 20 "$log" >&2
             failed=1
         fi
     done

@@ -82,6 +82,49 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         include_str!("catalog/models/Mistral-Nemo-12B.json"),
     ),
     ("Yi-34B", &["01-ai/Yi-34B", "yi-34b"], include_str!("catalog/models/Yi-34B.json")),
+    ("gpt-oss-20b", &["openai/gpt-oss-20b"], include_str!("catalog/models/gpt-oss-20b.json")),
+    ("gpt-oss-120b", &["openai/gpt-oss-120b"], include_str!("catalog/models/gpt-oss-120b.json")),
+    (
+        "gemma-3-4b-it",
+        &["google/gemma-3-4b-it", "gemma-3-4b", "google/gemma-3-4b-pt"],
+        include_str!("catalog/models/gemma-3-4b-it.json"),
+    ),
+    (
+        "gemma-3-12b-it",
+        &["google/gemma-3-12b-it", "gemma-3-12b", "google/gemma-3-12b-pt"],
+        include_str!("catalog/models/gemma-3-12b-it.json"),
+    ),
+    (
+        "gemma-3-27b-it",
+        &["google/gemma-3-27b-it", "gemma-3-27b", "google/gemma-3-27b-pt"],
+        include_str!("catalog/models/gemma-3-27b-it.json"),
+    ),
+    (
+        "Mistral-7B-v0.1",
+        &["mistralai/Mistral-7B-v0.1", "mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b"],
+        include_str!("catalog/models/Mistral-7B-v0.1.json"),
+    ),
+    (
+        "Llama-4-Scout-17B-16E-Instruct",
+        &["meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Scout-17B-16E", "llama-4-scout"],
+        include_str!("catalog/models/Llama-4-Scout-17B-16E-Instruct.json"),
+    ),
+    (
+        "Llama-4-Maverick-17B-128E-Instruct",
+        &["meta-llama/Llama-4-Maverick-17B-128E-Instruct", "meta-llama/Llama-4-Maverick-17B-128E", "llama-4-maverick"],
+        include_str!("catalog/models/Llama-4-Maverick-17B-128E-Instruct.json"),
+    ),
+    (
+        "Qwen3-Next-80B-A3B-Instruct",
+        &["Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"],
+        include_str!("catalog/models/Qwen3-Next-80B-A3B-Instruct.json"),
+    ),
+    (
+        "DeepSeek-V3",
+        // The checkpoint is 128 × 128 block-scaled FP8: serve with `dtype: fp8_block`.
+        &["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"],
+        include_str!("catalog/models/DeepSeek-V3.json"),
+    ),
 ];
 
 /// Checkpoints whose FP8 weights carry 128 × 128 block scales (their

@@ -150,6 +150,28 @@ const CATALOG: &[(&[&str], Gpu)] = &[
             inter_node: Some(InterNode { bandwidth: 400.0 * GBIT, latency_us: NCCL_NET_STEP_US }),
         },
     ),
+    // NVIDIA GB200 NVL72 spec ("Individual Blackwell GPU": FP16/BF16 5, FP8 10 PFLOPS
+    // with sparsity, so 2.5 / 5 dense; 186 GB HBM3E at 8 TB/s; NVLink 5 1.8 TB/s total,
+    // 900 GB/s per direction). Sources differ: third-party tables copying HGX B200's
+    // row give 2.25 PF BF16, and early GTC-2024 material 192 GB (the raw HBM); NVIDIA's
+    // current table and aiconfigurator's `gb200.yaml` agree on the figures used here.
+    // 189,471 MiB is what nvidia-smi reports (aiconfigurator's yaml, public dumps).
+    // NVLink domain: the 72-GPU rack (18 trays of 4 behind 9 NVLink switch trays).
+    // Between racks: NVIDIA DGX SuperPOD GB200 reference architecture, NDR 400 Gb/s
+    // InfiniBand, one ConnectX-7 port per GPU.
+    (
+        &["GB200", "GB200-NVL72"],
+        Gpu {
+            name: "GB200",
+            memory_bytes: 189_471 * MIB,
+            memory_bandwidth: 8.0 * TB,
+            bf16_flops: 2500.0 * TFLOPS,
+            fp8_flops: Some(5000.0 * TFLOPS),
+            interconnect_bandwidth: 900.0 * GB,
+            gpus_per_node: 72,
+            inter_node: Some(InterNode { bandwidth: 400.0 * GBIT, latency_us: NCCL_NET_STEP_US }),
+        },
+    ),
     // NVIDIA Ada Lovelace architecture whitepaper, GeForce RTX 4090: FP16/BF16 tensor
     // 165.2 TFLOPS and FP8 330.3 TFLOPS dense with FP32 accumulate (what vLLM's kernels
     // use); 24 GB GDDR6X at 1,008 GB/s; PCIe Gen4 x16, 32 GB/s per direction.
@@ -226,7 +248,7 @@ mod tests {
         assert_eq!(lookup("h100-sxm"), lookup("H100"));
         assert_eq!(lookup("A100-SXM").unwrap().name, "A100-80G");
         assert!(lookup("V100").is_none());
-        assert_eq!(names().len(), 7);
+        assert_eq!(names().len(), 8);
     }
 
     /// HGX/DGX nodes of 8 with a 400 Gb/s adapter a GPU (200 Gb/s on A100):

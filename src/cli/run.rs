@@ -453,6 +453,32 @@ fn simulate(
     Ok(d.label_metrics(metrics.finish(&end), &end.stats))
 }
 
+/// The KV cache groups of a hybrid model, as vLLM logs them: " in N groups
+/// of L layers (kinds)"; nothing with one full-attention group.
+fn kv_groups_summary(p: &crate::scenario::Pool) -> String {
+    use crate::sim::KvGroupKind;
+    let groups = &p.engine.kv_groups;
+    if groups.is_empty() {
+        return String::new();
+    }
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for g in groups {
+        let name = match g {
+            KvGroupKind::Full => "full".to_owned(),
+            KvGroupKind::SlidingWindow { window } => format!("sliding window {window}"),
+            KvGroupKind::ChunkedLocal { chunk } => format!("chunked local {chunk}"),
+            KvGroupKind::Linear => "linear".to_owned(),
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((name, 1)),
+        }
+    }
+    let kinds: Vec<String> = kinds.into_iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let plural = if groups.len() == 1 { "" } else { "s" };
+    format!(" in {} group{plural} of {} layers ({})", groups.len(), p.kv_group_layers, kinds.join(", "))
+}
+
 fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
     let p = d.serving();
     let rate = if wall_s > 0.0 { m.injected_requests as f64 / wall_s } else { 0.0 };
@@ -479,14 +505,16 @@ fn summary(d: &Deployment, m: &Metrics, rows: u64, wall_s: f64) -> String {
         pools_summary(d, m)
     } else {
         format!(
-            "{name}: {cluster}{model} on {tp}x {gpu}{nodes} ({dtype}), {blocks} KV blocks of {bs}, {kind} latency model ({why})",
+            "{name}: {cluster}{model} on {tp}x {gpu}{nodes} ({dtype}), {weights:.2} GiB of weights per GPU, {blocks} KV blocks of {bs}{groups}, {kind} latency model ({why})",
             name = d.name,
             model = d.model.name,
             tp = p.tp,
             gpu = p.gpu.name,
             dtype = p.dtype,
+            weights = p.weight_bytes_per_gpu / (1u64 << 30) as f64,
             blocks = p.engine.num_gpu_blocks,
             bs = p.engine.block_size,
+            groups = kv_groups_summary(p),
             kind = p.latency.kind(),
             why = p.latency_reason,
         )

@@ -239,6 +239,9 @@ struct MoeShape {
     /// weights over the GPUs the experts are spread across.
     expert_weights: f64,
     shared_weights: f64,
+    /// Bytes a routed expert weight streams: the serving dtype's, or 4.25/8
+    /// for MXFP4 experts (gpt-oss: 4-bit values, an 8-bit scale per 32).
+    expert_bytes: Option<f64>,
     /// GPUs the experts are spread across: `tp`, or `tp × dp` under expert
     /// parallelism (either way each GPU streams 1/ranks of the touched
     /// experts' weights and computes 1/ranks of the routed FLOPs).
@@ -264,6 +267,7 @@ impl Roofline {
             top_k: m.top_k as f64,
             expert_weights: 3.0 * d * m.expert_intermediate_size as f64 / tpf,
             shared_weights: 3.0 * d * m.shared_intermediate_size as f64 / tpf,
+            expert_bytes: m.mxfp4_experts.then_some(4.25 / 8.0),
             ranks: tpf,
         });
         let heads_per_gpu = model.num_heads as f64 / tpf;
@@ -473,7 +477,7 @@ impl Roofline {
                 let touched = m.experts * (1.0 - (1.0 - m.top_k / m.experts).powf(tokens));
                 let weights = touched * m.expert_weights;
                 let flops = 2.0 * tokens * m.top_k * m.expert_weights;
-                let bytes = weights * self.weight_bytes;
+                let bytes = weights * m.expert_bytes.unwrap_or(self.weight_bytes);
                 let experts = (flops / (self.gemm_flops * self.c.gemm_efficiency))
                     .max(bytes / (self.bandwidth * self.c.memory_efficiency))
                     * 1e6;
@@ -598,7 +602,7 @@ mod tests {
         let pro = RooflineConstants::for_gpu("RTXPRO6000");
         pro.validate().unwrap();
         assert!(pro.allreduce_floor_us > 10.0 * RooflineConstants::default().allreduce_floor_us);
-        assert_eq!(RooflineConstants::for_gpu("B200"), RooflineConstants::default());
+        assert_eq!(RooflineConstants::for_gpu("RTX4090"), RooflineConstants::default());
         // A100 and L40S take the kernels model's CPU side (the H100 fit's).
         let (a100, k) =
             (RooflineConstants::for_gpu("A100-80G"), crate::latency::KernelConstants::fitted("H100").unwrap());

@@ -12,7 +12,7 @@ use super::kv_capacity;
 use super::spec::EngineSpec;
 use super::vllm_version::{DEFAULT_VLLM_VERSION, VllmVersion};
 use crate::arch::{Dtype, Gpu, KvCacheDtype, KvLayout, LayerKind, ModelArch};
-use crate::sim::{ConnectorKind, EngineConfig, KvGroupKind, LoraConfig, SchedulingPolicy};
+use crate::sim::{AttentionSpan, ConnectorKind, EngineConfig, KvGroupKind, LoraConfig, Reach, SchedulingPolicy};
 
 /// The batch limits and memory share of one engine, vLLM's defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,6 +36,10 @@ pub(crate) struct ResolvedEngine {
     pub(crate) kv_cache_dtype: KvCacheDtype,
     /// True when `num_gpu_blocks` was computed rather than given.
     pub(crate) kv_capacity_computed: bool,
+    /// Weight bytes on each GPU (with LoRA slots).
+    pub(crate) weight_bytes_per_gpu: f64,
+    /// Layers a KV cache group holds (all attention layers without groups).
+    pub(crate) group_layers: u64,
 }
 
 /// The batch limits of `e` on `gpu`, checked.
@@ -84,11 +88,12 @@ pub(crate) fn resolve(
     let weight_bytes: u64 = if dtype.is_fp8() { 1 } else { 2 };
     let kv_cache_dtype = e.kv_cache_dtype.unwrap_or_default();
     let kv_dtype_bytes = kv_cache_dtype.bytes();
-    // vLLM turns its hybrid KV cache manager off for chunked local
-    // attention unless told otherwise (`VllmConfig.__post_init__`: "latency
-    // regression"); sliding-window and linear layers keep it on.
-    let chunked = model.layers.iter().any(|k| matches!(k, LayerKind::ChunkedLocal(_)));
-    let hybrid = !e.disable_hybrid_kv_cache_manager.unwrap_or(chunked);
+    // vLLM's hybrid KV cache manager is on unless disabled. (It turns it
+    // off for chunked local attention when
+    // `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE` is 0: the default in
+    // 0.10–0.11, "1" in every release modelled here, 0.15.1, 0.19.0 and
+    // 0.33.0's `envs.py`; and with EAGLE or MTP drafts, refused with groups.)
+    let hybrid = !e.disable_hybrid_kv_cache_manager.unwrap_or(false);
     if !hybrid && model.layers.contains(&LayerKind::Linear) {
         return invalid(
             "engine.disable_hybrid_kv_cache_manager",
@@ -207,6 +212,9 @@ pub(crate) fn resolve(
             .map(|s| s.for_release(release.eagle_hashes_next_token)),
         scheduling_policy: scheduling_policy(e)?,
         kv_groups: kv_groups(&layout),
+        hybrid_window_rules: release.hybrid_window_rules,
+        prefix_cache_retention_interval: Some(0),
+        attention_span: attention_span(model, tp, kv_dtype_bytes),
     };
     if !engine.kv_groups.is_empty()
         && let Some(other) =
@@ -240,6 +248,8 @@ pub(crate) fn resolve(
         gpu_memory_utilization: util,
         kv_cache_dtype,
         kv_capacity_computed: computed,
+        weight_bytes_per_gpu: weights,
+        group_layers: layout.group_layers,
     })
 }
 
@@ -259,6 +269,19 @@ fn kv_groups(layout: &KvLayout) -> Vec<KvGroupKind> {
             LayerKind::Linear => KvGroupKind::Linear,
         })
         .collect()
+}
+
+/// How far back each of `model`'s layers reads, for pricing: a linear
+/// layer's state as the tokens of KV it weighs.
+fn attention_span(model: &ModelArch, tp: u64, kv_dtype_bytes: u64) -> AttentionSpan {
+    let per_token = (model.kv_elements_per_token_per_layer(tp) * kv_dtype_bytes).max(1);
+    let state = model.linear_state_bytes(tp, kv_dtype_bytes).div_ceil(per_token).min(u64::from(u32::MAX)) as u32;
+    AttentionSpan::new(model.layers.iter().map(|&k| match k {
+        LayerKind::Full => Reach::Full,
+        LayerKind::SlidingWindow(w) => Reach::Window(w),
+        LayerKind::ChunkedLocal(c) => Reach::Chunk(c),
+        LayerKind::Linear => Reach::State(state),
+    }))
 }
 
 /// The longest sequence whose blocks fit in `blocks`: with only windowed or

@@ -36,6 +36,11 @@ pub struct Pool {
     pub kv_cache_dtype: KvCacheDtype,
     /// True when `num_gpu_blocks` was computed rather than given.
     pub kv_capacity_computed: bool,
+    /// Weight bytes on each GPU (with LoRA slots), as the KV capacity
+    /// subtracts them.
+    pub weight_bytes_per_gpu: f64,
+    /// Layers one KV cache group holds (`ModelArch::kv_layout`).
+    pub kv_group_layers: u64,
     /// The step pricer.
     pub latency: StepPricer,
     /// Why that latency model prices it (see [`Deployment::latency_reason`]).
@@ -178,6 +183,8 @@ impl Scenario<'_> {
             gpu_memory_utilization: resolved.gpu_memory_utilization,
             kv_cache_dtype: resolved.kv_cache_dtype,
             kv_capacity_computed: resolved.kv_capacity_computed,
+            weight_bytes_per_gpu: resolved.weight_bytes_per_gpu,
+            kv_group_layers: resolved.group_layers,
             latency,
             latency_reason,
         })

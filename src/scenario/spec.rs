@@ -251,8 +251,7 @@ pub struct EngineSpec {
     /// `--scheduling-policy`: `fcfs` (default) or `priority`.
     pub scheduling_policy: Option<String>,
     /// `--disable-hybrid-kv-cache-manager`: every attention layer keeps full
-    /// KV (one group). vLLM's default: off, but on for chunked local
-    /// attention (Llama 4), unless `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`.
+    /// KV (one group; sliding-window and chunked layers sized as full).
     pub disable_hybrid_kv_cache_manager: Option<bool>,
 }
 

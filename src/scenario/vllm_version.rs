@@ -71,6 +71,16 @@ pub struct ReleaseBehaviour {
     /// 0.17.1, present in 0.18.0 and 0.30.0); 0.31.0 has
     /// `kv_holding_waiting` instead and skipped requests back in `waiting`.
     pub lora_skipped_queue_first: bool,
+    /// The hybrid KV cache manager's window rules of 0.33.0 (recorded,
+    /// `tests/data/vllm-conformance/hybrid/`): a sliding-window group frees
+    /// what the processed tokens (not those of a step in flight) leave
+    /// behind; admission counts a window's blocks up to its cap; and with
+    /// `prefix_cache_retention_interval` 0 (the default) a window group
+    /// caches only the blocks a resent prompt, or a shared prefix, can hit.
+    /// 0.15.1 and 0.19.0 (read in the wheels) free by the computed count,
+    /// count every block and cache every one; releases between are not
+    /// recorded and take 0.19.0's rules.
+    pub hybrid_window_rules: bool,
 }
 
 impl VllmVersion {
@@ -123,6 +133,7 @@ impl VllmVersion {
             lora_counts_every_running_request: self >= VllmVersion::new(0, 33, 0),
             self_preemption_continues: self >= VllmVersion::new(0, 33, 0),
             lora_skipped_queue_first: self >= VllmVersion::new(0, 18, 0) && self < VllmVersion::new(0, 31, 0),
+            hybrid_window_rules: self >= VllmVersion::new(0, 33, 0),
         }
     }
 }

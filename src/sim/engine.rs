@@ -35,6 +35,7 @@ mod finish;
 mod lora;
 mod offload;
 mod priority;
+mod span;
 mod speculative;
 mod stats;
 mod steady;
@@ -53,6 +54,7 @@ pub(crate) use lora::adapter_id;
 pub use lora::{LoraConfig, LoraLoad};
 pub use offload::{DiskTier, KvOffload, OffloadPolicy};
 pub use priority::SchedulingPolicy;
+pub use span::{AttentionSpan, Reach};
 pub(crate) use speculative::request_key;
 pub use speculative::{EaglePrefixRule, SpecDecode, SpecMethod, SpecStats};
 pub use stats::EngineStats;
@@ -245,6 +247,13 @@ impl Engine {
         if connector.records_evictions() {
             kv.record_evictions();
         }
+        kv.set_window_rules(
+            config.hybrid_window_rules,
+            config.prefix_cache_retention_interval,
+            config.max_num_batched_tokens,
+            config.async_scheduling,
+            config.max_model_len,
+        );
         if config.speculative.as_ref().is_some_and(|s| s.prefix_rule == EaglePrefixRule::HashNextToken) {
             kv.set_hash_lookahead(1);
         }
@@ -255,8 +264,11 @@ impl Engine {
         }
         // (With KV cache groups every scheduled request allocates: a window
         // may free blocks at any step.)
-        let config_plain =
-            config.lora.is_none() && config.speculative.is_none() && config.kv_offload.is_none() && !kv.hybrid();
+        let config_plain = config.lora.is_none()
+            && config.speculative.is_none()
+            && config.kv_offload.is_none()
+            && !kv.hybrid()
+            && config.attention_span.is_full();
         Engine {
             connector,
             lora: config.lora.map(LoraState::new),
@@ -539,8 +551,9 @@ impl Engine {
             };
             if self.kv.hybrid() {
                 // `remove_skipped_blocks`, before the allocation (even one
-                // that fails).
-                self.kv.remove_skipped(&mut seq.blocks, seq.num_computed);
+                // that fails); from 0.33 by the processed tokens.
+                let lag = if self.kv.window_lags_in_flight() { seq.in_flight_tokens } else { 0 };
+                self.kv.remove_skipped(&mut seq.blocks, seq.num_computed.saturating_sub(lag));
             }
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &[], slots, known)
                 && !self.preempt_for(slot, slots, &mut i, &mut budget)
@@ -581,7 +594,8 @@ impl Engine {
         let seq = self.seqs[slot as usize].as_mut().expect("live slot");
         if seq.num_computed >= seq.prefill_end {
             self.building.priced.decodes += 1;
-            self.building.priced.decode_context_tokens += u64::from(seq.num_computed);
+            self.building.priced.decode_context_tokens +=
+                u64::from(self.config.attention_span.attended(seq.num_computed));
         }
         let known_end = seq.num_tokens + seq.pending;
         let samples = seq.num_computed + n >= known_end;
@@ -612,7 +626,7 @@ impl Engine {
         if seq.num_computed < seq.prefill_end {
             self.building.priced.prefills.push(PrefillChunk {
                 new_tokens: n,
-                context_tokens: seq.num_computed,
+                context_tokens: self.config.attention_span.attended(seq.num_computed),
                 samples,
             });
         }

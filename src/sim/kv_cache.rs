@@ -27,6 +27,7 @@ use crate::workload::PromptBlocks;
 mod groups;
 
 pub use groups::KvGroupKind;
+use groups::WindowRules;
 
 const NONE: u32 = u32::MAX;
 /// The free queue's virtual node standing for every block never used yet
@@ -253,6 +254,8 @@ pub(crate) struct KvCache {
     /// The KV cache groups when there is more than one full-attention group
     /// (`groups.rs`); empty: one full-attention group.
     groups: Box<[KvGroupKind]>,
+    /// The window groups' release-dependent rules (`groups.rs`).
+    window_rules: WindowRules,
 }
 
 impl KvCache {
@@ -293,6 +296,7 @@ impl KvCache {
             evicted: None,
             hash_lookahead: 0,
             groups,
+            window_rules: WindowRules::default(),
         }
     }
 
@@ -532,8 +536,8 @@ impl KvCache {
         }
         let full = self.num_full(hashes, tokens).min(seq.blocks.len());
         let start = (seq.num_hashed as usize).min(full);
-        for i in start..full {
-            self.register_block(seq.blocks[i], hashes[i]);
+        for (&b, &h) in seq.blocks[start..full].iter().zip(&hashes[start..full]) {
+            self.register_block(b, h);
         }
         seq.num_hashed = seq.num_hashed.max(full as u32);
     }

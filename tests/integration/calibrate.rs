@@ -450,11 +450,11 @@ fn measured_deployments_are_replayed_as_closed_loop_benchmarks() {
     dir.create("plan.yaml", &format!("name: s\ncalibration:\n  - {{source: silicon, data: {data}}}\noutput: out\n"));
     TestCommand::new(&dir.path, &["-q", "--no-report", "plan.yaml"]).stdout();
     let rows = read_columns(&dir.join("out/calibration.parquet"), &["experiment", "tp", "metric", "real_ms", "pairs"]);
-    // vLLM rows on H100/H200 for catalog models only (not SGLang, not
-    // gpt-oss, not B200), an MoE model only with its experts sharded like
-    // its attention (not the expert-parallel row g); concurrency from the
-    // source, else the batch size; ten prompts per user; Qwen's -FP8
-    // release with block-scaled weights.
+    // vLLM rows on H100, H200 and B200 for catalog models only (not SGLang,
+    // not MiniMax, which is not in the catalog), an MoE model only with its
+    // experts sharded like its attention (not the expert-parallel row g);
+    // concurrency from the source, else the batch size; ten prompts per
+    // user; Qwen's -FP8 release with block-scaled weights.
     let got: Vec<[&str; 5]> = rows.iter().map(|r| [&*r[0], &*r[1], &*r[2], &*r[3], &*r[4]]).collect();
     assert_eq!(
         got,
@@ -463,6 +463,8 @@ fn measured_deployments_are_replayed_as_closed_loop_benchmarks() {
             ["H100-Qwen3-32B-tp2-bf16-64x8-c2-line2", "2", "tpot_mean", "12", "20"],
             ["H100-Qwen3-32B-tp4-fp8-32x4-c3-line3", "4", "ttft_mean", "30", "30"],
             ["H100-Qwen3-32B-tp4-fp8-32x4-c3-line3", "4", "tpot_mean", "9", "30"],
+            ["B200-Qwen3-32B-tp2-bf16-64x8-c2-line6", "2", "ttft_mean", "1", "20"],
+            ["B200-Qwen3-32B-tp2-bf16-64x8-c2-line6", "2", "tpot_mean", "1", "20"],
             ["H200-Qwen3-235B-A22B-tp2-fp8_block-64x8-c2-line7", "2", "ttft_mean", "50", "20"],
             ["H200-Qwen3-235B-A22B-tp2-fp8_block-64x8-c2-line7", "2", "tpot_mean", "30", "20"],
         ]

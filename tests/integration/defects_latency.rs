@@ -154,7 +154,7 @@ fn defect_16_deepseek_v3_runs_on_8_h200_at_tp8() {
     let dir = defect_dir("16-deepseek-v3-size");
     let (line, m) = run(&dir, "S.yaml", "w3.jsonl");
     assert!(
-        line.starts_with("dsv3-h200-tp8: dsv3-config.json on 8x H200 (fp8_block), 43911 KV blocks of 16"),
+        line.starts_with("dsv3-h200-tp8: dsv3-config.json on 8x H200 (fp8_block), 78.33 GiB of weights per GPU, 43911 KV blocks of 16"),
         "{line}"
     );
     let mla = "no measured latent-attention (MLA) kernels: the tables hold FlashAttention with grouped KV heads";

@@ -9,6 +9,7 @@ mod autoscale;
 mod calibrate;
 mod capacity;
 mod capacity_pools;
+mod catalog_models;
 mod classes;
 mod cli;
 mod client;

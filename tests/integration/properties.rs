@@ -6,8 +6,8 @@
 use blis_sweep::arch::{ModelArch, catalog, hardware};
 use blis_sweep::latency::{Linear, Roofline, RooflineConstants, StepPricer};
 use blis_sweep::sim::{
-    Affinity, Client, ConnectorKind, EngineConfig, FinishedRequest, KvTransferConfig, NodeError, PdDecider, PoolConfig,
-    RequestStatus, RouterConfig, RoutingPolicy, SchedulingPolicy, Scorer, Simulation,
+    Affinity, Client, ConnectorKind, EngineConfig, FinishedRequest, KvGroupKind, KvTransferConfig, NodeError,
+    PdDecider, PoolConfig, RequestStatus, RouterConfig, RoutingPolicy, SchedulingPolicy, Scorer, Simulation,
 };
 use blis_sweep::workload::{LlmCall, NodeKind, Request, RequestId, SeededProgress, SubRequest};
 use rand::{RngExt, SeedableRng};
@@ -37,6 +37,9 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         speculative: None,
         scheduling_policy: SchedulingPolicy::Fcfs,
         kv_groups: Vec::new(),
+        hybrid_window_rules: false,
+        prefix_cache_retention_interval: Some(0),
+        attention_span: Default::default(),
     }
 }
 
@@ -128,11 +131,53 @@ pub(crate) fn random_request(rng: &mut Xoshiro256PlusPlus, id: u64, arrival: f64
     }
 }
 
-/// Whether the engine can ever serve `call` (mirrors the documented rule).
+/// Whether the engine can ever serve `call` (mirrors the documented rule:
+/// with KV cache groups, the most blocks it can hold at once — vLLM's
+/// `max_memory_usage_bytes`: a window's W − 1 tokens and the tokens of the
+/// steps its window lags, one block more; a chunk and those; one state).
 pub(crate) fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     let total = call.input_tokens + call.output_tokens;
+    let bs = e.block_size;
+    let positions = (total - 1).div_ceil(bs);
+    let lag = e.max_num_batched_tokens * if e.hybrid_window_rules && e.async_scheduling { 2 } else { 1 };
+    let least: u32 = if e.kv_groups.is_empty() {
+        positions
+    } else {
+        e.kv_groups
+            .iter()
+            .map(|g| match *g {
+                KvGroupKind::Full => positions,
+                KvGroupKind::SlidingWindow { window: w } => {
+                    positions.min((w - 1 + lag).min(e.max_model_len).div_ceil(bs) + 1)
+                }
+                KvGroupKind::ChunkedLocal { chunk: c } => {
+                    positions.min((c + lag).min(e.max_model_len).div_ceil(bs) + u32::from(c % bs != 0))
+                }
+                KvGroupKind::Linear => 1,
+            })
+            .sum()
+    };
+    // vLLM's admission gate counts a window's blocks up to its cap (0.33),
+    // every position before.
+    let gate: u32 = if e.kv_groups.is_empty() || !e.scheduler_reserve_full_isl {
+        0
+    } else {
+        e.kv_groups
+            .iter()
+            .map(|g| match *g {
+                KvGroupKind::SlidingWindow { window: w } if e.hybrid_window_rules => {
+                    positions.min((w - 1 + lag).min(e.max_model_len).div_ceil(bs) + 1)
+                }
+                KvGroupKind::ChunkedLocal { chunk: c } if e.hybrid_window_rules => {
+                    positions.min((c + lag).min(e.max_model_len).div_ceil(bs))
+                }
+                KvGroupKind::Linear => 1,
+                _ => positions,
+            })
+            .sum()
+    };
     // One block is vLLM's null block.
-    total <= e.max_model_len && (total - 1).div_ceil(e.block_size) < e.num_gpu_blocks
+    total <= e.max_model_len && least.max(gate) < e.num_gpu_blocks
 }
 
 pub(crate) fn check(case: u64, r: &FinishedRequest, e: &EngineConfig, replicas: u32) {
@@ -290,6 +335,56 @@ fn random_workloads_finish_with_consistent_timelines() {
         totals.0 > 1000 && totals.1 > 50 && totals.2 > 100 && totals.3 > 100 && totals.4 > 30,
         "coverage: {totals:?}"
     );
+}
+
+/// Random engines with KV cache groups (vLLM's hybrid KV cache manager:
+/// full, sliding-window, chunked local and linear groups over one pool, each
+/// release's window rules): the KV cache's invariant holds after every step
+/// (every block held or free, never both, the free queue whole), every
+/// servable request finishes with all its tokens, and the unservable ones
+/// are the documented ones.
+#[test]
+fn random_hybrid_engines_keep_the_kv_invariant() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x4B1D);
+    let (mut completed, mut preemptions, mut hits) = (0u64, 0u64, 0u64);
+    for case in 0..CASES / 2 {
+        let mut engine = random_engine(&mut rng);
+        let bs = engine.block_size;
+        let groups = rng.random_range(1..=4);
+        engine.kv_groups = (0..groups)
+            .map(|_| match rng.random_range(0..6) {
+                0 | 1 => KvGroupKind::Full,
+                2 | 3 => KvGroupKind::SlidingWindow { window: rng.random_range(2..=96) },
+                // vLLM's chunks are whole blocks.
+                4 => KvGroupKind::ChunkedLocal { chunk: bs * rng.random_range(1..=6) },
+                _ => KvGroupKind::Linear,
+            })
+            .collect();
+        if engine.kv_groups == [KvGroupKind::Full] {
+            engine.kv_groups.push(KvGroupKind::SlidingWindow { window: 16 });
+        }
+        engine.hybrid_window_rules = rng.random_bool(0.5);
+        engine.prefix_cache_retention_interval = match rng.random_range(0..3) {
+            0 => None,
+            1 => Some(0),
+            _ => Some(bs * rng.random_range(1..=8)),
+        };
+        engine.num_gpu_blocks = engine.num_gpu_blocks.saturating_mul(groups);
+        let replicas = if rng.random_bool(0.7) { 1 } else { rng.random_range(2..=4) };
+        let pool = PoolConfig::mixed(engine.clone(), replicas, random_router(&mut rng), random_latency(&mut rng));
+        let mut sim = Simulation::pools(vec![pool], KvTransferConfig::UNUSED, PdDecider::Always);
+        sim.check_invariants(true);
+        sim.set_client(random_client(&mut rng));
+        sim.set_request_timeout(rng.random_bool(0.2).then(|| rng.random_range(1_000..400_000)));
+        let done = feed(&mut sim, &mut rng, case, None);
+        for r in &done {
+            check(case, r, &engine, replicas);
+        }
+        completed += done.iter().filter(|r| r.status == RequestStatus::Completed).count() as u64;
+        preemptions += sim.engine_stats().preemptions;
+        hits += sim.engine_stats().prefix_hits;
+    }
+    assert!(completed > 1000 && preemptions > 50 && hits > 1000, "coverage: {completed} {preemptions} {hits}");
 }
 
 /// Steady decodes (a plain FCFS engine accounts for one-token decodes by

@@ -60,8 +60,8 @@ fn refusals_name_the_file_line_and_key() {
     dir.create("w.jsonl", &format!("{ONE}\n"));
     for (yaml, expected) in [
         (
-            "model: Llama-2-7b\nhardware: B200\nlatency_model: {kind: kernels}\n",
-            "s.yaml:3: latency_model: no measured kernel tables for B200",
+            "model: Llama-2-7b\nhardware: RTX4090\nlatency_model: {kind: kernels}\n",
+            "s.yaml:3: latency_model: no measured kernel tables for RTX4090",
         ),
         (
             "model: Llama-2-7b\nhardware: L40S\ndtype: fp8\nlatency_model: {kind: kernels}\n",

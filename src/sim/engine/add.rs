@@ -104,10 +104,13 @@ impl Engine {
             let most = (total_len.saturating_sub(1) + s.k + optimistic + self.lookahead).min(self.config.max_model_len);
             blocks_needed = most.div_ceil(self.config.block_size);
         }
-        if self.kv.least_blocks(blocks_needed) > self.kv.num_blocks() {
+        // With KV cache groups, the blocks it may hold at once, or those the
+        // admission gate counts if more (equal with one group).
+        let gate = if self.config.scheduler_reserve_full_isl { self.kv.admission_blocks(blocks_needed) } else { 0 };
+        let needed = self.kv.least_blocks(blocks_needed).max(gate);
+        if needed > self.kv.num_blocks() {
             return Err(format!(
-                "unservable: needs {} KV blocks of {} tokens, the cache has {}",
-                self.kv.least_blocks(blocks_needed),
+                "unservable: needs {needed} KV blocks of {} tokens, the cache has {}",
                 self.config.block_size,
                 self.kv.num_blocks()
             ));
@@ -140,7 +143,7 @@ impl Engine {
             in_flight_tokens: 0,
             prefill_end: num_tokens,
             seeded_kv,
-            blocks: SeqBlocks::with_capacity(blocks_needed as usize * self.kv.entries_per_position(), hashes.len()),
+            blocks: SeqBlocks::with_capacity(self.kv.entries_for(blocks_needed as usize), hashes.len()),
             hashes,
             preemptions: 0,
             cached_tokens: 0,

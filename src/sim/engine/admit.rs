@@ -102,7 +102,8 @@ impl Engine {
             } else {
                 // At least the last token is always recomputed: its logits are needed.
                 let max_hit_blocks = ((seq.num_tokens - 1) / block_size) as usize;
-                let mut hit_blocks = self.kv.find_cached(&seq.hashes, max_hit_blocks, &mut self.hits);
+                let mut hit_blocks =
+                    self.kv.find_hit(&mut seq.blocks, &seq.hashes, max_hit_blocks, &mut self.hits, seq.prompt_len);
                 if self.eagle_prefix == EaglePrefixRule::DropLastBlock && self.hits.pop().is_some() {
                     // The EAGLE drafter recomputes the last hit block
                     // (one group: speculation with groups is refused).
@@ -176,6 +177,7 @@ impl Engine {
             // whose remote KV landed.
             let slots = computed + n + if landed { self.lookahead } else { self.admission_lookahead };
             let slots = slots.min(self.config.max_model_len.max(computed + n));
+            self.kv.note_admission(&mut seq.blocks, computed);
             if !self.kv.allocate(&mut seq.blocks, &seq.hashes, &self.hits, slots, seq.num_tokens) {
                 // (A landed request's blocks hold its whole prompt, unless it
                 // came from the CPU tier, which may hold only part of it:

@@ -5,6 +5,7 @@ use super::connector::ConnectorKind;
 use super::lora::LoraConfig;
 use super::offload::KvOffload;
 use super::priority::SchedulingPolicy;
+use super::span::AttentionSpan;
 use super::speculative::SpecDecode;
 use crate::sim::kv_cache::KvGroupKind;
 
@@ -57,6 +58,16 @@ pub struct EngineConfig {
     /// The model's KV cache groups, as vLLM's hybrid KV cache manager
     /// forms them (`kv_cache/groups.rs`); empty: one full-attention group.
     pub kv_groups: Vec<KvGroupKind>,
+    /// vLLM 0.33's window-group rules (`ReleaseBehaviour::hybrid_window_rules`).
+    pub hybrid_window_rules: bool,
+    /// vLLM 0.33's `prefix_cache_retention_interval` under those rules: 0
+    /// (its default) caches a window group's blocks only where a resent
+    /// prompt or a shared prefix ends; R > 0 also the window's blocks at the
+    /// end of every R tokens; `None` every block.
+    pub prefix_cache_retention_interval: Option<u32>,
+    /// How far back each layer reads, for pricing (`span.rs`); full: every
+    /// layer reads the whole context.
+    pub attention_span: AttentionSpan,
 }
 
 impl EngineConfig {
@@ -92,6 +103,9 @@ impl EngineConfig {
             speculative: None,
             scheduling_policy: SchedulingPolicy::Fcfs,
             kv_groups: Vec::new(),
+            hybrid_window_rules: false,
+            prefix_cache_retention_interval: Some(0),
+            attention_span: AttentionSpan::default(),
         }
     }
 }

@@ -143,7 +143,7 @@ impl Engine {
             priced.prefills.remove(chunk);
         } else {
             priced.decodes -= 1;
-            priced.decode_context_tokens -= u64::from(seq.num_computed);
+            priced.decode_context_tokens -= u64::from(self.config.attention_span.attended(seq.num_computed));
         }
         self.stats.computed_tokens -= u64::from(n);
         Some(n)

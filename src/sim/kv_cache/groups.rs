@@ -12,9 +12,10 @@
 //! no longer reads hold vLLM's null block ([`NULL`]): their blocks were
 //! freed, and stay findable in the prefix cache until reused.
 //!
-//! Here a request's entries are kept position-major in its one block list
-//! (`blocks[position × groups + group]`), so the non-hybrid path, with one
-//! group, keeps its layout. Block hashes are keyed by group (vLLM's
+//! Here a request's entries are kept position-major in its one block list,
+//! after two words of its own ([`META`]: the blocks a window group may cache,
+//! see [`WindowRules`]): `blocks[META + position × groups + group]`, so the
+//! non-hybrid path, with one group, keeps its layout. Block hashes are keyed by group (vLLM's
 //! `BlockHashWithGroupId`): group 0 uses the request's hashes as they are,
 //! so a router's prompt hashes keep naming group 0's blocks.
 //!
@@ -33,6 +34,37 @@ use crate::hash::mix;
 /// vLLM's null block: a position a sliding window or chunk has left (or a
 /// linear group's position past its one state block). Never held or freed.
 pub(super) const NULL: u32 = u32::MAX - 3;
+
+/// Words a hybrid request's block list holds before its entries: the block
+/// where its prompt's last full block ends, and where the shared prefix its
+/// last lookup found ends ([`NO_BOUND`]: none) — a sliding-window group
+/// caches only the blocks just before these (vLLM 0.33's
+/// `reachable_block_mask`, retention 0); then the tokens it is admitted
+/// with as computed (hit or seeded; [`NO_BOUND`]: its hit), whose blocks a
+/// window has left are never allocated.
+const META: usize = 3;
+
+/// A bound not known: every block may be cached.
+const NO_BOUND: u32 = u32::MAX;
+
+/// Release-dependent rules of the window groups (vLLM 0.33.0's, recorded;
+/// off: 0.15.1 and 0.19.0's).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WindowRules {
+    /// A window frees what the processed tokens leave behind (a step in
+    /// flight not yet counted), and caches only the blocks a resent prompt
+    /// or a shared prefix can hit (`prefix_cache_retention_interval` 0).
+    pub(crate) v033: bool,
+    /// `prefix_cache_retention_interval` (0.33): `None` caches every block.
+    pub(crate) retention: Option<u32>,
+    /// Per group, the most blocks admission counts for it
+    /// (`max_admission_blocks_per_request`; `u32::MAX`: no cap).
+    pub(crate) admission_caps: Box<[u32]>,
+    /// Per group, the most blocks one request ever holds at once
+    /// (`max_memory_usage_bytes`: a window's or chunk's tokens and the
+    /// tokens of the steps in flight; `u32::MAX`: every position).
+    pub(crate) most_held: Box<[u32]>,
+}
 
 /// How one KV cache group keeps its layers' KV (vLLM's `KVCacheSpec` kinds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +98,21 @@ impl KvGroupKind {
         }
     }
 
-    /// The fewest blocks a request of `positions` block positions holds in
-    /// this group at its last step: a sequence needing more than the pool has
-    /// can never run.
-    pub(crate) fn least_blocks(self, positions: u32, block_size: u32) -> u32 {
+    /// The most blocks one request holds in this group at once, with
+    /// `in_flight` tokens scheduled in steps whose window has not moved on
+    /// yet (vLLM's `max_memory_usage_bytes`): a window's last W − 1 tokens
+    /// and those, block-misaligned by one; a chunk and those; every
+    /// position for full attention (`u32::MAX`); one state.
+    fn most_held(self, in_flight: u32, max_model_len: u32, block_size: u32) -> u32 {
         match self {
-            KvGroupKind::Full => positions,
-            KvGroupKind::SlidingWindow { window } => positions.min(window.div_ceil(block_size) + 1),
-            KvGroupKind::ChunkedLocal { chunk } => positions.min(chunk.div_ceil(block_size) + 1),
+            KvGroupKind::Full => u32::MAX,
+            KvGroupKind::SlidingWindow { window } => {
+                (window - 1).saturating_add(in_flight).min(max_model_len).div_ceil(block_size) + 1
+            }
+            KvGroupKind::ChunkedLocal { chunk } => {
+                chunk.saturating_add(in_flight).min(max_model_len).div_ceil(block_size)
+                    + u32::from(!chunk.is_multiple_of(block_size))
+            }
             KvGroupKind::Linear => 1,
         }
     }
@@ -96,18 +135,94 @@ impl KvCache {
         !self.groups.is_empty()
     }
 
-    /// Entries a request's block list holds per block position.
-    pub(crate) fn entries_per_position(&self) -> usize {
-        self.groups.len().max(1)
+    /// Entries a request's block list holds for `positions` block positions.
+    pub(crate) fn entries_for(&self, positions: usize) -> usize {
+        if self.hybrid() { META + positions * self.groups.len() } else { positions }
     }
 
-    /// Blocks of the whole pool the fewest a `positions`-position request
-    /// can hold at its last step take (its positions with one group).
+    /// The 0.33 window rules (`v033`, `retention`), and each group's
+    /// admission cap and most blocks held for an engine of `budget` tokens a
+    /// step, `async_scheduling` or not, and `max_model_len`.
+    pub(crate) fn set_window_rules(
+        &mut self,
+        v033: bool,
+        retention: Option<u32>,
+        budget: u32,
+        async_scheduling: bool,
+        max_model_len: u32,
+    ) {
+        let bs = self.block_size;
+        // Tokens in steps at once (`max_concurrent_batches` × budget).
+        let max_in_flight_tokens = budget.saturating_mul(if async_scheduling { 2 } else { 1 });
+        // Before 0.33 a window moves on with the computed tokens, a step in
+        // flight included: one step's tokens past it at most.
+        let lag = if v033 { max_in_flight_tokens } else { budget };
+        let most_held: Box<[u32]> = self.groups.iter().map(|k| k.most_held(lag, max_model_len, bs)).collect();
+        let caps = self
+            .groups
+            .iter()
+            .zip(&most_held)
+            .map(|(&k, &m)| match k {
+                KvGroupKind::SlidingWindow { .. } if v033 => m,
+                // (No +1: vLLM's chunked cap is whole chunks.)
+                KvGroupKind::ChunkedLocal { chunk } if v033 => {
+                    chunk.saturating_add(max_in_flight_tokens).min(max_model_len).div_ceil(bs)
+                }
+                _ => u32::MAX,
+            })
+            .collect();
+        self.window_rules = WindowRules { v033, retention, admission_caps: caps, most_held };
+    }
+
+    /// Whether a window frees only what processed tokens leave behind
+    /// (0.33): the caller passes computed minus in-flight tokens.
+    pub(crate) fn window_lags_in_flight(&self) -> bool {
+        self.hybrid() && self.window_rules.v033
+    }
+
+    /// The positions and groups of a hybrid request's list.
+    fn shape(&self, seq: &SeqBlocks) -> (usize, usize) {
+        let g = self.groups.len();
+        (seq.blocks.len().saturating_sub(META) / g, g)
+    }
+
+    /// Makes `seq`'s list start with its [`META`] words, unknown bounds.
+    fn ensure_meta(seq: &mut SeqBlocks) {
+        if seq.blocks.len() < META {
+            seq.blocks.clear();
+            seq.blocks.extend_from_slice(&[NO_BOUND; META]);
+        }
+    }
+
+    /// Blocks vLLM's admission gate (`scheduler_reserve_full_isl`) counts
+    /// for a `positions`-position request holding nothing, without hits:
+    /// each window group's capped (0.33), every position else. A request
+    /// whose count exceeds the pool is never admitted (before 0.33's caps, a
+    /// long prompt on a model with window layers waits for good).
+    pub(crate) fn admission_blocks(&self, positions: u32) -> u32 {
+        if !self.hybrid() {
+            return positions;
+        }
+        let cap = |g: usize| self.window_rules.admission_caps.get(g).copied().unwrap_or(u32::MAX);
+        (0..self.groups.len())
+            .map(|g| if self.groups[g] == KvGroupKind::Linear { 1 } else { positions.min(cap(g)) })
+            .sum()
+    }
+
+    /// Blocks of the pool a `positions`-position request may hold at once
+    /// (its positions with one group): one needing more than the pool has
+    /// could never run. Without [`KvCache::set_window_rules`], a window's
+    /// or chunk's own blocks and one more.
     pub(crate) fn least_blocks(&self, positions: u32) -> u32 {
         if !self.hybrid() {
             return positions;
         }
-        self.groups.iter().map(|k| k.least_blocks(positions, self.block_size)).sum()
+        let bs = self.block_size;
+        let most = |g: usize| match self.window_rules.most_held.get(g) {
+            Some(&m) => m,
+            None => self.groups[g].most_held(0, u32::MAX, bs),
+        };
+        (0..self.groups.len()).map(|g| positions.min(most(g))).sum()
     }
 
     /// Whether the block of position `i` of `hashes` is cached for every
@@ -126,8 +241,54 @@ impl KvCache {
     /// group hits; the hit blocks appended to `hits` position-major (null
     /// where a window or chunk has moved on). Returns the positions hit.
     pub(super) fn find_cached_groups(&self, hashes: &[u64], max_blocks: usize, hits: &mut Vec<u32>) -> usize {
+        self.find_groups(hashes, max_blocks, hits).0
+    }
+
+    /// [`KvCache::find_cached`] for a waiting request: with groups, its
+    /// bounds are noted too — where its prompt's last full block ends
+    /// (`prompt_len`), and where the longest hit of any kind ends when it is
+    /// longer than the agreed one (vLLM's `shared_prefix_boundary`, set at
+    /// every lookup): the blocks a window group caches for others to hit.
+    pub(crate) fn find_hit(
+        &self,
+        seq: &mut SeqBlocks,
+        hashes: &[u64],
+        max_blocks: usize,
+        hits: &mut Vec<u32>,
+        prompt_len: u32,
+    ) -> usize {
+        if !self.hybrid() {
+            return self.find_cached(hashes, max_blocks, hits);
+        }
+        let (n, longest) = if self.prefix_caching { self.find_groups(hashes, max_blocks, hits) } else { (0, 0) };
+        Self::ensure_meta(seq);
+        seq.blocks[0] = prompt_len.saturating_sub(1) / self.block_size;
+        seq.blocks[1] = if longest > n { longest as u32 } else { NO_BOUND };
+        seq.blocks[2] = NO_BOUND;
+        n
+    }
+
+    /// A request holding nothing is admitted with `computed` tokens computed
+    /// (its hit, or seeded progress past it): positions a window or chunk
+    /// has left by then get the null block, not a new one (vLLM counts
+    /// `skipped(total_computed_tokens)` for a new request).
+    pub(crate) fn note_admission(&self, seq: &mut SeqBlocks, computed: u32) {
+        if self.hybrid() && self.shape(seq).0 == 0 {
+            Self::ensure_meta(seq);
+            seq.blocks[2] = computed;
+        }
+    }
+
+    /// Leading positions of group `g` a request admitted with `computed`
+    /// tokens never holds.
+    fn skipped_at_admission(&self, g: usize, computed: u32) -> usize {
+        if computed == NO_BOUND { 0 } else { (self.groups[g].skipped_tokens(computed) / self.block_size) as usize }
+    }
+
+    /// The agreed hit (positions) and the longest any kind found.
+    fn find_groups(&self, hashes: &[u64], max_blocks: usize, hits: &mut Vec<u32>) -> (usize, usize) {
         if self.groups.contains(&KvGroupKind::Linear) {
-            return 0;
+            return (0, 0);
         }
         // The kinds present, full attention first (vLLM's coordinator
         // orders them so), each with its groups.
@@ -140,10 +301,12 @@ impl KvCache {
         }
         kinds.sort_by_key(|(k, _)| *k != KvGroupKind::Full);
         let mut n = max_blocks.min(hashes.len());
+        let mut longest = 0;
         loop {
             let before = n;
             for (kind, gs) in &kinds {
                 n = self.kind_hit(*kind, gs, hashes, n);
+                longest = longest.max(n);
             }
             if n == before {
                 break;
@@ -164,7 +327,7 @@ impl KvCache {
                 }
             }
         }
-        n
+        (n, longest)
     }
 
     /// The first position of an `n`-position hit that `kind` reads (those
@@ -215,13 +378,12 @@ impl KvCache {
     /// (`remove_skipped_blocks`, called before every allocation: it frees
     /// blocks even when the allocation then fails).
     pub(crate) fn remove_skipped(&mut self, seq: &mut SeqBlocks, computed: u32) {
-        let g_count = self.groups.len();
-        let positions = seq.blocks.len() / g_count.max(1);
+        let (positions, g_count) = self.shape(seq);
         for g in 0..g_count {
             let skipped = (self.groups[g].skipped_tokens(computed) / self.block_size) as usize;
             for i in (0..skipped.min(positions)).rev() {
                 // Nulls from here down: freed by an earlier step.
-                let b = std::mem::replace(&mut seq.blocks[i * g_count + g], NULL);
+                let b = std::mem::replace(&mut seq.blocks[META + i * g_count + g], NULL);
                 if b == NULL {
                     break;
                 }
@@ -231,7 +393,7 @@ impl KvCache {
     }
 
     /// New blocks group `g` needs for `positions` positions, holding `have`
-    /// and given `hit` hit positions.
+    /// and given `hit` hit (or skipped) positions.
     fn new_blocks(&self, g: usize, positions: usize, have: usize, hit: usize) -> usize {
         match self.groups[g] {
             KvGroupKind::Linear => usize::from(have + hit == 0 && positions > 0),
@@ -239,18 +401,33 @@ impl KvCache {
         }
     }
 
-    /// Hit blocks still in the free queue (claiming them takes them from it).
-    fn evictable(&self, hits: &[u32]) -> usize {
-        hits.iter().filter(|&&b| b != NULL && self.blocks[b as usize].ref_count() == 0).count()
+    /// Hit blocks still in the free queue (claiming them takes them from
+    /// it), but those at positions a group skips (`skip[g]`).
+    fn evictable(&self, hits: &[u32], skip: &[usize]) -> usize {
+        let g_count = self.groups.len();
+        hits.iter()
+            .enumerate()
+            .filter(|&(k, &b)| {
+                b != NULL && k / g_count >= skip[k % g_count] && self.blocks[b as usize].ref_count() == 0
+            })
+            .count()
     }
 
-    /// [`KvCache::fits`] over the groups.
+    /// Each group's positions skipped at admission (none once it holds some).
+    fn admission_skips(&self, seq: &SeqBlocks, have: usize) -> Vec<usize> {
+        let computed = if have == 0 && seq.blocks.len() >= META { seq.blocks[2] } else { NO_BOUND };
+        (0..self.groups.len()).map(|g| self.skipped_at_admission(g, computed)).collect()
+    }
+
+    /// [`KvCache::fits`] over the groups: `num_tokens` of a request holding
+    /// nothing, each window group counted up to its cap (vLLM 0.33).
     pub(super) fn fits_groups(&self, hits: &[u32], num_tokens: u32) -> bool {
         let g_count = self.groups.len();
         let positions = num_tokens.div_ceil(self.block_size) as usize;
         let hit = hits.len() / g_count;
-        let new: usize = (0..g_count).map(|g| self.new_blocks(g, positions, 0, hit)).sum();
-        new + self.evictable(hits) <= self.num_free as usize
+        let cap = |g: usize| self.window_rules.admission_caps.get(g).map_or(usize::MAX, |&c| c as usize);
+        let new: usize = (0..g_count).map(|g| self.new_blocks(g, positions.min(cap(g)), 0, hit)).sum();
+        new + self.evictable(hits, &vec![0; g_count]) <= self.num_free as usize
     }
 
     /// [`KvCache::allocate`] over the groups: all or nothing.
@@ -263,33 +440,46 @@ impl KvCache {
         known: u32,
     ) -> bool {
         seq.num_hashes = hashes.len() as u32;
-        let g_count = self.groups.len();
+        Self::ensure_meta(seq);
+        let (have, g_count) = self.shape(seq);
         let positions = num_tokens.div_ceil(self.block_size) as usize;
-        let have = seq.blocks.len() / g_count;
         let hit = hits.len() / g_count;
-        let new: Vec<usize> = (0..g_count).map(|g| self.new_blocks(g, positions, have, hit)).collect();
-        if new.iter().sum::<usize>() + self.evictable(hits) > self.num_free as usize {
+        // A request admitted with tokens computed past its hit (seeded)
+        // holds nothing where its windows have moved on.
+        let skip = self.admission_skips(seq, have);
+        let new: Vec<usize> = (0..g_count).map(|g| self.new_blocks(g, positions, have, hit.max(skip[g]))).collect();
+        if new.iter().sum::<usize>() + self.evictable(hits, &skip) > self.num_free as usize {
             return false;
         }
-        for &b in hits.iter().filter(|&&b| b != NULL) {
-            if self.blocks[b as usize].ref_count() == 0 {
-                self.unlink(b);
-            }
-            let held = self.blocks[b as usize].ref_count();
-            self.blocks[b as usize].hold(held + 1);
-        }
+        let start = seq.blocks.len();
         seq.blocks.extend_from_slice(hits);
+        for (k, b) in seq.blocks[start..].iter_mut().enumerate() {
+            if *b == NULL {
+                continue;
+            }
+            if k / g_count < skip[k % g_count] {
+                // Left untouched, in the cache or free (vLLM drops them).
+                *b = NULL;
+                continue;
+            }
+            let block = &mut self.blocks[*b as usize];
+            if block.ref_count() == 0 {
+                self.unlink(*b);
+            }
+            let held = self.blocks[*b as usize].ref_count();
+            self.blocks[*b as usize].hold(held + 1);
+        }
         if hit > 0 {
             seq.num_hashed = (have + hit) as u32;
         }
-        let from = have + hit;
-        let to = positions.max(from);
-        seq.blocks.resize(to * g_count, NULL);
+        let to = positions.max(have + hit);
+        seq.blocks.resize(META + to * g_count, NULL);
         for (g, &count) in new.iter().enumerate() {
-            // A linear group's one block sits at position 0.
-            let first = if self.groups[g] == KvGroupKind::Linear { 0 } else { from };
+            // A linear group's one block sits at position 0; the others
+            // start past what is held, hit or skipped.
+            let first = if self.groups[g] == KvGroupKind::Linear { 0 } else { (have + hit).max(skip[g]) };
             for i in first..first + count {
-                seq.blocks[i * g_count + g] = self.take();
+                seq.blocks[META + i * g_count + g] = self.take();
             }
         }
         self.register_groups(seq, hashes, num_tokens.min(known.saturating_sub(self.hash_lookahead)));
@@ -312,33 +502,58 @@ impl KvCache {
     /// `tokens` under its own key; null positions and linear groups are
     /// skipped.
     pub(super) fn register_groups(&mut self, seq: &mut SeqBlocks, hashes: &[u64], tokens: u32) {
-        if !self.prefix_caching {
+        if !self.prefix_caching || seq.blocks.len() < META {
             return;
         }
-        let g_count = self.groups.len();
-        let positions = seq.blocks.len() / g_count;
+        let (positions, g_count) = self.shape(seq);
         let full = self.num_full(hashes, tokens).min(positions);
-        for i in (seq.num_hashed as usize).min(full)..full {
+        let bounds = [seq.blocks[0], seq.blocks[1]];
+        let start = (seq.num_hashed as usize).min(full);
+        for (i, &h) in hashes.iter().enumerate().take(full).skip(start) {
             for g in 0..g_count {
-                let b = seq.blocks[i * g_count + g];
-                if b == NULL || self.groups[g] == KvGroupKind::Linear {
+                let b = seq.blocks[META + i * g_count + g];
+                if b == NULL || !self.caches(g, i, bounds) {
                     continue;
                 }
-                self.register_block(b, key(hashes[i], g));
+                self.register_block(b, key(h, g));
             }
         }
         seq.num_hashed = seq.num_hashed.max(full as u32);
     }
 
+    /// Whether group `g` caches position `i` of a request with `bounds`
+    /// (`reachable_block_mask`): a linear group never (no cached state); a
+    /// window group under 0.33's retention R only the blocks a hit ending at
+    /// a bound reads (the window's last ⌈(W − 1)/block⌉), and with R > 0 at
+    /// the end of every R tokens too; else every block.
+    fn caches(&self, g: usize, i: usize, bounds: [u32; 2]) -> bool {
+        let KvGroupKind::SlidingWindow { window } = self.groups[g] else {
+            return self.groups[g] != KvGroupKind::Linear;
+        };
+        let (true, Some(retention), false) =
+            (self.window_rules.v033, self.window_rules.retention, bounds[0] == NO_BOUND)
+        else {
+            return true;
+        };
+        let need = (window - 1).div_ceil(self.block_size) as usize;
+        let per = (retention / self.block_size) as usize;
+        if per > need && i % per >= per - need {
+            return true;
+        }
+        if per > 0 && per <= need {
+            return true;
+        }
+        bounds.iter().filter(|&&b| b != NO_BOUND).any(|&end| i < end as usize && i + need >= end as usize)
+    }
+
     /// [`KvCache::free`] over the groups: group by group, each latest
     /// position first (the coordinator frees manager by manager).
     pub(super) fn free_groups(&mut self, seq: &mut SeqBlocks) {
-        let g_count = self.groups.len();
-        let positions = seq.blocks.len() / g_count;
+        let (positions, g_count) = self.shape(seq);
         for g in 0..g_count {
             let mut uncached = std::mem::take(&mut self.uncached);
             for i in (0..positions).rev() {
-                let b = seq.blocks[i * g_count + g];
+                let b = seq.blocks[META + i * g_count + g];
                 if b == NULL {
                     continue;
                 }
@@ -396,8 +611,8 @@ mod tests {
 
     /// Blocks a request holds in group `g` (not null).
     fn held(kv: &KvCache, seq: &SeqBlocks, g: usize) -> usize {
-        let n = kv.entries_per_position();
-        seq.blocks.iter().skip(g).step_by(n).filter(|&&b| b != NULL).count()
+        let n = kv.groups.len();
+        seq.blocks.iter().skip(META + g).step_by(n).filter(|&&b| b != NULL).count()
     }
 
     /// Decoding one token a step past a 64-token window, a request holds
@@ -522,9 +737,9 @@ mod tests {
         kv.free(&mut a);
         // Remove every window block from the cache: the full group would
         // hit all 15 positions, the window none.
-        for i in 0..16 {
-            if let Some(&b) = kv.cached.get(&key(h[i], 1)) {
-                kv.unregister(key(h[i], 1), b);
+        for &hash in &h {
+            if let Some(&b) = kv.cached.get(&key(hash, 1)) {
+                kv.unregister(key(hash, 1), b);
                 kv.blocks[b as usize].hash = NO_HASH;
             }
         }

@@ -252,6 +252,7 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         let gpu = match r[c_system].as_str() {
             "h100_sxm" => "H100",
             "h200_sxm" => "H200",
+            "b200_sxm" => "B200",
             _ => continue,
         };
         if r[c_backend] != "vllm" || r[c_mode] != "agg" {
@@ -548,8 +549,18 @@ pub fn load(data: &Path, wanted: &str, kv_blocks: KvBlocks) -> Result<SiliconRun
         let need = c * max_request_tokens.div_ceil(BLOCK_SIZE) + 1;
         if u64::from(blocks(&scenario_yaml)?) < need {
             let fp8 = blocks(&format!("{scenario_yaml}  kv_cache_dtype: fp8\n"))?;
-            scenario_yaml.push_str(&format!("  num_gpu_blocks: {fp8}\n"));
-            notes.push(format!("KV cache: {fp8} blocks, as FP8 KV sizes it"));
+            let given = format!("{scenario_yaml}  num_gpu_blocks: {fp8}\n");
+            // A count more than the GPU's memory holds at 16 bits is refused
+            // as a typo would be (B200 TP1: 37,443 FP8 blocks, 36,671 at
+            // most): the 16-bit count stays, noted.
+            if blocks(&given).is_ok() {
+                scenario_yaml = given;
+                notes.push(format!("KV cache: {fp8} blocks, as FP8 KV sizes it"));
+            } else {
+                notes.push(format!(
+                    "KV cache: 16-bit count kept (FP8 KV's {fp8} blocks exceed this GPU's memory at 16 bits)"
+                ));
+            }
         }
     }
     let aggregate =

@@ -106,7 +106,13 @@ const MODELS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "Llama-4-Scout-17B-16E-Instruct",
-        &["meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Scout-17B-16E", "llama-4-scout"],
+        // RedHat's FP8-dynamic release (per-channel FP8 weights): `dtype: fp8`.
+        &[
+            "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+            "meta-llama/Llama-4-Scout-17B-16E",
+            "llama-4-scout",
+            "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic",
+        ],
         include_str!("catalog/models/Llama-4-Scout-17B-16E-Instruct.json"),
     ),
     (

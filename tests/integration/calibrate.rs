@@ -346,12 +346,13 @@ fn training_runs_known_by_their_aggregates_are_compared_on_them() {
         "plan.yaml",
         &format!("name: t\ncalibration:\n  - {{source: blis-trainval, data: {data}}}\noutput: out\n"),
     );
-    // The Llama 4 run cannot be priced: the plan finishes, naming why.
+    // The Kimi-K2 run's model is not in the catalog: the plan finishes, naming why.
     let out = TestCommand::new(&dir.path, &["plan.yaml"]).output();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.contains("8-llama-4-scout-tp2-mini: failed: ") && err.contains("chunked local attention is not modelled"),
+        err.contains("8-kimi-k2-tp2-mini: failed: ")
+            && err.contains("moonshotai/Kimi-K2-Instruct is not in the catalog"),
         "{err}"
     );
     // The run with per-request data is not listed here (blis-vllm-h100 replays it).

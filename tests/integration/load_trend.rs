@@ -106,7 +106,7 @@ fn runs_known_by_their_aggregates_show_their_stages_and_one_stage_runs_none() {
         "plan.yaml",
         &format!("name: t\ncalibration:\n  - {{source: blis-trainval, data: {data}}}\noutput: out\n"),
     );
-    // The Llama 4 run cannot be priced (exit 1); the other is compared.
+    // The Kimi-K2 run cannot be priced (not in the catalog: exit 1); the other is compared.
     assert_eq!(TestCommand::new(&dir.path, &["plan.yaml", "-q", "--no-report"]).output().status.code(), Some(1));
     let rows = stage_rows(&dir);
     // 2 req/s × 10 s then 4 req/s × 10 s; the aggregates give stage E2E only.

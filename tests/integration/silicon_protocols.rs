@@ -73,7 +73,9 @@ fn the_report_sums_up_each_protocol_and_scores_capacity_rows_on_ttft() {
         assert!(md.contains(line), "{line}\n{md}");
     }
     assert!(
-        md.contains("the TPOT target's rows** (known protocol, not capacity; target median ≤ 5 %, p90 ≤ 10 %) | 2 |"),
+        md.contains(
+            "the TPOT target's rows** (known protocol, not capacity, H100/H200 kernel tables; target median ≤ 5 %, p90 ≤ 10 %) | 2 |"
+        ),
         "{md}"
     );
     assert!(md.contains("/ TP2 / kernels / B capacity |"), "{md}");

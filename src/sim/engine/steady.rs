@@ -48,6 +48,9 @@ pub(super) struct DueSteps {
 
 impl DueSteps {
     /// `slot` is due at step `due`, pushed while `now` is the next step.
+    /// (Always inlined: left to rustc it became a call once the engine grew,
+    /// 6 M more instructions on 10k chat requests, cachegrind.)
+    #[inline(always)]
     fn push(&mut self, now: u64, due: u64, slot: u32) {
         if due - now >= WHEEL {
             self.later.push(Reverse((due, slot)));

@@ -139,19 +139,10 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
     let Some(x) = configs.experiments.iter().find(|e| e.id == id) else {
         return Err(err(&configs_path, 0, "experiments", format!("no experiment with id {id} (for {name})")));
     };
-    let model = crate::arch::catalog::model_config(&x.model).map(|(id, _)| id).ok_or_else(|| {
-        err(
-            &configs_path,
-            0,
-            "model",
-            format!(
-                "{} is not in the catalog{}",
-                x.model,
-                if x.model.contains("Llama-4") { " (Llama 4's chunked local attention is not modelled)" } else { "" }
-            ),
-        )
-    })?;
+    let (model, config) = crate::arch::catalog::model_config(&x.model)
+        .ok_or_else(|| err(&configs_path, 0, "model", format!("{} is not in the catalog", x.model)))?;
     let dtype = if x.model.to_ascii_uppercase().contains("FP8") { "\ndtype: fp8" } else { "" };
+    let blocks = pool_blocks(x.total_kv_blocks, config, x.tp);
     // The real server's CPU KV tier (vLLM's OffloadingConnector; 8 GiB per
     // GPU on every run that has one), in the blocks its log reported.
     let offload = if x.cpu_kv_blocks > 0 {
@@ -166,7 +157,7 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
         tp = x.tp,
         seqs = x.max_num_seqs,
         mbt = x.max_num_batched_tokens,
-        blocks = x.total_kv_blocks,
+        blocks = blocks,
     );
     let ip = &x.workload.inference_perf;
     let p = &ip.shared_prefix;
@@ -175,6 +166,18 @@ pub fn load(data: &Path, name: &str) -> Result<TrainvalRun, ConvertError> {
     let notes = workload_notes(p);
     let aggregates = read_aggregates(&data.join("aggregates_trainval.csv"), name, "pred_ms_blis-evolved")?;
     Ok(TrainvalRun { scenario_yaml, workload, stages, aggregates, notes })
+}
+
+/// The pool's blocks for a logged capacity of `logged` blocks of `config`'s
+/// model at `tp`. The BLIS team took the capacity from vllm.log's "GPU KV
+/// cache size: N tokens", which vLLM reports as the pool's blocks over its KV
+/// cache groups (`kv_cache_utils.py` `_report_kv_cache_config`: `num_blocks //
+/// len(kv_cache_groups) * block_size`): a hybrid model's pool (Llama 4: 4
+/// groups) holds that many blocks per group.
+fn pool_blocks(logged: u32, config: &str, tp: u32) -> u64 {
+    let groups = crate::arch::ModelArch::from_config_json("m", config)
+        .map_or(1, |m| m.kv_layout(u64::from(tp), 2, 16, true).groups.len() as u64);
+    u64::from(logged) * groups
 }
 
 /// What a replay of `p` assumes about the workload, for the run's notes.
@@ -248,6 +251,18 @@ pub(super) fn read_aggregates(path: &Path, name: &str, blis_column: &str) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Llama-4-Scout's pool has 4 KV cache groups (36 chunked local layers,
+    /// 12 global, groups of 12): the 8,253 blocks vLLM 0.15.1 logged as
+    /// tokens (`GPU KV cache size`) are 33,012 in its pool. One group: as
+    /// logged.
+    #[test]
+    fn a_logged_capacity_is_the_pool_over_its_groups() {
+        let scout = crate::arch::catalog::model_config("Llama-4-Scout-17B-16E-Instruct").unwrap().1;
+        assert_eq!(pool_blocks(8253, scout, 2), 33_012);
+        let llama = crate::arch::catalog::model_config("Llama-2-7b").unwrap().1;
+        assert_eq!(pool_blocks(7462, llama, 1), 7462);
+    }
 
     #[test]
     fn stages_hold_rate_times_duration_requests_and_prompts_repeat_over_the_pool() {

@@ -263,7 +263,15 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
             r[c_tp].trim().parse::<u64>().map_err(|_| err(i, "tp_size", format!("`{}` is not a count", r[c_tp])))?;
         // An MoE model's experts sharded like its attention (moe_tp = tp, no
         // expert or attention data parallelism) is what a replay prices.
-        let moe = crate::arch::ModelArch::from_config_json(model, config).is_ok_and(|m| m.moe.is_some());
+        let arch = crate::arch::ModelArch::from_config_json(model, config).ok();
+        let moe = arch.as_ref().is_some_and(|m| m.moe.is_some());
+        // FP4 weights are priced only where the checkpoint has them (gpt-oss's
+        // MXFP4 experts); an NVFP4 quantization of a 16-bit model is not
+        // modelled (B200's Llama-3.1-70B fp4 rows).
+        let mxfp4 = arch.as_ref().and_then(|m| m.moe.as_ref()).is_some_and(|m| m.mxfp4_experts);
+        if r[c_precision].contains("fp4") && !mxfp4 {
+            continue;
+        }
         let mut layout = [None; 3];
         for (slot, (c, field)) in layout.iter_mut().zip(c_layout.iter().zip(LAYOUT_COLUMNS)) {
             let Some(&c) = c.as_ref() else { continue };

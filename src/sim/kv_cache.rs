@@ -603,8 +603,18 @@ impl KvCache {
             seq.num_hashed = 0;
             return;
         }
+        self.free_blocks(seq.blocks.iter().rev().copied());
+        seq.blocks.clear();
+        seq.num_hashed = 0;
+    }
+
+    /// vLLM's `free_blocks` over `blocks`, in the order given: each loses a
+    /// holder; one nobody holds any more goes to the free queue's tail, or,
+    /// without a hash and with `free_uncached_first`, to its head (those
+    /// keeping their order).
+    fn free_blocks(&mut self, blocks: impl Iterator<Item = u32>) {
         let mut uncached = std::mem::take(&mut self.uncached);
-        for &b in seq.blocks.iter().rev() {
+        for b in blocks {
             let block = &mut self.blocks[b as usize];
             let held = block.ref_count() - 1;
             if held > 0 {
@@ -622,8 +632,6 @@ impl KvCache {
         }
         uncached.clear();
         self.uncached = uncached;
-        seq.blocks.clear();
-        seq.num_hashed = 0;
     }
 
     /// Checks that referenced + free = total and that the free queue holds

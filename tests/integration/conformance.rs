@@ -303,15 +303,15 @@ fn cases_in(dir: &Path) -> BTreeMap<String, Value> {
     out
 }
 
-#[test]
-fn every_recorded_workload_agrees_with_vllm_step_for_step() {
-    let cases = cases();
-    assert!(cases.keys().filter(|k| k.starts_with("rand-")).count() >= 50, "at least 50 random workloads");
+/// Replays every case of `cases` in each golden file `dir/golden/<name>.jsonl`
+/// of `names` (`<release>-<sync|async>`), every case recorded in each: where
+/// the simulator differs, and how many runs were compared.
+fn replay_all(dir: &Path, names: &[&str], cases: &BTreeMap<String, Value>) -> (Vec<String>, usize) {
     let mut failures = Vec::new();
     let mut checked = 0;
-    for name in GOLDEN {
+    for name in names {
         let (version, mode) = name.split_once('-').unwrap();
-        let path = data_dir().join(format!("golden/{name}.jsonl"));
+        let path = dir.join(format!("golden/{name}.jsonl"));
         let Ok(text) = std::fs::read_to_string(&path) else {
             failures.push(format!("{name}: {} missing", path.display()));
             continue;
@@ -329,6 +329,14 @@ fn every_recorded_workload_agrees_with_vllm_step_for_step() {
         assert_eq!(seen, cases.len(), "{name}: every case recorded");
         checked += seen;
     }
+    (failures, checked)
+}
+
+#[test]
+fn every_recorded_workload_agrees_with_vllm_step_for_step() {
+    let cases = cases();
+    assert!(cases.keys().filter(|k| k.starts_with("rand-")).count() >= 50, "at least 50 random workloads");
+    let (failures, checked) = replay_all(&data_dir(), &GOLDEN, &cases);
     assert!(failures.is_empty(), "{} of {checked} runs diverge:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -342,23 +350,6 @@ fn hybrid_kv_cache_groups_agree_with_vllm_step_for_step() {
     let dir = data_dir().join("hybrid");
     let cases = cases_in(&dir.join("cases"));
     assert!(cases.values().all(|c| c["kv_groups"].as_array().is_some_and(|g| g.len() >= 2 || g[0]["kind"] != "full")));
-    let mut failures = Vec::new();
-    let mut checked = 0;
-    for name in ["0.33.0-sync", "0.33.0-async"] {
-        let (version, mode) = name.split_once('-').unwrap();
-        let text = std::fs::read_to_string(dir.join(format!("golden/{name}.jsonl"))).unwrap();
-        let mut seen = 0;
-        for line in text.lines() {
-            let golden: Value = serde_json::from_str(line).unwrap();
-            assert_eq!(golden["vllm"], version);
-            let case = &cases[golden["case"].as_str().unwrap()];
-            if let Some(why) = compare(case, &golden, version, mode == "async") {
-                failures.push(format!("{name} {}: {why}", golden["case"]));
-            }
-            seen += 1;
-        }
-        assert_eq!(seen, cases.len(), "{name}: every case recorded");
-        checked += seen;
-    }
+    let (failures, checked) = replay_all(&dir, &["0.33.0-sync", "0.33.0-async"], &cases);
     assert!(failures.is_empty(), "{} of {checked} runs diverge:\n{}", failures.len(), failures.join("\n"));
 }

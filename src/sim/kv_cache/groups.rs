@@ -381,14 +381,13 @@ impl KvCache {
         let (positions, g_count) = self.shape(seq);
         for g in 0..g_count {
             let skipped = (self.groups[g].skipped_tokens(computed) / self.block_size) as usize;
-            for i in (0..skipped.min(positions)).rev() {
-                // Nulls from here down: freed by an earlier step.
-                let b = std::mem::replace(&mut seq.blocks[META + i * g_count + g], NULL);
-                if b == NULL {
-                    break;
-                }
-                self.release(b);
-            }
+            // Latest first, each replaced by the null block; nulls from the
+            // first one down (freed by an earlier step).
+            let freed = (0..skipped.min(positions))
+                .rev()
+                .map(|i| std::mem::replace(&mut seq.blocks[META + i * g_count + g], NULL))
+                .take_while(|&b| b != NULL);
+            self.free_blocks(freed);
         }
     }
 
@@ -551,44 +550,11 @@ impl KvCache {
     pub(super) fn free_groups(&mut self, seq: &mut SeqBlocks) {
         let (positions, g_count) = self.shape(seq);
         for g in 0..g_count {
-            let mut uncached = std::mem::take(&mut self.uncached);
-            for i in (0..positions).rev() {
-                let b = seq.blocks[META + i * g_count + g];
-                if b == NULL {
-                    continue;
-                }
-                let block = &mut self.blocks[b as usize];
-                let held = block.ref_count() - 1;
-                if held > 0 {
-                    block.hold(held);
-                } else if self.free_uncached_first && (block.hash == NO_HASH || !self.prefix_caching) {
-                    uncached.push(b);
-                } else {
-                    self.push_back(b);
-                }
-            }
-            for &b in uncached.iter().rev() {
-                self.push_front(b);
-            }
-            uncached.clear();
-            self.uncached = uncached;
+            let entries = (0..positions).rev().map(|i| seq.blocks[META + i * g_count + g]);
+            self.free_blocks(entries.filter(|&b| b != NULL));
         }
         seq.blocks.clear();
         seq.num_hashed = 0;
-    }
-
-    /// One block let go by its holder (a window moving on): to the free
-    /// queue when nobody else holds it (`free_blocks` of one block).
-    fn release(&mut self, b: u32) {
-        let block = &mut self.blocks[b as usize];
-        let held = block.ref_count() - 1;
-        if held > 0 {
-            block.hold(held);
-        } else if self.free_uncached_first && (block.hash == NO_HASH || !self.prefix_caching) {
-            self.push_front(b);
-        } else {
-            self.push_back(b);
-        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! importers check names against them; this module imports nothing above it.
 
 pub mod catalog;
+mod config_error;
 pub mod dtype;
 pub mod hardware;
 pub mod layers;

@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value};
 
-use super::model::{ModelConfigError, bad};
+use super::config_error::{ModelConfigError, bad};
 
 /// How one decoder layer attends, and so keeps its KV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value};
 
+pub use super::config_error::ModelConfigError;
+use super::config_error::bad;
 use super::layers::{KvLayout, LayerKind, LinearAttention, kv_layout, layer_kinds};
 
 /// Mixture-of-experts layer shape.
@@ -94,20 +96,6 @@ pub struct ModelArch {
     /// with a multimodal checkpoint (`vision_config`): weights, not priced
     /// per token.
     pub vision_params: u64,
-}
-
-/// A `config.json` the simulator cannot use. Fatal for the scenario.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct ModelConfigError {
-    /// The config key at fault.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
-
-pub(super) fn bad(field: &str, reason: impl Into<String>) -> ModelConfigError {
-    ModelConfigError { field: field.to_owned(), reason: reason.into() }
 }
 
 // Bounds on a config's sizes: each is at least 8× the largest published

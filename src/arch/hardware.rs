@@ -172,6 +172,38 @@ const CATALOG: &[(&[&str], Gpu)] = &[
             inter_node: Some(InterNode { bandwidth: 400.0 * GBIT, latency_us: NCCL_NET_STEP_US }),
         },
     ),
+    // Blackwell Ultra, as aiconfigurator's `b300_sxm.yaml` and `gb300.yaml` (commit
+    // 095f58a) take them from NVIDIA's Blackwell Ultra datasheet (not cross-checked
+    // against a second source here): B300 (HGX, 8 GPUs) 275,040 MiB reported by
+    // nvidia-smi (288 GB HBM3e), 7.75 TB/s, dense BF16 2.25 / FP8 4.5 PF; GB300 (NVL72)
+    // 284,208 MiB, 8 TB/s, 2.5 / 5 PF. NVLink 5, 900 GB/s per direction. Network: one
+    // ConnectX-8 at 800 Gb/s per GPU (the GB300 NVL72 and HGX B300 reference designs).
+    (
+        &["B300", "B300-SXM"],
+        Gpu {
+            name: "B300",
+            memory_bytes: 275_040 * MIB,
+            memory_bandwidth: 7.75 * TB,
+            bf16_flops: 2250.0 * TFLOPS,
+            fp8_flops: Some(4500.0 * TFLOPS),
+            interconnect_bandwidth: 900.0 * GB,
+            gpus_per_node: 8,
+            inter_node: Some(InterNode { bandwidth: 800.0 * GBIT, latency_us: NCCL_NET_STEP_US }),
+        },
+    ),
+    (
+        &["GB300", "GB300-NVL72"],
+        Gpu {
+            name: "GB300",
+            memory_bytes: 284_208 * MIB,
+            memory_bandwidth: 8.0 * TB,
+            bf16_flops: 2500.0 * TFLOPS,
+            fp8_flops: Some(5000.0 * TFLOPS),
+            interconnect_bandwidth: 900.0 * GB,
+            gpus_per_node: 72,
+            inter_node: Some(InterNode { bandwidth: 800.0 * GBIT, latency_us: NCCL_NET_STEP_US }),
+        },
+    ),
     // NVIDIA Ada Lovelace architecture whitepaper, GeForce RTX 4090: FP16/BF16 tensor
     // 165.2 TFLOPS and FP8 330.3 TFLOPS dense with FP32 accumulate (what vLLM's kernels
     // use); 24 GB GDDR6X at 1,008 GB/s; PCIe Gen4 x16, 32 GB/s per direction.
@@ -248,7 +280,7 @@ mod tests {
         assert_eq!(lookup("h100-sxm"), lookup("H100"));
         assert_eq!(lookup("A100-SXM").unwrap().name, "A100-80G");
         assert!(lookup("V100").is_none());
-        assert_eq!(names().len(), 8);
+        assert_eq!(names().len(), 10);
     }
 
     /// HGX/DGX nodes of 8 with a 400 Gb/s adapter a GPU (200 Gb/s on A100):

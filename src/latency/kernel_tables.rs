@@ -167,7 +167,7 @@ pub(super) enum MoeDtype {
 }
 
 /// GPUs with measured kernel tables, by catalog name.
-pub(super) const MEASURED_GPUS: [&str; 6] = ["H100", "H200", "A100-80G", "L40S", "B200", "GB200"];
+pub(super) const MEASURED_GPUS: [&str; 8] = ["H100", "H200", "A100-80G", "L40S", "B200", "GB200", "B300", "GB300"];
 
 /// The tables of `gpu` (catalog name), parsed on first use.
 pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
@@ -177,6 +177,8 @@ pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
     static L40S: OnceLock<Arc<KernelTables>> = OnceLock::new();
     static B200: OnceLock<Arc<KernelTables>> = OnceLock::new();
     static GB200: OnceLock<Arc<KernelTables>> = OnceLock::new();
+    static B300: OnceLock<Arc<KernelTables>> = OnceLock::new();
+    static GB300: OnceLock<Arc<KernelTables>> = OnceLock::new();
     let (cell, text) = match gpu {
         "H100" => (&H100, include_str!("kernels/h100.json")),
         "H200" => (&H200, include_str!("kernels/h200.json")),
@@ -184,6 +186,8 @@ pub(super) fn for_gpu(gpu: &str) -> Option<Arc<KernelTables>> {
         "L40S" => (&L40S, include_str!("kernels/l40s.json")),
         "B200" => (&B200, include_str!("kernels/b200.json")),
         "GB200" => (&GB200, include_str!("kernels/gb200.json")),
+        "B300" => (&B300, include_str!("kernels/b300.json")),
+        "GB300" => (&GB300, include_str!("kernels/gb300.json")),
         _ => return None,
     };
     Some(

@@ -88,11 +88,11 @@ impl KernelConstants {
             // as BLIS's A100/L40S runs used the same vLLM 0.15.1 and client.
             // Its GEMM and attention scales adjusted H100's vLLM 0.24 tables;
             // these GPUs' tables (vLLM 0.14.0) are taken as measured.
-            // B200 and GB200: aiconfigurator's tables were measured with the
+            // Blackwell (B200, GB200, B300, GB300): aiconfigurator's tables were measured with the
             // same vLLM (0.24.0) and harness as H100's, and no real vLLM run
             // on them is in ../shared/data per request: the H100 fit, scales
             // included, stands in.
-            "B200" | "GB200" => KernelConstants::fitted("H100"),
+            "B200" | "GB200" | "B300" | "GB300" => KernelConstants::fitted("H100"),
             "A100-80G" | "L40S" => {
                 Some(KernelConstants { gemm_scale: 1.0, attention_scale: 1.0, ..KernelConstants::fitted("H100")? })
             }

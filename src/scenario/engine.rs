@@ -212,8 +212,9 @@ pub(crate) fn resolve(
             .map(|s| s.for_release(release.eagle_hashes_next_token)),
         scheduling_policy: scheduling_policy(e)?,
         kv_groups: kv_groups(&layout),
-        hybrid_window_rules: release.hybrid_window_rules,
-        prefix_cache_retention_interval: Some(0),
+        window_admission_cap: release.window_admission_cap,
+        window_lags_in_flight: release.window_lags_in_flight,
+        prefix_cache_retention_interval: release.window_cache_retention.then_some(0),
         attention_span: attention_span(model, tp, kv_dtype_bytes),
     };
     if !engine.kv_groups.is_empty()

@@ -71,16 +71,21 @@ pub struct ReleaseBehaviour {
     /// 0.17.1, present in 0.18.0 and 0.30.0); 0.31.0 has
     /// `kv_holding_waiting` instead and skipped requests back in `waiting`.
     pub lora_skipped_queue_first: bool,
-    /// The hybrid KV cache manager's window rules of 0.33.0 (recorded,
-    /// `tests/data/vllm-conformance/hybrid/`): a sliding-window group frees
-    /// what the processed tokens (not those of a step in flight) leave
-    /// behind; admission counts a window's blocks up to its cap; and with
-    /// `prefix_cache_retention_interval` 0 (the default) a window group
-    /// caches only the blocks a resent prompt, or a shared prefix, can hit.
-    /// 0.15.1 and 0.19.0 (read in the wheels) free by the computed count,
-    /// count every block and cache every one; releases between are not
-    /// recorded and take 0.19.0's rules.
-    pub hybrid_window_rules: bool,
+    /// The hybrid KV cache manager's window rules, each from the release
+    /// whose wheel first has it (0.33.0's recorded: `tests/data/vllm-
+    /// conformance/hybrid/`; 0.15.1, 0.19.0, 0.22.0, 0.25.0, 0.28.0 and
+    /// 0.30.0 read; releases between take the older rule). From 0.22:
+    /// admission counts a window's blocks up to its cap
+    /// (`max_admission_blocks_per_request`).
+    pub window_admission_cap: bool,
+    /// From 0.28: a window frees what the processed tokens leave behind,
+    /// not those of a step in flight (`total_computed_tokens −
+    /// num_in_flight_tokens`).
+    pub window_lags_in_flight: bool,
+    /// From 0.30: `prefix_cache_retention_interval` (default 0): a window
+    /// group caches only the blocks a resent prompt or a shared prefix can
+    /// hit; before, every block.
+    pub window_cache_retention: bool,
 }
 
 impl VllmVersion {
@@ -133,7 +138,9 @@ impl VllmVersion {
             lora_counts_every_running_request: self >= VllmVersion::new(0, 33, 0),
             self_preemption_continues: self >= VllmVersion::new(0, 33, 0),
             lora_skipped_queue_first: self >= VllmVersion::new(0, 18, 0) && self < VllmVersion::new(0, 31, 0),
-            hybrid_window_rules: self >= VllmVersion::new(0, 33, 0),
+            window_admission_cap: self >= VllmVersion::new(0, 22, 0),
+            window_lags_in_flight: self >= VllmVersion::new(0, 28, 0),
+            window_cache_retention: self >= VllmVersion::new(0, 30, 0),
         }
     }
 }
@@ -159,6 +166,22 @@ mod tests {
         );
         let b = v("0.19.0").behaviour();
         assert!(b.scheduler_reserve_full_isl && !b.free_uncached_blocks_first);
+        // The window rules, each from the first wheel read that has it.
+        let w = |s: &str| {
+            let b = v(s).behaviour();
+            (b.window_admission_cap, b.window_lags_in_flight, b.window_cache_retention)
+        };
+        assert_eq!(
+            [w("0.19.0"), w("0.22.0"), w("0.25.0"), w("0.28.0"), w("0.30.0"), w("0.33.0")],
+            [
+                (false, false, false),
+                (true, false, false),
+                (true, false, false),
+                (true, true, false),
+                (true, true, true),
+                (true, true, true)
+            ]
+        );
         // 0.19.0's feature traces: 0.15.1's EAGLE and LoRA counting rules,
         // and its own queue for requests skipped for max_loras.
         assert!(!b.eagle_hashes_next_token && !b.lora_counts_every_running_request && b.lora_skipped_queue_first);

@@ -248,7 +248,8 @@ impl Engine {
             kv.record_evictions();
         }
         kv.set_window_rules(
-            config.hybrid_window_rules,
+            config.window_admission_cap,
+            config.window_lags_in_flight,
             config.prefix_cache_retention_interval,
             config.max_num_batched_tokens,
             config.async_scheduling,

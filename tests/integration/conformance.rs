@@ -90,10 +90,11 @@ fn engine(case: &Value, version: &str, async_scheduling: bool) -> EngineConfig {
             SchedulingPolicy::Fcfs
         },
         kv_groups: case.get("kv_groups").map_or_else(Vec::new, kv_groups),
-        hybrid_window_rules: release.hybrid_window_rules,
-        // Absent: vLLM's default 0; null: every block cached.
+        window_admission_cap: release.window_admission_cap,
+        window_lags_in_flight: release.window_lags_in_flight,
+        // Absent: the release's default (0 from 0.30); null: every block cached.
         prefix_cache_retention_interval: match e.get("prefix_cache_retention_interval") {
-            None => Some(0),
+            None => release.window_cache_retention.then_some(0),
             Some(v) => v.as_u64().map(|r| r as u32),
         },
         attention_span: Default::default(),

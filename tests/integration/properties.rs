@@ -37,8 +37,9 @@ pub(crate) fn random_engine(rng: &mut Xoshiro256PlusPlus) -> EngineConfig {
         speculative: None,
         scheduling_policy: SchedulingPolicy::Fcfs,
         kv_groups: Vec::new(),
-        hybrid_window_rules: false,
-        prefix_cache_retention_interval: Some(0),
+        window_admission_cap: false,
+        window_lags_in_flight: false,
+        prefix_cache_retention_interval: None,
         attention_span: Default::default(),
     }
 }
@@ -139,7 +140,8 @@ pub(crate) fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
     let total = call.input_tokens + call.output_tokens;
     let bs = e.block_size;
     let positions = (total - 1).div_ceil(bs);
-    let lag = e.max_num_batched_tokens * if e.hybrid_window_rules && e.async_scheduling { 2 } else { 1 };
+    let lag = e.max_num_batched_tokens * if e.window_lags_in_flight && e.async_scheduling { 2 } else { 1 };
+    let cap_lag = e.max_num_batched_tokens * if e.async_scheduling { 2 } else { 1 };
     let least: u32 = if e.kv_groups.is_empty() {
         positions
     } else {
@@ -165,11 +167,11 @@ pub(crate) fn servable(call: &LlmCall, e: &EngineConfig) -> bool {
         e.kv_groups
             .iter()
             .map(|g| match *g {
-                KvGroupKind::SlidingWindow { window: w } if e.hybrid_window_rules => {
-                    positions.min((w - 1 + lag).min(e.max_model_len).div_ceil(bs) + 1)
+                KvGroupKind::SlidingWindow { window: w } if e.window_admission_cap => {
+                    positions.min((w - 1 + cap_lag).min(e.max_model_len).div_ceil(bs) + 1)
                 }
-                KvGroupKind::ChunkedLocal { chunk: c } if e.hybrid_window_rules => {
-                    positions.min((c + lag).min(e.max_model_len).div_ceil(bs))
+                KvGroupKind::ChunkedLocal { chunk: c } if e.window_admission_cap => {
+                    positions.min((c + cap_lag).min(e.max_model_len).div_ceil(bs))
                 }
                 KvGroupKind::Linear => 1,
                 _ => positions,
@@ -363,7 +365,8 @@ fn random_hybrid_engines_keep_the_kv_invariant() {
         if engine.kv_groups == [KvGroupKind::Full] {
             engine.kv_groups.push(KvGroupKind::SlidingWindow { window: 16 });
         }
-        engine.hybrid_window_rules = rng.random_bool(0.5);
+        engine.window_admission_cap = rng.random_bool(0.5);
+        engine.window_lags_in_flight = rng.random_bool(0.5);
         engine.prefix_cache_retention_interval = match rng.random_range(0..3) {
             0 => None,
             1 => Some(0),

@@ -58,12 +58,15 @@ pub struct EngineConfig {
     /// The model's KV cache groups, as vLLM's hybrid KV cache manager
     /// forms them (`kv_cache/groups.rs`); empty: one full-attention group.
     pub kv_groups: Vec<KvGroupKind>,
-    /// vLLM 0.33's window-group rules (`ReleaseBehaviour::hybrid_window_rules`).
-    pub hybrid_window_rules: bool,
-    /// vLLM 0.33's `prefix_cache_retention_interval` under those rules: 0
-    /// (its default) caches a window group's blocks only where a resent
-    /// prompt or a shared prefix ends; R > 0 also the window's blocks at the
-    /// end of every R tokens; `None` every block.
+    /// vLLM ≥ 0.22: admission counts a window group's blocks up to its cap.
+    pub window_admission_cap: bool,
+    /// vLLM ≥ 0.28: a window frees by the processed tokens, one step later
+    /// with async scheduling.
+    pub window_lags_in_flight: bool,
+    /// vLLM ≥ 0.30's `prefix_cache_retention_interval`: 0 (its default)
+    /// caches a window group's blocks only where a resent prompt or a shared
+    /// prefix ends; R > 0 also the window's blocks at the end of every R
+    /// tokens; `None` (and releases before) every block.
     pub prefix_cache_retention_interval: Option<u32>,
     /// How far back each layer reads, for pricing (`span.rs`); full: every
     /// layer reads the whole context.
@@ -103,8 +106,9 @@ impl EngineConfig {
             speculative: None,
             scheduling_policy: SchedulingPolicy::Fcfs,
             kv_groups: Vec::new(),
-            hybrid_window_rules: false,
-            prefix_cache_retention_interval: Some(0),
+            window_admission_cap: false,
+            window_lags_in_flight: false,
+            prefix_cache_retention_interval: None,
             attention_span: AttentionSpan::default(),
         }
     }

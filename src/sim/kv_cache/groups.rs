@@ -40,7 +40,7 @@ pub(super) const NULL: u32 = u32::MAX - 3;
 /// Words a hybrid request's block list holds before its entries: the block
 /// where its prompt's last full block ends, and where the shared prefix its
 /// last lookup found ends ([`NO_BOUND`]: none) — a sliding-window group
-/// caches only the blocks just before these (vLLM 0.33's
+/// caches only the blocks just before these (vLLM ≥ 0.30's
 /// `reachable_block_mask`, retention 0); then the tokens it is admitted
 /// with as computed (hit or seeded; [`NO_BOUND`]: its hit), whose blocks a
 /// window has left are never allocated.
@@ -49,15 +49,15 @@ const META: usize = 3;
 /// A bound not known: every block may be cached.
 const NO_BOUND: u32 = u32::MAX;
 
-/// Release-dependent rules of the window groups (vLLM 0.33.0's, recorded;
-/// off: 0.15.1 and 0.19.0's).
+/// Release-dependent rules of the window groups (`ReleaseBehaviour`'s
+/// `window_*`; all on in 0.33.0, recorded).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WindowRules {
     /// A window frees what the processed tokens leave behind (a step in
-    /// flight not yet counted), and caches only the blocks a resent prompt
-    /// or a shared prefix can hit (`prefix_cache_retention_interval` 0).
-    pub(crate) v033: bool,
-    /// `prefix_cache_retention_interval` (0.33): `None` caches every block.
+    /// flight not yet counted; vLLM ≥ 0.28).
+    pub(crate) lags_in_flight: bool,
+    /// `prefix_cache_retention_interval` (vLLM ≥ 0.30): caches a window
+    /// group's blocks only where a hit can end; `None` caches every block.
     pub(crate) retention: Option<u32>,
     /// Per group, the most blocks admission counts for it
     /// (`max_admission_blocks_per_request`; `u32::MAX`: no cap).
@@ -142,12 +142,15 @@ impl KvCache {
         if self.hybrid() { META + positions * self.groups.len() } else { positions }
     }
 
-    /// The 0.33 window rules (`v033`, `retention`), and each group's
-    /// admission cap and most blocks held for an engine of `budget` tokens a
-    /// step, `async_scheduling` or not, and `max_model_len`.
+    /// The window rules (an admission `cap`, a window that `lags` a step in
+    /// flight, a `retention` interval), and each group's admission cap and
+    /// most blocks held for an engine of `budget` tokens a step,
+    /// `async_scheduling` or not, and `max_model_len`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn set_window_rules(
         &mut self,
-        v033: bool,
+        cap: bool,
+        lags: bool,
         retention: Option<u32>,
         budget: u32,
         async_scheduling: bool,
@@ -156,30 +159,32 @@ impl KvCache {
         let bs = self.block_size;
         // Tokens in steps at once (`max_concurrent_batches` × budget).
         let max_in_flight_tokens = budget.saturating_mul(if async_scheduling { 2 } else { 1 });
-        // Before 0.33 a window moves on with the computed tokens, a step in
+        // Before 0.28 a window moves on with the computed tokens, a step in
         // flight included: one step's tokens past it at most.
-        let lag = if v033 { max_in_flight_tokens } else { budget };
+        let lag = if lags { max_in_flight_tokens } else { budget };
         let most_held: Box<[u32]> = self.groups.iter().map(|k| k.most_held(lag, max_model_len, bs)).collect();
         let caps = self
             .groups
             .iter()
-            .zip(&most_held)
-            .map(|(&k, &m)| match k {
-                KvGroupKind::SlidingWindow { .. } if v033 => m,
+            .map(|&k| match k {
+                // (The cap counts every step in flight, whatever the lag.)
+                KvGroupKind::SlidingWindow { window } if cap => {
+                    (window - 1).saturating_add(max_in_flight_tokens).min(max_model_len).div_ceil(bs) + 1
+                }
                 // (No +1: vLLM's chunked cap is whole chunks.)
-                KvGroupKind::ChunkedLocal { chunk } if v033 => {
+                KvGroupKind::ChunkedLocal { chunk } if cap => {
                     chunk.saturating_add(max_in_flight_tokens).min(max_model_len).div_ceil(bs)
                 }
                 _ => u32::MAX,
             })
             .collect();
-        self.window_rules = WindowRules { v033, retention, admission_caps: caps, most_held };
+        self.window_rules = WindowRules { lags_in_flight: lags, retention, admission_caps: caps, most_held };
     }
 
     /// Whether a window frees only what processed tokens leave behind
-    /// (0.33): the caller passes computed minus in-flight tokens.
+    /// (vLLM ≥ 0.28): the caller passes computed minus in-flight tokens.
     pub(crate) fn window_lags_in_flight(&self) -> bool {
-        self.hybrid() && self.window_rules.v033
+        self.hybrid() && self.window_rules.lags_in_flight
     }
 
     /// The positions and groups of a hybrid request's list.
@@ -198,8 +203,8 @@ impl KvCache {
 
     /// Blocks vLLM's admission gate (`scheduler_reserve_full_isl`) counts
     /// for a `positions`-position request holding nothing, without hits:
-    /// each window group's capped (0.33), every position else. A request
-    /// whose count exceeds the pool is never admitted (before 0.33's caps, a
+    /// each window group's capped (vLLM ≥ 0.22), every position else. A request
+    /// whose count exceeds the pool is never admitted (before the caps, a
     /// long prompt on a model with window layers waits for good).
     pub(crate) fn admission_blocks(&self, positions: u32) -> u32 {
         if !self.hybrid() {
@@ -273,7 +278,7 @@ impl KvCache {
     }
 
     /// [`KvCache::fits`] over the groups: `num_tokens` of a request holding
-    /// nothing, each window group counted up to its cap (vLLM 0.33).
+    /// nothing, each window group counted up to its cap (vLLM ≥ 0.22).
     pub(super) fn fits_groups(&self, hits: &[u32], num_tokens: u32) -> bool {
         let g_count = self.groups.len();
         let positions = num_tokens.div_ceil(self.block_size) as usize;
@@ -376,16 +381,14 @@ impl KvCache {
 
     /// Whether group `g` caches position `i` of a request with `bounds`
     /// (`reachable_block_mask`): a linear group never (no cached state); a
-    /// window group under 0.33's retention R only the blocks a hit ending at
+    /// window group under a retention R (vLLM ≥ 0.30) only the blocks a hit ending at
     /// a bound reads (the window's last ⌈(W − 1)/block⌉), and with R > 0 at
     /// the end of every R tokens too; else every block.
     fn caches(&self, g: usize, i: usize, bounds: [u32; 2]) -> bool {
         let KvGroupKind::SlidingWindow { window } = self.groups[g] else {
             return self.groups[g] != KvGroupKind::Linear;
         };
-        let (true, Some(retention), false) =
-            (self.window_rules.v033, self.window_rules.retention, bounds[0] == NO_BOUND)
-        else {
+        let (Some(retention), false) = (self.window_rules.retention, bounds[0] == NO_BOUND) else {
             return true;
         };
         let need = (window - 1).div_ceil(self.block_size) as usize;

@@ -117,5 +117,5 @@ def dep(name, gpu, tp, fp8=False):
     return dict(name=name, params=total, weights_gib=w/GiB, blocks=blocks, block_size=bs, groups=groups, group_layers=gl, counts=counts)
 for a in [("gpt-oss-20b","H100",1),("gpt-oss-120b","H100",1),("gemma-3-4b-it","L40S",1),("gemma-3-12b-it","H100",1),("gemma-3-27b-it","H200",1),
           ("Mistral-7B-v0.1","A100-80G",1),("Llama-4-Scout-17B-16E-Instruct","H100",4),("Llama-4-Maverick-17B-128E-Instruct","H200",8,True),
-          ("Qwen3-Next-80B-A3B-Instruct","H100",4),("DeepSeek-V3","H200",8,True)]:
+          ("Qwen3-Next-80B-A3B-Instruct","H100",4),("DeepSeek-V3","H200",8,True),("MiniMax-M2.5","H200",4,True)]:
     r = dep(*a); print(a, f"{r['params']/1e9:.2f}B", f"{r['weights_gib']:.2f} GiB", r['blocks'], r['block_size'], r['groups'], r['group_layers'], r['counts'])

@@ -126,6 +126,12 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         include_str!("catalog/models/Qwen3-Next-80B-A3B-Instruct.json"),
     ),
     (
+        "MiniMax-M2.5",
+        // 128 × 128 block-scaled FP8 weights: serve with `dtype: fp8_block`.
+        &["MiniMaxAI/MiniMax-M2.5", "minimax-m2.5"],
+        include_str!("catalog/models/MiniMax-M2.5.json"),
+    ),
+    (
         "DeepSeek-V3",
         // The checkpoint is 128 × 128 block-scaled FP8: serve with `dtype: fp8_block`.
         &["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"],
@@ -135,7 +141,7 @@ const MODELS: &[(&str, &[&str], &str)] = &[
 
 /// Checkpoints whose FP8 weights carry 128 × 128 block scales (their
 /// `quantization_config.weight_block_size`): served as `dtype: fp8_block`.
-const BLOCK_FP8_CHECKPOINTS: [&str; 1] = ["Qwen/Qwen3-235B-A22B-FP8"];
+const BLOCK_FP8_CHECKPOINTS: [&str; 2] = ["Qwen/Qwen3-235B-A22B-FP8", "MiniMaxAI/MiniMax-M2.5"];
 
 /// Whether `name` is a block-scaled FP8 checkpoint.
 pub fn block_fp8_checkpoint(name: &str) -> bool {

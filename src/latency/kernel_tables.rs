@@ -153,9 +153,10 @@ pub(super) struct AttentionFit {
 }
 
 /// A measured fused-MoE line (see [`KernelTables::moe_line`]): the table
-/// (precision and routing) and the shape in it.
+/// (precision and routing), the shape in it, and how many times wider the
+/// deployment's expert split is than the one measured (1: measured as is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct MoeLine(MoeDtype, MoeRouting, usize);
+pub(super) struct MoeLine(MoeDtype, MoeRouting, usize, u64);
 
 /// Fused-MoE kernel precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,13 +305,24 @@ impl KernelTables {
         experts: u64,
         moe_tp: u64,
     ) -> Option<MoeLine> {
-        self.moe_table(dtype, routing)?
-            .shapes
-            .iter()
-            .position(|s| {
-                (s.hidden, s.inter, s.topk, s.experts, s.moe_tp, s.moe_ep) == (hidden, inter, topk, experts, moe_tp, 1)
+        let shapes = &self.moe_table(dtype, routing)?.shapes;
+        let at = |tp: u64| {
+            shapes.iter().position(|s| {
+                (s.hidden, s.inter, s.topk, s.experts, s.moe_tp, s.moe_ep) == (hidden, inter, topk, experts, tp, 1)
             })
-            .map(|i| MoeLine(dtype, routing, i))
+        };
+        if let Some(i) = at(moe_tp) {
+            return Some(MoeLine(dtype, routing, i, 1));
+        }
+        // Not measured at this split (H200's block-FP8 table stops at TP 4):
+        // the widest measured split that divides it, each GPU's share of
+        // every expert's weights and FLOPs smaller by the ratio, and so its
+        // time (MiniMax-M2.5 at TP 8 on H200: one GEMM per expert for 256
+        // experts priced TPOT +385 %).
+        (1..moe_tp)
+            .rev()
+            .filter(|&tp| moe_tp.is_multiple_of(tp))
+            .find_map(|tp| at(tp).map(|i| MoeLine(dtype, routing, i, moe_tp / tp)))
     }
 
     /// `None` where the GPU's tables lack this precision or routing (A100
@@ -331,7 +343,7 @@ impl KernelTables {
         let table = self.moe_table(line.0, line.1).expect("a MoeLine is made only from a table that exists");
         let (i0, i1, t) = bracket(&table.tokens, tokens);
         let us = &table.shapes[line.2].us;
-        lerp(us[i0], us[i1], t).max(0.0)
+        lerp(us[i0], us[i1], t).max(0.0) / line.3 as f64
     }
 
     fn attention(&self, kind: AttentionKind) -> &Attention {
@@ -472,7 +484,11 @@ mod tests {
         let line = t.moe_line((MoeDtype::Bf16, MoeRouting::Skewed), 4096, 14336, 2, 8, 1).unwrap();
         assert_eq!(t.moe_us(line, 1.0), 256.3);
         assert_eq!(t.moe_us(line, 64.0), 1054.0);
-        assert!(t.moe_line((MoeDtype::Bf16, MoeRouting::Skewed), 4096, 14336, 2, 8, 3).is_none());
+        // A split not measured: the widest measured one dividing it, scaled
+        // (TP 3 from TP 1, a third of the time); a shape not measured: none.
+        let three = t.moe_line((MoeDtype::Bf16, MoeRouting::Skewed), 4096, 14336, 2, 8, 3).unwrap();
+        assert!((t.moe_us(three, 64.0) * 3.0 - 1054.0).abs() < 1e-9);
+        assert!(t.moe_line((MoeDtype::Bf16, MoeRouting::Skewed), 4096, 14336, 2, 7, 1).is_none());
         // Qwen3-235B-A22B's block-FP8 experts over two GPUs: 337.3 µs for 128
         // tokens (vllm_fp8moe_triton_tritonexperts, power law 1.01), against
         // 590.6 µs in BF16.

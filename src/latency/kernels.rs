@@ -856,6 +856,16 @@ mod tests {
         // TP 2), else per-expert FP8 GEMMs.
         let k8 = Kernels::new(&model("Mixtral-8x7B"), &h100, 1, Dtype::Fp8, 2, MoeRouting::Skewed, bare()).unwrap();
         assert!(matches!(k8.moe.as_ref().unwrap().routed, Routed::Fused(_)));
+        // MiniMax-M2.5's block-FP8 experts at TP 8 on H200, where the table
+        // stops at TP 4: TP 4's fused line at half the time (each GPU holds
+        // half as much of every expert).
+        let minimax = model("MiniMax-M2.5");
+        let h200 = hardware::lookup("H200").unwrap();
+        let at = |tp| Kernels::new(&minimax, &h200, tp, Dtype::Fp8Block, 2, MoeRouting::Skewed, bare()).unwrap();
+        let (k4, k8) = (at(4), at(8));
+        let (e4, e8) = (k4.moe.as_ref().unwrap(), k8.moe.as_ref().unwrap());
+        let (Routed::Fused(l4), Routed::Fused(l8)) = (&e4.routed, &e8.routed) else { panic!("fused at TP 4 and 8") };
+        assert!((k8.tables.moe_us(*l8, 64.0) * 2.0 - k4.tables.moe_us(*l4, 64.0)).abs() < 1e-9);
         let scout = model("Llama-4-Scout-17B-16E-Instruct");
         let k8 = Kernels::new(&scout, &h100, 2, Dtype::Fp8, 2, MoeRouting::Skewed, bare()).unwrap();
         assert!(matches!(k8.moe.as_ref().unwrap().routed, Routed::Fused(_)));

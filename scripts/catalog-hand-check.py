@@ -80,15 +80,20 @@ def dep(name, gpu, tp, fp8=False):
     n_dense = L - n_moe
     vis = 0
     if v:
-        h, i_, nl = v.get("hidden_size",0), v.get("intermediate_size",0), v.get("num_hidden_layers",0)
+        g = lambda k: v.get(k, v.get("vt_" + k, 0))  # Kimi's MoonViT: vt_*
+        h, i_, nl = g("hidden_size"), g("intermediate_size"), g("num_hidden_layers")
         p = v.get("patch_size",1); ch = v.get("num_channels",3); img = v.get("image_size",0)
         proj = max(v.get("projector_output_dim",0), v.get("vision_output_dim",0), h)
         vis = nl*(4*h*h + 2*h*i_ + 9*h) + p*p*ch*h + (img//p)**2*h + proj*d
     embed = V*d*(1 if tie else 2)
     total = embed + natt*att + (L-natt)*lin + L*2*d + n_dense*dense_mlp + experts + moe_rest + d + vis
-    mx = (c.get("quantization_config") or {}).get("quant_method") == "mxfp4"
+    q = c.get("quantization_config") or {}
+    mx = q.get("quant_method") == "mxfp4"
     wb = 1 if fp8 else 2
     eb = 4.25/8 if mx else wb
+    if q.get("quant_method") == "compressed-tensors":  # Kimi-K2.5: INT4 experts, a bf16 scale per group
+        grp = list(q["config_groups"].values())[0]["weights"]["group_size"]
+        eb = (4 + 16/grp)/8
     rest = total - embed - experts
     w = (embed*2 + rest*wb)/tp + experts*eb/tp
     # KV layout
@@ -117,5 +122,5 @@ def dep(name, gpu, tp, fp8=False):
     return dict(name=name, params=total, weights_gib=w/GiB, blocks=blocks, block_size=bs, groups=groups, group_layers=gl, counts=counts)
 for a in [("gpt-oss-20b","H100",1),("gpt-oss-120b","H100",1),("gemma-3-4b-it","L40S",1),("gemma-3-12b-it","H100",1),("gemma-3-27b-it","H200",1),
           ("Mistral-7B-v0.1","A100-80G",1),("Llama-4-Scout-17B-16E-Instruct","H100",4),("Llama-4-Maverick-17B-128E-Instruct","H200",8,True),
-          ("Qwen3-Next-80B-A3B-Instruct","H100",4),("DeepSeek-V3","H200",8,True),("MiniMax-M2.5","H200",4,True)]:
+          ("Qwen3-Next-80B-A3B-Instruct","H100",4),("DeepSeek-V3","H200",8,True),("MiniMax-M2.5","H200",4,True),("Kimi-K2.5","H200",8)]:
     r = dep(*a); print(a, f"{r['params']/1e9:.2f}B", f"{r['weights_gib']:.2f} GiB", r['blocks'], r['block_size'], r['groups'], r['group_layers'], r['counts'])

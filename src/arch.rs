@@ -15,4 +15,4 @@ pub mod model;
 pub use dtype::{Dtype, KvCacheDtype, MoeRouting};
 pub use hardware::Gpu;
 pub use layers::{KvLayout, LayerKind};
-pub use model::{Attention, ModelArch};
+pub use model::{Attention, ModelArch, PackedExperts};

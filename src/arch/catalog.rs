@@ -132,6 +132,12 @@ const MODELS: &[(&str, &[&str], &str)] = &[
         include_str!("catalog/models/MiniMax-M2.5.json"),
     ),
     (
+        "Kimi-K2.5",
+        // INT4 routed experts (compressed-tensors, group 32), the rest 16-bit.
+        &["moonshotai/Kimi-K2.5", "kimi-k2.5"],
+        include_str!("catalog/models/Kimi-K2.5.json"),
+    ),
+    (
         "DeepSeek-V3",
         // The checkpoint is 128 × 128 block-scaled FP8: serve with `dtype: fp8_block`.
         &["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"],

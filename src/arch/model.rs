@@ -24,10 +24,34 @@ pub struct Moe {
     /// leading `first_k_dense_replace` (DeepSeek), or all but every
     /// `interleave_moe_layer_step`-th (Llama 4 Maverick).
     pub dense_layers: u64,
-    /// The routed experts' weights are MXFP4 in the checkpoint (gpt-oss:
-    /// `quantization_config.quant_method` "mxfp4"): 4-bit values and one
-    /// 8-bit scale per 32, which vLLM serves as they are.
-    pub mxfp4_experts: bool,
+    /// The routed experts' weights are packed below 8 bits in the
+    /// checkpoint, which vLLM serves as they are; `None`: the model's dtype.
+    pub packed_experts: Option<PackedExperts>,
+}
+
+/// 4-bit routed experts of a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackedExperts {
+    /// MXFP4 (gpt-oss: `quantization_config.quant_method` "mxfp4"): 4-bit
+    /// values and one 8-bit scale per 32.
+    Mxfp4,
+    /// Integer weights of `num_bits` 4 with a 16-bit scale per group
+    /// (Kimi-K2.5: compressed-tensors `pack-quantized`, group 32, the
+    /// attention, shared experts and dense MLPs left out).
+    Int4 {
+        /// Weights sharing one scale.
+        group_size: u64,
+    },
+}
+
+impl PackedExperts {
+    /// Bytes a weight streams, its scale's share included.
+    pub fn bytes_per_weight(self) -> f64 {
+        match self {
+            PackedExperts::Mxfp4 => 4.25 / 8.0,
+            PackedExperts::Int4 { group_size } => (4.0 + 16.0 / group_size.max(1) as f64) / 8.0,
+        }
+    }
 }
 
 /// How a layer's attention keeps its KV cache.
@@ -201,11 +225,7 @@ impl ModelArch {
                         None => leading,
                     }
                 },
-                mxfp4_experts: map
-                    .get("quantization_config")
-                    .and_then(|q| q.get("quant_method"))
-                    .and_then(Value::as_str)
-                    .is_some_and(|m| m == "mxfp4"),
+                packed_experts: packed_experts(map.get("quantization_config")),
             }),
         };
         let attention = match uint("kv_lora_rank")? {
@@ -381,6 +401,28 @@ impl ModelArch {
     }
 }
 
+/// The routed experts' packing a `quantization_config` names: MXFP4, or
+/// compressed-tensors 4-bit integer groups that leave attention out (its
+/// `ignore` list: routed experts only).
+fn packed_experts(q: Option<&Value>) -> Option<PackedExperts> {
+    let q = q?;
+    match q.get("quant_method").and_then(Value::as_str)? {
+        "mxfp4" => Some(PackedExperts::Mxfp4),
+        "compressed-tensors" => {
+            let ignores_attention = q
+                .get("ignore")
+                .and_then(Value::as_array)
+                .is_some_and(|list| list.iter().filter_map(Value::as_str).any(|m| m.contains("self_attn")));
+            let weights = q.get("config_groups")?.as_object()?.values().next()?.get("weights")?;
+            let int4 = weights.get("num_bits").and_then(Value::as_u64) == Some(4)
+                && weights.get("type").and_then(Value::as_str) == Some("int");
+            let group_size = weights.get("group_size").and_then(Value::as_u64)?;
+            (int4 && ignores_attention).then_some(PackedExperts::Int4 { group_size })
+        }
+        _ => None,
+    }
+}
+
 /// Gemma 3's `text_config` leaves out the keys at their defaults
 /// (transformers' `Gemma3TextConfig`): filled in where absent. Gemma ties
 /// its LM head to the embeddings.
@@ -411,7 +453,8 @@ fn gemma3_defaults(map: &mut Map<String, Value>) {
 /// and position embeddings) and of the projector into the language model's
 /// `hidden` width.
 fn vision_params(v: &Value, hidden: u64) -> u64 {
-    let n = |key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+    // (Kimi-K2.5's MoonViT names them `vt_*`.)
+    let n = |key: &str| [key, &format!("vt_{key}")].iter().find_map(|k| v.get(*k).and_then(Value::as_u64)).unwrap_or(0);
     let (h, i, layers) = (n("hidden_size"), n("intermediate_size"), n("num_hidden_layers"));
     let patch = n("patch_size").max(1);
     let channels = v.get("num_channels").and_then(Value::as_u64).unwrap_or(3);

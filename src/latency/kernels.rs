@@ -304,9 +304,9 @@ impl Kernels {
                 "no measured linear-attention (Gated DeltaNet, Mamba) kernels: the tables hold attention and GEMMs only",
             ));
         }
-        if model.moe.as_ref().is_some_and(|m| m.mxfp4_experts) {
+        if model.moe.as_ref().is_some_and(|m| m.packed_experts.is_some()) {
             return Err(KernelsError::Unmeasured(
-                "no measured MXFP4 MoE kernels (gpt-oss's experts): the tables hold 16-bit and FP8 MoE",
+                "no measured 4-bit MoE kernels (MXFP4 or INT4 experts): the tables hold 16-bit and FP8 MoE",
             ));
         }
         if model.moe.as_ref().is_some_and(|m| m.dense_layers > 0) {
@@ -987,7 +987,7 @@ mod tests {
     /// What the tables hold no kernels for: linear attention, MXFP4 experts,
     /// MoE models with dense layers.
     fn unmeasured(m: &ModelArch) -> bool {
-        m.linear.is_some() || m.moe.as_ref().is_some_and(|e| e.mxfp4_experts || e.dense_layers > 0)
+        m.linear.is_some() || m.moe.as_ref().is_some_and(|e| e.packed_experts.is_some() || e.dense_layers > 0)
     }
 
     /// A100 and L40S against H100, same shapes: a lone decode of Llama-3.1-8B

@@ -239,8 +239,8 @@ struct MoeShape {
     /// weights over the GPUs the experts are spread across.
     expert_weights: f64,
     shared_weights: f64,
-    /// Bytes a routed expert weight streams: the serving dtype's, or 4.25/8
-    /// for MXFP4 experts (gpt-oss: 4-bit values, an 8-bit scale per 32).
+    /// Bytes a routed expert weight streams: the serving dtype's, or packed
+    /// experts' (gpt-oss's MXFP4 4.25 bits, Kimi-K2.5's INT4 groups 4.5).
     expert_bytes: Option<f64>,
     /// GPUs the experts are spread across: `tp`, or `tp × dp` under expert
     /// parallelism (either way each GPU streams 1/ranks of the touched
@@ -267,7 +267,7 @@ impl Roofline {
             top_k: m.top_k as f64,
             expert_weights: 3.0 * d * m.expert_intermediate_size as f64 / tpf,
             shared_weights: 3.0 * d * m.shared_intermediate_size as f64 / tpf,
-            expert_bytes: m.mxfp4_experts.then_some(4.25 / 8.0),
+            expert_bytes: m.packed_experts.map(|p| p.bytes_per_weight()),
             ranks: tpf,
         });
         let heads_per_gpu = model.num_heads as f64 / tpf;

@@ -329,8 +329,8 @@ pub(super) fn weight_bytes_per_gpu(model: &ModelArch, tp: u64, dp: u32, weight_b
         (model.num_layers - m.dense_layers) * m.num_experts * 3 * model.hidden_size * m.expert_intermediate_size
     });
     let rest = model.param_count() - embed - experts;
-    // MXFP4 experts: 4 bits a weight and an 8-bit scale per 32 weights.
+    // Packed experts (MXFP4, INT4 groups): 4 bits a weight and their scales.
     let expert_bytes =
-        if model.moe.as_ref().is_some_and(|m| m.mxfp4_experts) { 4.25 / 8.0 } else { weight_bytes as f64 };
+        model.moe.as_ref().and_then(|m| m.packed_experts).map_or(weight_bytes as f64, |p| p.bytes_per_weight());
     (embed * 2 + rest * weight_bytes) as f64 / tp as f64 + experts as f64 * expert_bytes / (tp * u64::from(dp)) as f64
 }

@@ -452,7 +452,7 @@ fn measured_deployments_are_replayed_as_closed_loop_benchmarks() {
     TestCommand::new(&dir.path, &["-q", "--no-report", "plan.yaml"]).stdout();
     let rows = read_columns(&dir.join("out/calibration.parquet"), &["experiment", "tp", "metric", "real_ms", "pairs"]);
     // vLLM rows on H100, H200 and B200 for catalog models only (not SGLang,
-    // not Kimi-K2.5, which is not in the catalog), an MoE model only with its
+    // not GLM-4.6, which is not in the catalog), an MoE model only with its
     // experts sharded like its attention (not the expert-parallel row g);
     // concurrency from the source, else the batch size; ten prompts per
     // user; Qwen's -FP8 release with block-scaled weights.

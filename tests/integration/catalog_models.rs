@@ -14,7 +14,8 @@
 //! counts meet the published ones: gpt-oss 20.9 B / 116.8 B (21 B / 117 B),
 //! Gemma 3 4.30 / 12.19 / 27.43 B, Mistral-7B 7.24 B, Llama 4 Scout 108.6 B
 //! (109 B) and Maverick 401.5 B (400 B), Qwen3-Next 79.7 B without its MTP
-//! layer (80 B), DeepSeek-V3 671.0 B, MiniMax-M2.5 228.7 B (230 B).
+//! layer (80 B), DeepSeek-V3 671.0 B, MiniMax-M2.5 228.7 B (230 B), Kimi-K2.5
+//! 1,026.8 B (about 1 T; its INT4 experts 4.5 bits with their scales).
 
 use crate::util::{Dir, TestCommand};
 
@@ -22,7 +23,7 @@ use crate::util::{Dir, TestCommand};
 /// — the hand computation's numbers.
 type Deployment = (&'static str, &'static str, u32, &'static str, f64, u64, u32, &'static str);
 
-const DEPLOYMENTS: [Deployment; 11] = [
+const DEPLOYMENTS: [Deployment; 12] = [
     ("gpt-oss-20b", "H100", 1, "bf16", 12.80, 155_415, 16, "2 groups of 12 layers (1 sliding window 128, 1 full)"),
     ("gpt-oss-120b", "H100", 1, "bf16", 60.69, 16_430, 16, "2 groups of 18 layers (1 sliding window 128, 1 full)"),
     ("gemma-3-4b-it", "L40S", 1, "bf16", 8.01, 103_033, 16, "7 groups of 5 layers (6 sliding window 1024, 1 full)"),
@@ -52,6 +53,7 @@ const DEPLOYMENTS: [Deployment; 11] = [
     ("Qwen3-Next-80B-A3B-Instruct", "H100", 4, "bf16", 37.10, 10_532, 272, "4 groups of 12 layers (3 linear, 1 full)"),
     ("DeepSeek-V3", "H200", 8, "fp8_block", 78.33, 43_911, 16, ""),
     ("MiniMax-M2.5", "H200", 4, "fp8_block", 53.53, 74_765, 16, ""),
+    ("Kimi-K2.5", "H200", 8, "bf16", 69.27, 52_439, 16, ""),
 ];
 
 /// `X GiB of weights per GPU, N KV blocks of B[ in …]` from a run's summary.

@@ -268,7 +268,10 @@ fn rows(data: &Path) -> Result<Vec<Row>, ConvertError> {
         // FP4 weights are priced only where the checkpoint has them (gpt-oss's
         // MXFP4 experts); an NVFP4 quantization of a 16-bit model is not
         // modelled (B200's Llama-3.1-70B fp4 rows).
-        let mxfp4 = arch.as_ref().and_then(|m| m.moe.as_ref()).is_some_and(|m| m.mxfp4_experts);
+        let mxfp4 = arch
+            .as_ref()
+            .and_then(|m| m.moe.as_ref())
+            .is_some_and(|m| m.packed_experts == Some(crate::arch::PackedExperts::Mxfp4));
         if r[c_precision].contains("fp4") && !mxfp4 {
             continue;
         }

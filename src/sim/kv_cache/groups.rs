@@ -420,15 +420,17 @@ mod tests {
     use super::super::block_hashes;
     use super::*;
 
-    const BS: u32 = 16;
+    pub(super) const BS: u32 = 16;
 
-    fn hashes(tokens: std::ops::Range<u32>) -> Vec<u64> {
+    /// Block hashes of `tokens` at [`BS`] (shared with `hits.rs`'s tests).
+    pub(super) fn hashes(tokens: std::ops::Range<u32>) -> Vec<u64> {
         let mut out = Vec::new();
         block_hashes(tokens, BS, &mut out);
         out
     }
 
-    fn kv(blocks: u32, groups: &[KvGroupKind]) -> KvCache {
+    /// A prefix-caching cache of `blocks` blocks of [`BS`] in `groups`.
+    pub(super) fn kv(blocks: u32, groups: &[KvGroupKind]) -> KvCache {
         KvCache::with_groups(blocks, BS, true, false, groups)
     }
 

@@ -164,21 +164,9 @@ impl KvCache {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::block_hashes;
+    use super::super::tests::{hashes, kv};
     use super::*;
     use crate::sim::kv_cache::NO_HASH;
-
-    const BS: u32 = 16;
-
-    fn hashes(tokens: std::ops::Range<u32>) -> Vec<u64> {
-        let mut out = Vec::new();
-        block_hashes(tokens, BS, &mut out);
-        out
-    }
-
-    fn kv(blocks: u32, groups: &[KvGroupKind]) -> KvCache {
-        KvCache::with_groups(blocks, BS, true, false, groups)
-    }
 
     /// A prompt hits only as far as every group hits: the full group's
     /// blocks of a finished request are all cached, but the window's early

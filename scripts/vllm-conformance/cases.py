@@ -308,6 +308,30 @@ def named_cases():
     return out
 
 
+def random_engine(rng, blocks):
+    """A random engine for requests needing `blocks` blocks each (tight,
+    medium or roomy cache) and a timeout or none, drawn from `rng` in this
+    order (the committed random cases depend on it)."""
+    need = max(blocks) + 1
+    total = sum(blocks) + 1
+    kind = rng.choice(["tight", "tight", "medium", "roomy"])
+    if kind == "tight":
+        num_gpu_blocks = need + rng.randint(0, need)
+    elif kind == "medium":
+        num_gpu_blocks = rng.randint(need, max(need, total // 2))
+    else:
+        num_gpu_blocks = total + rng.randint(0, 200)
+    eng = engine(
+        max_num_seqs=rng.randint(2, 16),
+        max_num_batched_tokens=rng.randint(64, 512),
+        long_prefill_token_threshold=rng.choice([0, 0, 16, 64, 128]),
+        num_gpu_blocks=num_gpu_blocks,
+        enable_prefix_caching=rng.random() < 0.8,
+    )
+    timeout = rng.randint(20, 150) if rng.random() < 0.25 else None
+    return eng, timeout
+
+
 def random_case(i):
     rng = random.Random(1000 + i)
     n = rng.randint(15, 60)
@@ -315,23 +339,7 @@ def random_case(i):
     prefixes = [rng.randint(16, 300) for _ in range(rng.randint(2, 5))]
     reqs = workload(rng, n, mean_gap, (8, 600), (1, 64), prefixes, 0.4,
                     copy_share=0.06, max_extra_tail=100)
-    need = max(blocks_needed(r) for r in reqs) + 1
-    total = sum(blocks_needed(r) for r in reqs) + 1
-    kind = rng.choice(["tight", "tight", "medium", "roomy"])
-    if kind == "tight":
-        blocks = need + rng.randint(0, need)
-    elif kind == "medium":
-        blocks = rng.randint(need, max(need, total // 2))
-    else:
-        blocks = total + rng.randint(0, 200)
-    eng = engine(
-        max_num_seqs=rng.randint(2, 16),
-        max_num_batched_tokens=rng.randint(64, 512),
-        long_prefill_token_threshold=rng.choice([0, 0, 16, 64, 128]),
-        num_gpu_blocks=blocks,
-        enable_prefix_caching=rng.random() < 0.8,
-    )
-    timeout = rng.randint(20, 150) if rng.random() < 0.25 else None
+    eng, timeout = random_engine(rng, [blocks_needed(r) for r in reqs])
     return case(f"rand-{i:03d}", eng, reqs, seed=100 + i, prefixes=prefixes,
                 timeout_steps=timeout)
 
@@ -623,23 +631,7 @@ def hybrid_random_case(i, base=3700):
     reqs = workload(rng, n, mean_gap, (8, 600), (1, 64), prefixes, 0.4,
                     copy_share=0.1, max_extra_tail=100)
     window = rng.choice([32, 50, 64, 128])
-    need = max(hybrid_blocks_needed(r) for r in reqs) + 1
-    total = sum(hybrid_blocks_needed(r) for r in reqs) + 1
-    kind = rng.choice(["tight", "tight", "medium", "roomy"])
-    if kind == "tight":
-        blocks = need + rng.randint(0, need)
-    elif kind == "medium":
-        blocks = rng.randint(need, max(need, total // 2))
-    else:
-        blocks = total + rng.randint(0, 200)
-    eng = engine(
-        max_num_seqs=rng.randint(2, 16),
-        max_num_batched_tokens=rng.randint(64, 512),
-        long_prefill_token_threshold=rng.choice([0, 0, 16, 64, 128]),
-        num_gpu_blocks=blocks,
-        enable_prefix_caching=rng.random() < 0.8,
-    )
-    timeout = rng.randint(20, 150) if rng.random() < 0.25 else None
+    eng, timeout = random_engine(rng, [hybrid_blocks_needed(r) for r in reqs])
     return case(f"hyb_rand-{i:03d}", eng, reqs, seed=200 + i, prefixes=prefixes,
                 timeout_steps=timeout, kv_groups=[full(), sw(window)])
 

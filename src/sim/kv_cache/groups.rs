@@ -260,21 +260,25 @@ impl KvCache {
     }
 
     /// Hit blocks still in the free queue (claiming them takes them from
-    /// it), but those at positions a group skips (`skip[g]`).
-    fn evictable(&self, hits: &[u32], skip: &[usize]) -> usize {
+    /// it), but those at positions a request admitted with `computed`
+    /// tokens skips ([`NO_BOUND`]: none).
+    fn evictable(&self, hits: &[u32], computed: u32) -> usize {
         let g_count = self.groups.len();
         hits.iter()
             .enumerate()
             .filter(|&(k, &b)| {
-                b != NULL && k / g_count >= skip[k % g_count] && self.blocks[b as usize].ref_count() == 0
+                b != NULL
+                    && k / g_count >= self.skipped_at_admission(k % g_count, computed)
+                    && self.blocks[b as usize].ref_count() == 0
             })
             .count()
     }
 
-    /// Each group's positions skipped at admission (none once it holds some).
-    fn admission_skips(&self, seq: &SeqBlocks, have: usize) -> Vec<usize> {
-        let computed = if have == 0 && seq.blocks.len() >= META { seq.blocks[2] } else { NO_BOUND };
-        (0..self.groups.len()).map(|g| self.skipped_at_admission(g, computed)).collect()
+    /// The tokens a request holding `have` positions was admitted with as
+    /// computed, whose blocks its windows skip ([`NO_BOUND`] once it holds
+    /// some: nothing is skipped at admission then).
+    fn admitted_at(seq: &SeqBlocks, have: usize) -> u32 {
+        if have == 0 && seq.blocks.len() >= META { seq.blocks[2] } else { NO_BOUND }
     }
 
     /// [`KvCache::fits`] over the groups: `num_tokens` of a request holding
@@ -285,7 +289,7 @@ impl KvCache {
         let hit = hits.len() / g_count;
         let cap = |g: usize| self.window_rules.admission_caps.get(g).map_or(usize::MAX, |&c| c as usize);
         let new: usize = (0..g_count).map(|g| self.new_blocks(g, positions.min(cap(g)), 0, hit)).sum();
-        new + self.evictable(hits, &vec![0; g_count]) <= self.num_free as usize
+        new + self.evictable(hits, NO_BOUND) <= self.num_free as usize
     }
 
     /// [`KvCache::allocate`] over the groups: all or nothing.
@@ -303,10 +307,13 @@ impl KvCache {
         let positions = num_tokens.div_ceil(self.block_size) as usize;
         let hit = hits.len() / g_count;
         // A request admitted with tokens computed past its hit (seeded)
-        // holds nothing where its windows have moved on.
-        let skip = self.admission_skips(seq, have);
-        let new: Vec<usize> = (0..g_count).map(|g| self.new_blocks(g, positions, have, hit.max(skip[g]))).collect();
-        if new.iter().sum::<usize>() + self.evictable(hits, &skip) > self.num_free as usize {
+        // holds nothing where its windows have moved on. (Worked out per
+        // group where needed, not collected: this runs for every scheduled
+        // request every step.)
+        let computed = Self::admitted_at(seq, have);
+        let skip = |kv: &Self, g: usize| kv.skipped_at_admission(g, computed);
+        let new = |kv: &Self, g: usize| kv.new_blocks(g, positions, have, hit.max(skip(kv, g)));
+        if (0..g_count).map(|g| new(self, g)).sum::<usize>() + self.evictable(hits, computed) > self.num_free as usize {
             return false;
         }
         let start = seq.blocks.len();
@@ -315,7 +322,7 @@ impl KvCache {
             if *b == NULL {
                 continue;
             }
-            if k / g_count < skip[k % g_count] {
+            if k / g_count < self.skipped_at_admission(k % g_count, computed) {
                 // Left untouched, in the cache or free (vLLM drops them).
                 *b = NULL;
                 continue;
@@ -332,10 +339,11 @@ impl KvCache {
         }
         let to = positions.max(have + hit);
         seq.blocks.resize(META + to * g_count, NULL);
-        for (g, &count) in new.iter().enumerate() {
+        for g in 0..g_count {
             // A linear group's one block sits at position 0; the others
             // start past what is held, hit or skipped.
-            let first = if self.groups[g] == KvGroupKind::Linear { 0 } else { (have + hit).max(skip[g]) };
+            let count = new(self, g);
+            let first = if self.groups[g] == KvGroupKind::Linear { 0 } else { (have + hit).max(skip(self, g)) };
             for i in first..first + count {
                 seq.blocks[META + i * g_count + g] = self.take();
             }
